@@ -1,0 +1,3 @@
+// defines: the doctest main() shared by every test executable.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
