@@ -1,0 +1,103 @@
+#pragma once
+// defines: tagc::communicator (concept), tagc::collective, tagc::reducible,
+//          tagc::ring_bytes_sent.
+//
+// The Communicator concept is what the Reducer needs from a transport: sum
+// collectives over *typed spans*. The element type and count always come from
+// the span, so a byte count can never be passed where an element count is meant.
+//
+// Semantics every backend follows (as NCCL's public header documents them):
+//  - all_reduce(send, recv):      recv[i] = sum over ranks of send[i]; sizes equal.
+//  - reduce_scatter(send, recv):  send.size() == size() * recv.size(); rank r gets
+//                                 the sum of block r (recv.size() elements).
+//  - all_gather(send, recv):      recv.size() == size() * send.size(); block r is rank r's send.
+//  - reduce(send, recv, root):    like all_reduce, but only root's recv is written.
+//  - broadcast(buf, root):        root's buf is copied to every rank's buf.
+//  - barrier().
+//  In-place is allowed where send and recv are the same memory (all_reduce,
+//  broadcast) or where send/recv alias at the rank's own block (reduce_scatter:
+//  recv == send.subspan(rank * recv.size()), all_gather likewise).
+//  Unsigned integer sums wrap modulo 2^bits (NCCL's and MPI's behaviour): the
+//  index policies rely on that.
+//  Stream-ordered backends (NCCL) return once the collective is *enqueued*; host
+//  backends (MPI, local) return once it is complete. start_*() returns a request
+//  whose wait() completes it; buffers must stay alive until then.
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "../core/status.hpp"
+
+TAGC_BEGIN_NAMESPACE
+
+enum class collective : int { all_reduce = 0, reduce_scatter, all_gather, reduce, broadcast, barrier, count_ };
+
+inline constexpr const char* collective_name(collective c) noexcept {
+  switch (c) {
+    case collective::all_reduce: return "all_reduce";
+    case collective::reduce_scatter: return "reduce_scatter";
+    case collective::all_gather: return "all_gather";
+    case collective::reduce: return "reduce";
+    case collective::broadcast: return "broadcast";
+    case collective::barrier: return "barrier";
+    default: return "?";
+  }
+}
+
+// Element types every backend must reduce with SUM.
+template <class T>
+concept reducible = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::uint8_t> ||
+                    std::same_as<T, std::int32_t> || std::same_as<T, std::uint32_t> ||
+                    std::same_as<T, std::int64_t> || std::same_as<T, std::uint64_t>;
+
+// A completion handle of a non-blocking collective.
+template <class R>
+concept collective_request = std::movable<R> && requires(R& r) {
+  { r.wait() } -> std::same_as<status>;
+};
+
+namespace detail {
+template <class C, class T>
+concept communicator_for = requires(C& c, std::span<const T> in, std::span<T> out, int root) {
+  { c.all_reduce(in, out) } -> std::same_as<status>;
+  { c.reduce_scatter(in, out) } -> std::same_as<status>;
+  { c.all_gather(in, out) } -> std::same_as<status>;
+  { c.reduce(in, out, root) } -> std::same_as<status>;
+  { c.broadcast(out, root) } -> std::same_as<status>;
+  { c.start_all_reduce(in, out) } -> collective_request;
+  { c.start_reduce_scatter(in, out) } -> collective_request;
+  { c.start_all_gather(in, out) } -> collective_request;
+};
+}  // namespace detail
+
+template <class C>
+concept communicator = requires(const C& cc, C& c) {
+  { cc.rank() } -> std::convertible_to<int>;
+  { cc.size() } -> std::convertible_to<int>;
+  { c.barrier() } -> std::same_as<status>;
+} && detail::communicator_for<C, float> && detail::communicator_for<C, std::uint8_t> &&
+    detail::communicator_for<C, std::int64_t> && detail::communicator_for<C, double>;
+
+// Bytes one rank sends for a collective over a buffer of `whole_bytes` bytes
+// (the full, unsharded buffer) with a ring algorithm on `n` ranks — the model
+// nccl-tests uses for bus bandwidth: all-reduce 2(n-1)/n, reduce-scatter,
+// all-gather, reduce and broadcast (n-1)/n.
+inline constexpr double ring_bytes_sent(collective c, double whole_bytes, int n) noexcept {
+  if (n <= 1) return 0.0;
+  const double f = double(n - 1) / double(n);
+  switch (c) {
+    case collective::all_reduce: return 2.0 * f * whole_bytes;
+    case collective::barrier: return 0.0;
+    default: return f * whole_bytes;
+  }
+}
+
+// A request that is already complete (host backends that finish at start).
+struct completed_request {
+  status result;
+  status wait() { return std::move(result); }
+};
+
+TAGC_END_NAMESPACE

@@ -1,0 +1,294 @@
+#pragma once
+// defines: tagc::local_world, tagc::local_communicator — N ranks as threads of
+//          one process, with real concurrent collectives (for tests and demos).
+//
+// Every collective is two rendezvous: ranks post what they pass, meet, check
+// that they agree (same collective, element type, length, root), compute their
+// own result from everyone's send buffer into private scratch, meet again (so no
+// rank overwrites a buffer another is still reading), then copy out. A rank that
+// disagrees makes *every* rank return the same size_mismatch status; a rank that
+// never arrives makes the others return a timeout instead of hanging, and
+// aborts the world so later collectives fail at once.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "communicator.hpp"
+
+TAGC_BEGIN_NAMESPACE
+
+class local_communicator;
+
+class local_world {
+ public:
+  explicit local_world(int size, std::chrono::milliseconds timeout = std::chrono::seconds(120))
+      : size_(size), timeout_(timeout), posts_(size > 0 ? size : 0) {}
+
+  int size() const noexcept { return size_; }
+  local_communicator communicator(int rank);
+
+  // Fail every pending and future collective with `why` (e.g. a rank's thread died).
+  void abort(std::string why) {
+    std::lock_guard lk(m_);
+    if (!aborted_) {
+      aborted_ = true;
+      abort_reason_ = std::move(why);
+    }
+    cv_.notify_all();
+  }
+  bool aborted() const {
+    std::lock_guard lk(m_);
+    return aborted_;
+  }
+
+  // Run fn(communicator) on `size()` threads and join them.
+  template <class Fn>
+  void run(Fn&& fn);
+
+ private:
+  friend class local_communicator;
+
+  struct post {
+    collective kind = collective::barrier;
+    int type_id = -1;
+    const char* type_name = "";
+    std::size_t elem_size = 0;
+    const void* send = nullptr;
+    std::size_t count = 0;  // the length that must agree across ranks (see collective())
+    int root = 0;
+    std::string local_error;  // this rank's own arguments were inconsistent
+    std::vector<std::byte> scratch;
+  };
+
+  // Generation barrier with a deadline.
+  status arrive(int rank, const char* what) {
+    std::unique_lock lk(m_);
+    if (aborted_) return {errc::communication, "local world aborted: " + abort_reason_};
+    const std::uint64_t gen = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return {};
+    }
+    const bool met = cv_.wait_for(lk, timeout_, [&] { return generation_ != gen || aborted_; });
+    if (aborted_) return {errc::communication, "local world aborted: " + abort_reason_};
+    if (!met) {
+      aborted_ = true;
+      abort_reason_ = "rank " + std::to_string(rank) + " waited " + std::to_string(timeout_.count()) +
+                      " ms in " + what + " for ranks that never arrived";
+      cv_.notify_all();
+      return {errc::timeout, abort_reason_};
+    }
+    return {};
+  }
+
+  int size_;
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string abort_reason_;
+  std::vector<post> posts_;
+};
+
+namespace detail {
+template <class T> constexpr int type_id_of() {
+  if constexpr (std::is_same_v<T, float>) return 0;
+  else if constexpr (std::is_same_v<T, double>) return 1;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return 2;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return 3;
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return 4;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return 5;
+  else return 6;
+}
+template <class T> constexpr const char* type_name_of() {
+  constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64"};
+  return names[type_id_of<T>()];
+}
+}  // namespace detail
+
+class local_communicator {
+ public:
+  using request = completed_request;  // collectives complete at start: nothing to overlap in-process
+
+  local_communicator(local_world& world, int rank) : world_(&world), rank_(rank) {}
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return world_->size(); }
+
+  status barrier() { return run<float>(collective::barrier, {}, {}, 0); }
+
+  template <reducible T> status all_reduce(std::span<const T> in, std::span<T> out) {
+    return run<T>(collective::all_reduce, in, out, 0);
+  }
+  template <reducible T> status reduce_scatter(std::span<const T> in, std::span<T> out) {
+    return run<T>(collective::reduce_scatter, in, out, 0);
+  }
+  template <reducible T> status all_gather(std::span<const T> in, std::span<T> out) {
+    return run<T>(collective::all_gather, in, out, 0);
+  }
+  template <reducible T> status reduce(std::span<const T> in, std::span<T> out, int root) {
+    return run<T>(collective::reduce, in, out, root);
+  }
+  template <reducible T> status broadcast(std::span<T> buf, int root) {
+    return run<T>(collective::broadcast, std::span<const T>(buf), buf, root);
+  }
+  template <reducible T> request start_all_reduce(std::span<const T> in, std::span<T> out) {
+    return {all_reduce(in, out)};
+  }
+  template <reducible T> request start_reduce_scatter(std::span<const T> in, std::span<T> out) {
+    return {reduce_scatter(in, out)};
+  }
+  template <reducible T> request start_all_gather(std::span<const T> in, std::span<T> out) {
+    return {all_gather(in, out)};
+  }
+
+ private:
+  // The length that must agree across ranks, and this rank's own argument check.
+  template <class T>
+  static std::size_t agreed_count(collective kind, std::span<const T> in, std::span<T> out, int n, int root,
+                                  std::string& err) {
+    const auto bad = [&](const std::string& m) { err = std::string(collective_name(kind)) + ": " + m; };
+    switch (kind) {
+      case collective::all_reduce:
+        if (in.size() != out.size())
+          bad("send has " + std::to_string(in.size()) + " elements but recv has " + std::to_string(out.size()));
+        return in.size();
+      case collective::reduce_scatter:
+        if (in.size() != out.size() * std::size_t(n))
+          bad("send has " + std::to_string(in.size()) + " elements, expected world size " + std::to_string(n) +
+              " x recv " + std::to_string(out.size()));
+        return out.size();
+      case collective::all_gather:
+        if (out.size() != in.size() * std::size_t(n))
+          bad("recv has " + std::to_string(out.size()) + " elements, expected world size " + std::to_string(n) +
+              " x send " + std::to_string(in.size()));
+        return in.size();
+      case collective::reduce:
+      case collective::broadcast:
+        if (root < 0 || root >= n) bad("root " + std::to_string(root) + " outside [0, " + std::to_string(n) + ")");
+        if (in.size() != out.size())
+          bad("send has " + std::to_string(in.size()) + " elements but recv has " + std::to_string(out.size()));
+        return in.size();
+      default: return 0;
+    }
+  }
+
+  template <class T>
+  status run(collective kind, std::span<const T> in, std::span<T> out, int root) {
+    local_world& w = *world_;
+    const int n = w.size();
+    auto& me = w.posts_[rank_];
+    me.kind = kind;
+    me.type_id = detail::type_id_of<T>();
+    me.type_name = detail::type_name_of<T>();
+    me.elem_size = sizeof(T);
+    me.send = in.data();
+    me.root = root;
+    me.local_error.clear();
+    me.count = agreed_count<T>(kind, in, out, n, root, me.local_error);
+    const char* what = collective_name(kind);
+
+    TAGC_TRY(w.arrive(rank_, what));
+    // Everyone reads the same posts, so everyone reaches the same verdict.
+    status verdict = check_agreement(w.posts_);
+    if (verdict.ok() && kind != collective::barrier) compute<T>(kind, out.size());
+    TAGC_TRY(w.arrive(rank_, what));  // all reads of other ranks' buffers are done
+    if (!verdict.ok()) return verdict;
+    if (kind == collective::reduce && rank_ != root) return {};
+    if (!out.empty()) std::memcpy(out.data(), me.scratch.data(), out.size_bytes());
+    return {};
+  }
+
+  static status check_agreement(const std::vector<local_world::post>& posts) {
+    for (std::size_t r = 0; r < posts.size(); ++r)
+      if (!posts[r].local_error.empty())
+        return {errc::size_mismatch, "rank " + std::to_string(r) + ": " + posts[r].local_error};
+    const auto& p0 = posts[0];
+    for (std::size_t r = 1; r < posts.size(); ++r) {
+      const auto& p = posts[r];
+      const std::string who = "rank " + std::to_string(r);
+      if (p.kind != p0.kind)
+        return {errc::invalid_argument,
+                who + " called " + collective_name(p.kind) + " while rank 0 called " + collective_name(p0.kind)};
+      if (p.type_id != p0.type_id)
+        return {errc::invalid_argument, std::string(collective_name(p.kind)) + ": " + who + " passed " + p.type_name +
+                                            " while rank 0 passed " + p0.type_name};
+      if (p.count != p0.count)
+        return {errc::size_mismatch, std::string(collective_name(p.kind)) + ": " + who + " passed " +
+                                         std::to_string(p.count) + " elements, rank 0 passed " +
+                                         std::to_string(p0.count)};
+      if (p.root != p0.root)
+        return {errc::invalid_argument, std::string(collective_name(p.kind)) + ": " + who + " named root " +
+                                            std::to_string(p.root) + ", rank 0 named " + std::to_string(p0.root)};
+    }
+    return {};
+  }
+
+  template <class T>
+  void compute(collective kind, std::size_t out_count) {
+    local_world& w = *world_;
+    const int n = w.size();
+    auto& scratch = w.posts_[rank_].scratch;
+    if (scratch.size() < out_count * sizeof(T)) scratch.resize(out_count * sizeof(T));
+    T* dst = reinterpret_cast<T*>(scratch.data());
+    const auto src = [&](int r) { return static_cast<const T*>(w.posts_[r].send); };
+    const std::size_t c = w.posts_[0].count;
+    switch (kind) {
+      case collective::all_reduce:
+      case collective::reduce:
+        // Sum in rank order so the result is deterministic; unsigned types wrap.
+        for (std::size_t i = 0; i < c; ++i) {
+          T acc = src(0)[i];
+          for (int r = 1; r < n; ++r) acc = T(acc + src(r)[i]);
+          dst[i] = acc;
+        }
+        break;
+      case collective::reduce_scatter:
+        for (std::size_t i = 0; i < c; ++i) {
+          const std::size_t at = std::size_t(rank_) * c + i;
+          T acc = src(0)[at];
+          for (int r = 1; r < n; ++r) acc = T(acc + src(r)[at]);
+          dst[i] = acc;
+        }
+        break;
+      case collective::all_gather:
+        for (int r = 0; r < n; ++r)
+          if (c) std::memcpy(dst + std::size_t(r) * c, src(r), c * sizeof(T));
+        break;
+      case collective::broadcast:
+        if (c) std::memcpy(dst, src(w.posts_[0].root), c * sizeof(T));
+        break;
+      default: break;
+    }
+  }
+
+  local_world* world_;
+  int rank_;
+};
+
+inline local_communicator local_world::communicator(int rank) { return local_communicator(*this, rank); }
+
+template <class Fn>
+void local_world::run(Fn&& fn) {
+  std::vector<std::thread> threads;
+  threads.reserve(size_);
+  for (int r = 0; r < size_; ++r)
+    threads.emplace_back([this, r, &fn] {
+      auto comm = communicator(r);
+      fn(comm);
+    });
+  for (auto& t : threads) t.join();
+}
+
+TAGC_END_NAMESPACE
