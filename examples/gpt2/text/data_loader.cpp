@@ -1,0 +1,105 @@
+// data_loader.cpp: see the header for the batching rule.
+#include "data_loader.hpp"
+#include "text_error.hpp"
+#include "token_shard.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace gpt2 {
+
+DataLoader::DataLoader(std::vector<std::filesystem::path> shards, size_t B, size_t T, int rank,
+                       int world)
+    : shards_(std::move(shards)), B_(B), T_(T), rank_(rank), world_(world) {
+  if (shards_.empty()) throw TextError("gpt2::DataLoader: no shard files given");
+  if (B == 0 || T == 0) {
+    throw TextError("gpt2::DataLoader: batch size B=" + std::to_string(B) +
+                    " and sequence length T=" + std::to_string(T) + " must both be >= 1");
+  }
+  if (world < 1 || rank < 0 || rank >= world) {
+    throw TextError("gpt2::DataLoader: rank " + std::to_string(rank) + " of world size " +
+                    std::to_string(world) + "; expected 0 <= rank < world");
+  }
+  for (const auto& path : shards_) {
+    const uint64_t n = read_shard_header(path);
+    if (n < global_batch_tokens() + 1) {
+      throw TextError("token shard " + path.string() + ": has " + std::to_string(n) +
+                      " tokens, fewer than one global batch needs (world*B*T + 1 = " +
+                      std::to_string(global_batch_tokens() + 1) + ")");
+    }
+    shard_tokens_.push_back(n);
+    total_batches_ += (n - 1) / global_batch_tokens();
+  }
+  reset();
+}
+
+void DataLoader::ensure_loaded(uint64_t shard) {
+  if (loaded_shard_ == shard) return;
+  tokens_ = read_shard(shards_[shard]);
+  // The header was checked in the constructor; a different size now means the file was
+  // replaced underneath us, and the saved positions would no longer mean anything.
+  if (tokens_.size() != shard_tokens_[shard]) {
+    throw TextError("token shard " + shards_[shard].string() + ": changed size since the " +
+                    "loader opened it (" + std::to_string(shard_tokens_[shard]) + " -> " +
+                    std::to_string(tokens_.size()) + " tokens)");
+  }
+  loaded_shard_ = shard;
+}
+
+void DataLoader::seek(LoaderPosition pos) {
+  if (pos.shard >= shards_.size()) {
+    throw TextError("gpt2::DataLoader: position names shard " + std::to_string(pos.shard) +
+                    " but there are only " + std::to_string(shards_.size()) + " shards");
+  }
+  if (pos.offset > shard_tokens_[pos.shard]) {
+    throw TextError("gpt2::DataLoader: position offset " + std::to_string(pos.offset) +
+                    " is beyond the end of " + shards_[pos.shard].string() + " (" +
+                    std::to_string(shard_tokens_[pos.shard]) + " tokens)");
+  }
+  if (!batch_fits(pos.shard, pos.offset)) pos = {(pos.shard + 1) % shards_.size(), 0};
+  pos_ = pos;
+}
+
+void DataLoader::next_batch(std::span<int32_t> inputs, std::span<int32_t> targets) {
+  const size_t bt = B_ * T_;
+  if (inputs.size() != bt || targets.size() != bt) {
+    throw TextError("gpt2::DataLoader::next_batch: spans hold " + std::to_string(inputs.size()) +
+                    " inputs and " + std::to_string(targets.size()) +
+                    " targets; expected B*T = " + std::to_string(bt) + " each");
+  }
+  ensure_loaded(pos_.shard);
+  const uint16_t* slice = tokens_.data() + pos_.offset + uint64_t(rank_) * bt;
+  for (size_t i = 0; i < bt; ++i) {
+    inputs[i] = slice[i];
+    targets[i] = slice[i + 1];
+  }
+  // Advance to the next global batch; if it would not fit, the next shard (wrapping).
+  seek({pos_.shard, pos_.offset + global_batch_tokens()});
+}
+
+std::vector<std::filesystem::path> list_shards(const std::filesystem::path& where,
+                                               std::string_view split) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(where, ec)) return {where};
+  if (!std::filesystem::is_directory(where, ec)) {
+    throw TextError("shards: " + where.string() + " is neither a shard file nor a directory");
+  }
+  std::string tag = "_";  // built with += : GCC 12 misfires -Wrestrict on "_" + string
+  tag += split;
+  std::vector<std::filesystem::path> found;
+  for (const auto& entry : std::filesystem::directory_iterator(where)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && entry.path().extension() == ".bin" &&
+        name.find(tag) != std::string::npos) {
+      found.push_back(entry.path());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  if (found.empty()) {
+    throw TextError("shards: no \"*" + tag + "*.bin\" files in " + where.string() +
+                    " (run the trainer's prepare command first)");
+  }
+  return found;
+}
+
+}  // namespace gpt2

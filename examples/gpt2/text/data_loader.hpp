@@ -1,0 +1,94 @@
+// data_loader.hpp: batches of (inputs, targets) from token shards, for data-parallel
+// training and for evaluation.
+//
+// The token stream is cut into global batches of world*B*T tokens. Rank r of `world`
+// takes the r-th slice of B*T tokens of each global batch, plus one more token, so that
+//   inputs[i]  = stream[start + i]        (i < B*T, read as B rows of T)
+//   targets[i] = stream[start + i + 1]    (the next token: what the model must predict)
+// Ranks therefore see disjoint inputs, and together they cover the global batch exactly.
+// Rows are consecutive pieces of the stream (the last target of row b is the first
+// input of row b+1), as in llm.c.
+//
+// A global batch never straddles two shards: when the rest of a shard is too short for
+// one, the loader moves to the next shard (after the last, back to the first) and the
+// tail is skipped. So the sequence of batches depends only on the shard list, B, T and
+// world, and a LoaderPosition (shard index + token offset) saved in a checkpoint
+// restores the exact next batch.
+//
+// Evaluation uses the same class on the val shard(s): reset(), then next_batch() a
+// fixed number of times (at most total_batches(), or it wraps and repeats).
+//
+// Usage:
+//   gpt2::DataLoader train(gpt2::list_shards("data/shards", "train"), B, T, rank, world);
+//   std::vector<int32_t> x(B * T), y(B * T);
+//   train.next_batch(x, y);
+//   checkpoint.position = train.position();   // ... later: train.seek(checkpoint.position)
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace gpt2 {
+
+// Where the next global batch starts: shards[shard], token offset within it. Plain data,
+// so a checkpoint can store it as two integers.
+struct LoaderPosition {
+  uint64_t shard = 0;
+  uint64_t offset = 0;
+  friend bool operator==(const LoaderPosition&, const LoaderPosition&) = default;
+};
+
+class DataLoader {
+ public:
+  // Validates every shard's header up front (read_shard_header) and requires each to
+  // hold at least one global batch (world*B*T + 1 tokens); throws TextError naming the
+  // offending shard otherwise. Requires B, T >= 1 and 0 <= rank < world.
+  DataLoader(std::vector<std::filesystem::path> shards, size_t B, size_t T, int rank, int world);
+
+  // Fills this rank's slice of the next global batch; both spans must hold B*T values.
+  // Allocates nothing except when it moves to another shard (the shard is read whole).
+  void next_batch(std::span<int32_t> inputs, std::span<int32_t> targets);
+
+  // The position of the batch the next call to next_batch() returns.
+  LoaderPosition position() const { return pos_; }
+  // Continues from a saved position. Throws TextError if the shard index or offset is
+  // beyond the shard list / shard; a position where no full global batch fits any more
+  // (e.g. saved with a smaller world size) moves on to the next shard, as next_batch would.
+  void seek(LoaderPosition pos);
+  // Back to the first batch of the first shard.
+  void reset() { seek(LoaderPosition{}); }
+
+  // Number of global batches in one pass over all shards (the same on every rank).
+  uint64_t total_batches() const { return total_batches_; }
+  size_t batch_size() const { return B_; }
+  size_t seq_len() const { return T_; }
+  const std::vector<std::filesystem::path>& shards() const { return shards_; }
+
+ private:
+  uint64_t global_batch_tokens() const { return uint64_t(world_) * B_ * T_; }
+  bool batch_fits(uint64_t shard, uint64_t offset) const {
+    return offset + global_batch_tokens() + 1 <= shard_tokens_[shard];
+  }
+  void ensure_loaded(uint64_t shard);
+
+  std::vector<std::filesystem::path> shards_;
+  std::vector<uint64_t> shard_tokens_;  // token count of each shard, from its header
+  size_t B_, T_;
+  int rank_, world_;
+  uint64_t total_batches_ = 0;
+  LoaderPosition pos_;
+  std::vector<uint16_t> tokens_;        // the shard being read, whole
+  uint64_t loaded_shard_ = UINT64_MAX;
+};
+
+// The shard files to train or evaluate on. `where` may be one shard file (returned as
+// is) or a directory: then every "*.bin" file in it whose name contains "_<split>"
+// (e.g. "corpus_train.bin", "fineweb_train_000001.bin"), sorted by name. Throws
+// TextError if nothing matches.
+std::vector<std::filesystem::path> list_shards(const std::filesystem::path& where,
+                                               std::string_view split);
+
+}  // namespace gpt2
