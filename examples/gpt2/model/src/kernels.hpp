@@ -1,0 +1,284 @@
+#pragma once
+// defines: the GPT-2 layer kernels (forward and backward), templated on the scalar type.
+// Private to gpt2_model. Matmuls go to BLAS (row-major, weights [out, in] as llm.c:
+// out = inp @ W^T); everything else is an OpenMP loop. Backward kernels ACCUMULATE (+=)
+// into parameter gradients and into input gradients unless a comment says otherwise.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace gpt2::kernels {
+
+// ---- BLAS dispatch ---------------------------------------------------------------
+inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+}
+inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
+                 const double* B, int ldb, double beta, double* C, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// Channel blocks for reductions over rows (bias / LayerNorm weight gradients): each
+// thread owns a block of columns and walks the rows, so no atomics and rows stay contiguous.
+constexpr int kColBlock = 64;
+
+// ---- embeddings ------------------------------------------------------------------
+template <class R>
+void encoder_forward(R* out, const int* tok, const R* wte, const R* wpe, int B, int T, int C) {
+#pragma omp parallel for collapse(2)
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      R* o = out + (static_cast<size_t>(b) * T + t) * C;
+      const R* we = wte + static_cast<size_t>(tok[b * T + t]) * C;
+      const R* pe = wpe + static_cast<size_t>(t) * C;
+      for (int c = 0; c < C; ++c) o[c] = we[c] + pe[c];
+    }
+}
+
+template <class R>
+void encoder_backward(R* dwte, R* dwpe, const R* dout, const int* tok, int B, int T, int C) {
+  // Column blocks: a token may repeat, so a thread owns channels, not rows.
+  const int nblk = (C + kColBlock - 1) / kColBlock;
+#pragma omp parallel for
+  for (int blk = 0; blk < nblk; ++blk) {
+    const int c0 = blk * kColBlock, c1 = std::min(C, c0 + kColBlock);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t) {
+        const R* d = dout + (static_cast<size_t>(b) * T + t) * C;
+        R* we = dwte + static_cast<size_t>(tok[b * T + t]) * C;
+        R* pe = dwpe + static_cast<size_t>(t) * C;
+        for (int c = c0; c < c1; ++c) { we[c] += d[c]; pe[c] += d[c]; }
+      }
+  }
+}
+
+// ---- LayerNorm -------------------------------------------------------------------
+template <class R>
+void layernorm_forward(R* out, R* mean, R* rstd, const R* inp, const R* w, const R* b, int N, int C) {
+  constexpr double eps = 1e-5;
+#pragma omp parallel for
+  for (int i = 0; i < N; ++i) {
+    const R* x = inp + static_cast<size_t>(i) * C;
+    R m = 0;
+    for (int c = 0; c < C; ++c) m += x[c];
+    m /= C;
+    R v = 0;
+    for (int c = 0; c < C; ++c) { R d = x[c] - m; v += d * d; }
+    v /= C;
+    const R s = static_cast<R>(1.0 / std::sqrt(static_cast<double>(v) + eps));
+    R* o = out + static_cast<size_t>(i) * C;
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    mean[i] = m;
+    rstd[i] = s;
+  }
+}
+
+template <class R>
+void layernorm_backward(R* dinp, R* dw, R* db, const R* dout, const R* inp, const R* w,
+                        const R* mean, const R* rstd, int N, int C) {
+#pragma omp parallel for
+  for (int i = 0; i < N; ++i) {
+    const R* d = dout + static_cast<size_t>(i) * C;
+    const R* x = inp + static_cast<size_t>(i) * C;
+    const R m = mean[i], s = rstd[i];
+    R dn_mean = 0, dn_norm_mean = 0;
+    for (int c = 0; c < C; ++c) {
+      const R dn = w[c] * d[c];
+      dn_mean += dn;
+      dn_norm_mean += dn * (x[c] - m) * s;
+    }
+    dn_mean /= C;
+    dn_norm_mean /= C;
+    R* di = dinp + static_cast<size_t>(i) * C;
+    for (int c = 0; c < C; ++c) {
+      const R norm = (x[c] - m) * s;
+      di[c] += (w[c] * d[c] - dn_mean - norm * dn_norm_mean) * s;
+    }
+  }
+  const int nblk = (C + kColBlock - 1) / kColBlock;
+#pragma omp parallel for
+  for (int blk = 0; blk < nblk; ++blk) {
+    const int c0 = blk * kColBlock, c1 = std::min(C, c0 + kColBlock);
+    for (int i = 0; i < N; ++i) {
+      const R* d = dout + static_cast<size_t>(i) * C;
+      const R* x = inp + static_cast<size_t>(i) * C;
+      const R m = mean[i], s = rstd[i];
+      for (int c = c0; c < c1; ++c) {
+        dw[c] += d[c] * (x[c] - m) * s;
+        db[c] += d[c];
+      }
+    }
+  }
+}
+
+// ---- linear layers ---------------------------------------------------------------
+// out[N,OC] = inp[N,IC] @ W[OC,IC]^T (+ bias)
+template <class R>
+void matmul_forward(R* out, const R* inp, const R* W, const R* bias, int N, int IC, int OC) {
+  gemm(false, true, N, OC, IC, R(1), inp, IC, W, IC, R(0), out, OC);
+  if (bias) {
+#pragma omp parallel for
+    for (int i = 0; i < N; ++i) {
+      R* o = out + static_cast<size_t>(i) * OC;
+      for (int c = 0; c < OC; ++c) o[c] += bias[c];
+    }
+  }
+}
+
+// dinp[N,IC] = dout @ W (OVERWRITES dinp); dW[OC,IC] += dout^T @ inp; dbias += colsum(dout)
+template <class R>
+void matmul_backward(R* dinp, R* dW, R* dbias, const R* dout, const R* inp, const R* W, int N, int IC, int OC) {
+  gemm(false, false, N, IC, OC, R(1), dout, OC, W, IC, R(0), dinp, IC);
+  gemm(true, false, OC, IC, N, R(1), dout, OC, inp, IC, R(1), dW, IC);
+  if (dbias) {
+    const int nblk = (OC + kColBlock - 1) / kColBlock;
+#pragma omp parallel for
+    for (int blk = 0; blk < nblk; ++blk) {
+      const int c0 = blk * kColBlock, c1 = std::min(OC, c0 + kColBlock);
+      for (int i = 0; i < N; ++i) {
+        const R* d = dout + static_cast<size_t>(i) * OC;
+        for (int c = c0; c < c1; ++c) dbias[c] += d[c];
+      }
+    }
+  }
+}
+
+// ---- attention -------------------------------------------------------------------
+// qkv [B,T,3C] (q | k | v, heads contiguous inside each), att [B,NH,T,T] (softmax
+// probabilities, zero above the diagonal), out [B,T,C].
+template <class R>
+void attention_forward(R* out, R* att, const R* qkv, int B, int T, int C, int NH) {
+  const int hs = C / NH, C3 = 3 * C;
+  const R scale = static_cast<R>(1.0 / std::sqrt(static_cast<double>(hs)));
+#pragma omp parallel for collapse(2)
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h) {
+      for (int t = 0; t < T; ++t) {
+        const R* q = qkv + (static_cast<size_t>(b) * T + t) * C3 + h * hs;
+        R* a = att + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+        R maxv = -INFINITY;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const R* k = qkv + (static_cast<size_t>(b) * T + t2) * C3 + C + h * hs;
+          R s = 0;
+          for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+          s *= scale;
+          a[t2] = s;
+          maxv = std::max(maxv, s);
+        }
+        R sum = 0;
+        for (int t2 = 0; t2 <= t; ++t2) { a[t2] = std::exp(a[t2] - maxv); sum += a[t2]; }
+        const R inv = R(1) / sum;
+        for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
+        for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0;
+        R* o = out + (static_cast<size_t>(b) * T + t) * C + h * hs;
+        for (int i = 0; i < hs; ++i) o[i] = 0;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const R* v = qkv + (static_cast<size_t>(b) * T + t2) * C3 + 2 * C + h * hs;
+          const R p = a[t2];
+          for (int i = 0; i < hs; ++i) o[i] += p * v[i];
+        }
+      }
+    }
+}
+
+// dqkv must be zeroed by the caller (accumulated here). scratch: [B*NH*T].
+template <class R>
+void attention_backward(R* dqkv, R* scratch, const R* dout, const R* qkv, const R* att, int B, int T, int C, int NH) {
+  const int hs = C / NH, C3 = 3 * C;
+  const R scale = static_cast<R>(1.0 / std::sqrt(static_cast<double>(hs)));
+#pragma omp parallel for collapse(2)
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h) {
+      R* da = scratch + (static_cast<size_t>(b) * NH + h) * T;
+      for (int t = 0; t < T; ++t) {
+        const R* a = att + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+        const R* d = dout + (static_cast<size_t>(b) * T + t) * C + h * hs;
+        // through out = att @ v
+        R dot = 0;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const R* v = qkv + (static_cast<size_t>(b) * T + t2) * C3 + 2 * C + h * hs;
+          R* dv = dqkv + (static_cast<size_t>(b) * T + t2) * C3 + 2 * C + h * hs;
+          R s = 0;
+          for (int i = 0; i < hs; ++i) { s += d[i] * v[i]; dv[i] += a[t2] * d[i]; }
+          da[t2] = s;
+          dot += a[t2] * s;
+        }
+        // through softmax, then the scaled q.k
+        const R* q = qkv + (static_cast<size_t>(b) * T + t) * C3 + h * hs;
+        R* dq = dqkv + (static_cast<size_t>(b) * T + t) * C3 + h * hs;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const R dpre = a[t2] * (da[t2] - dot) * scale;
+          const R* k = qkv + (static_cast<size_t>(b) * T + t2) * C3 + C + h * hs;
+          R* dk = dqkv + (static_cast<size_t>(b) * T + t2) * C3 + C + h * hs;
+          for (int i = 0; i < hs; ++i) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+        }
+      }
+    }
+}
+
+// ---- GELU (tanh approximation) ---------------------------------------------------
+template <class R>
+void gelu_forward(R* out, const R* inp, size_t n) {
+  const R s = static_cast<R>(std::sqrt(2.0 / M_PI));
+#pragma omp parallel for
+  for (size_t i = 0; i < n; ++i) {
+    const R x = inp[i];
+    out[i] = R(0.5) * x * (R(1) + std::tanh(s * (x + R(0.044715) * x * x * x)));
+  }
+}
+
+// dinp = gelu'(inp) * dout (OVERWRITES dinp; dinp may alias dout)
+template <class R>
+void gelu_backward(R* dinp, const R* inp, const R* dout, size_t n) {
+  const R s = static_cast<R>(std::sqrt(2.0 / M_PI));
+#pragma omp parallel for
+  for (size_t i = 0; i < n; ++i) {
+    const R x = inp[i];
+    const R th = std::tanh(s * (x + R(0.044715) * x * x * x));
+    const R sech2 = R(1) - th * th;
+    const R g = R(0.5) * (R(1) + th) + R(0.5) * x * sech2 * s * (R(1) + R(3 * 0.044715) * x * x);
+    dinp[i] = g * dout[i];
+  }
+}
+
+template <class R>
+void residual_forward(R* out, const R* a, const R* b, size_t n) {
+#pragma omp parallel for
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+// ---- softmax + cross-entropy over the first V of Vp columns ----------------------
+// In place: logits -> probabilities. losses[i] = -log p[target] when targets != nullptr.
+template <class R>
+void softmax_ce_forward(R* logits, R* losses, const int* targets, int N, int V, int Vp) {
+#pragma omp parallel for
+  for (int i = 0; i < N; ++i) {
+    R* p = logits + static_cast<size_t>(i) * Vp;
+    R maxv = -INFINITY;
+    for (int v = 0; v < V; ++v) maxv = std::max(maxv, p[v]);
+    double sum = 0;
+    for (int v = 0; v < V; ++v) { p[v] = std::exp(p[v] - maxv); sum += p[v]; }
+    const R inv = static_cast<R>(1.0 / sum);
+    for (int v = 0; v < V; ++v) p[v] *= inv;
+    if (targets) losses[i] = -std::log(p[targets[i]]);
+  }
+}
+
+// In place: probabilities -> d(scale * mean loss)/d(logits) = scale/N * (p - onehot).
+template <class R>
+void softmax_ce_backward(R* probs, const int* targets, int N, int V, int Vp, R scale) {
+  const R s = scale / N;
+#pragma omp parallel for
+  for (int i = 0; i < N; ++i) {
+    R* p = probs + static_cast<size_t>(i) * Vp;
+    for (int v = 0; v < V; ++v) p[v] *= s;
+    p[targets[i]] -= s;
+  }
+}
+
+}  // namespace gpt2::kernels
