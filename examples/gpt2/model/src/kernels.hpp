@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 
 namespace gpt2::kernels {
 
@@ -27,10 +28,42 @@ inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const doub
 // thread owns a block of columns and walks the rows, so no atomics and rows stay contiguous.
 constexpr int kColBlock = 64;
 
+// Below this many element-operations a loop runs on one thread: a fork/join costs more
+// than the loop, and on a loaded 2-core machine every barrier can wait a whole
+// scheduler slice for the thread that lost its core.
+constexpr size_t kParallelMin = size_t(1) << 18;
+inline bool par(size_t work) { return work >= kParallelMin; }
+
+// exp for x <= ~88 in float without a libm call, so loops over it vectorize:
+// 2^n * e^r with |r| <= ln2/2 and a degree-6 Taylor polynomial (relative error
+// ~2e-7, a few ulp). Inputs below -87 give ~1e-38 instead of 0. Double stays std::exp.
+inline float exp_fast(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  // round to nearest by the 1.5*2^23 trick (no floorf call, so it vectorizes anywhere)
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 split hi/lo
+  float q = 1.0f / 720.0f;
+  q = q * r + 1.0f / 120.0f;
+  q = q * r + 1.0f / 24.0f;
+  q = q * r + 1.0f / 6.0f;
+  q = q * r + 0.5f;
+  q = q * r + 1.0f;
+  q = q * r + 1.0f;
+  const int e = (static_cast<int>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &e, sizeof scale);
+  return q * scale;
+}
+inline double exp_fast(double x) { return std::exp(x); }
+// tanh = 1 - 2 / (e^{2y} + 1); absolute error ~1e-7 in float (what GELU needs).
+inline float tanh_fast(float y) { return 1.0f - 2.0f / (exp_fast(2.0f * y) + 1.0f); }
+inline double tanh_fast(double y) { return std::tanh(y); }
+
 // ---- embeddings ------------------------------------------------------------------
 template <class R>
 void encoder_forward(R* out, const int* tok, const R* wte, const R* wpe, int B, int T, int C) {
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (par(size_t(B) * T * C))
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t) {
       R* o = out + (static_cast<size_t>(b) * T + t) * C;
@@ -44,7 +77,7 @@ template <class R>
 void encoder_backward(R* dwte, R* dwpe, const R* dout, const int* tok, int B, int T, int C) {
   // Column blocks: a token may repeat, so a thread owns channels, not rows.
   const int nblk = (C + kColBlock - 1) / kColBlock;
-#pragma omp parallel for
+#pragma omp parallel for if (par(size_t(B) * T * C))
   for (int blk = 0; blk < nblk; ++blk) {
     const int c0 = blk * kColBlock, c1 = std::min(C, c0 + kColBlock);
     for (int b = 0; b < B; ++b)
@@ -61,7 +94,7 @@ void encoder_backward(R* dwte, R* dwpe, const R* dout, const int* tok, int B, in
 template <class R>
 void layernorm_forward(R* out, R* mean, R* rstd, const R* inp, const R* w, const R* b, int N, int C) {
   constexpr double eps = 1e-5;
-#pragma omp parallel for
+#pragma omp parallel for if (par(size_t(N) * C * 4))
   for (int i = 0; i < N; ++i) {
     const R* x = inp + static_cast<size_t>(i) * C;
     R m = 0;
@@ -81,7 +114,7 @@ void layernorm_forward(R* out, R* mean, R* rstd, const R* inp, const R* w, const
 template <class R>
 void layernorm_backward(R* dinp, R* dw, R* db, const R* dout, const R* inp, const R* w,
                         const R* mean, const R* rstd, int N, int C) {
-#pragma omp parallel for
+#pragma omp parallel for if (par(size_t(N) * C * 4))
   for (int i = 0; i < N; ++i) {
     const R* d = dout + static_cast<size_t>(i) * C;
     const R* x = inp + static_cast<size_t>(i) * C;
@@ -101,7 +134,7 @@ void layernorm_backward(R* dinp, R* dw, R* db, const R* dout, const R* inp, cons
     }
   }
   const int nblk = (C + kColBlock - 1) / kColBlock;
-#pragma omp parallel for
+#pragma omp parallel for if (par(size_t(N) * C * 2))
   for (int blk = 0; blk < nblk; ++blk) {
     const int c0 = blk * kColBlock, c1 = std::min(C, c0 + kColBlock);
     for (int i = 0; i < N; ++i) {
@@ -122,7 +155,7 @@ template <class R>
 void matmul_forward(R* out, const R* inp, const R* W, const R* bias, int N, int IC, int OC) {
   gemm(false, true, N, OC, IC, R(1), inp, IC, W, IC, R(0), out, OC);
   if (bias) {
-#pragma omp parallel for
+#pragma omp parallel for if (par(size_t(N) * OC))
     for (int i = 0; i < N; ++i) {
       R* o = out + static_cast<size_t>(i) * OC;
       for (int c = 0; c < OC; ++c) o[c] += bias[c];
@@ -137,7 +170,7 @@ void matmul_backward(R* dinp, R* dW, R* dbias, const R* dout, const R* inp, cons
   gemm(true, false, OC, IC, N, R(1), dout, OC, inp, IC, R(1), dW, IC);
   if (dbias) {
     const int nblk = (OC + kColBlock - 1) / kColBlock;
-#pragma omp parallel for
+#pragma omp parallel for if (par(size_t(N) * OC))
     for (int blk = 0; blk < nblk; ++blk) {
       const int c0 = blk * kColBlock, c1 = std::min(OC, c0 + kColBlock);
       for (int i = 0; i < N; ++i) {
@@ -155,7 +188,7 @@ template <class R>
 void attention_forward(R* out, R* att, const R* qkv, int B, int T, int C, int NH) {
   const int hs = C / NH, C3 = 3 * C;
   const R scale = static_cast<R>(1.0 / std::sqrt(static_cast<double>(hs)));
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (par(size_t(B) * T * T * C))
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h) {
       for (int t = 0; t < T; ++t) {
@@ -171,7 +204,7 @@ void attention_forward(R* out, R* att, const R* qkv, int B, int T, int C, int NH
           maxv = std::max(maxv, s);
         }
         R sum = 0;
-        for (int t2 = 0; t2 <= t; ++t2) { a[t2] = std::exp(a[t2] - maxv); sum += a[t2]; }
+        for (int t2 = 0; t2 <= t; ++t2) { a[t2] = exp_fast(a[t2] - maxv); sum += a[t2]; }
         const R inv = R(1) / sum;
         for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
         for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0;
@@ -191,7 +224,7 @@ template <class R>
 void attention_backward(R* dqkv, R* scratch, const R* dout, const R* qkv, const R* att, int B, int T, int C, int NH) {
   const int hs = C / NH, C3 = 3 * C;
   const R scale = static_cast<R>(1.0 / std::sqrt(static_cast<double>(hs)));
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (par(size_t(B) * T * T * C))
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h) {
       R* da = scratch + (static_cast<size_t>(b) * NH + h) * T;
@@ -225,10 +258,10 @@ void attention_backward(R* dqkv, R* scratch, const R* dout, const R* qkv, const 
 template <class R>
 void gelu_forward(R* out, const R* inp, size_t n) {
   const R s = static_cast<R>(std::sqrt(2.0 / M_PI));
-#pragma omp parallel for
+#pragma omp parallel for simd if (par(n * 8))
   for (size_t i = 0; i < n; ++i) {
     const R x = inp[i];
-    out[i] = R(0.5) * x * (R(1) + std::tanh(s * (x + R(0.044715) * x * x * x)));
+    out[i] = R(0.5) * x * (R(1) + tanh_fast(s * (x + R(0.044715) * x * x * x)));
   }
 }
 
@@ -236,10 +269,10 @@ void gelu_forward(R* out, const R* inp, size_t n) {
 template <class R>
 void gelu_backward(R* dinp, const R* inp, const R* dout, size_t n) {
   const R s = static_cast<R>(std::sqrt(2.0 / M_PI));
-#pragma omp parallel for
+#pragma omp parallel for simd if (par(n * 8))
   for (size_t i = 0; i < n; ++i) {
     const R x = inp[i];
-    const R th = std::tanh(s * (x + R(0.044715) * x * x * x));
+    const R th = tanh_fast(s * (x + R(0.044715) * x * x * x));
     const R sech2 = R(1) - th * th;
     const R g = R(0.5) * (R(1) + th) + R(0.5) * x * sech2 * s * (R(1) + R(3 * 0.044715) * x * x);
     dinp[i] = g * dout[i];
@@ -248,7 +281,7 @@ void gelu_backward(R* dinp, const R* inp, const R* dout, size_t n) {
 
 template <class R>
 void residual_forward(R* out, const R* a, const R* b, size_t n) {
-#pragma omp parallel for
+#pragma omp parallel for simd if (par(n))
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
@@ -256,14 +289,17 @@ void residual_forward(R* out, const R* a, const R* b, size_t n) {
 // In place: logits -> probabilities. losses[i] = -log p[target] when targets != nullptr.
 template <class R>
 void softmax_ce_forward(R* logits, R* losses, const int* targets, int N, int V, int Vp) {
-#pragma omp parallel for
+#pragma omp parallel for if (par(size_t(N) * V * 8))
   for (int i = 0; i < N; ++i) {
     R* p = logits + static_cast<size_t>(i) * Vp;
     R maxv = -INFINITY;
-    for (int v = 0; v < V; ++v) maxv = std::max(maxv, p[v]);
-    double sum = 0;
-    for (int v = 0; v < V; ++v) { p[v] = std::exp(p[v] - maxv); sum += p[v]; }
-    const R inv = static_cast<R>(1.0 / sum);
+#pragma omp simd reduction(max : maxv)
+    for (int v = 0; v < V; ++v) maxv = p[v] > maxv ? p[v] : maxv;
+    R sum = 0;  // the simd reduction keeps many partial sums: fine in float for V ~ 5e4
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; ++v) { p[v] = exp_fast(p[v] - maxv); sum += p[v]; }
+    const R inv = R(1) / sum;
+#pragma omp simd
     for (int v = 0; v < V; ++v) p[v] *= inv;
     if (targets) losses[i] = -std::log(p[targets[i]]);
   }
@@ -273,7 +309,7 @@ void softmax_ce_forward(R* logits, R* losses, const int* targets, int N, int V, 
 template <class R>
 void softmax_ce_backward(R* probs, const int* targets, int N, int V, int Vp, R scale) {
   const R s = scale / N;
-#pragma omp parallel for
+#pragma omp parallel for if (par(size_t(N) * V))
   for (int i = 0; i < N; ++i) {
     R* p = probs + static_cast<size_t>(i) * Vp;
     for (int v = 0; v < V; ++v) p[v] *= s;

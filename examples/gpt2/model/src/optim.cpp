@@ -14,17 +14,19 @@ void adamw_update(std::span<float> params, std::span<const float> grads, std::sp
   if (t < 1) throw std::invalid_argument("gpt2::adamw_update: step t (" + std::to_string(t) + ") must be >= 1");
   const float bc1 = 1.0f - std::pow(o.beta1, static_cast<float>(t));
   const float bc2 = 1.0f - std::pow(o.beta2, static_cast<float>(t));
-  float* p = params.data();
-  const float* g = grads.data();
-  float* mm = m.data();
-  float* vv = v.data();
-#pragma omp parallel for simd
+  // locals and restrict: nothing aliases, so the loop vectorizes
+  float* __restrict p = params.data();
+  const float* __restrict g = grads.data();
+  float* __restrict mm = m.data();
+  float* __restrict vv = v.data();
+  const float b1 = o.beta1, b2 = o.beta2, lr = o.lr, eps = o.eps, wd = o.weight_decay;
+#pragma omp parallel for simd if (n >= (size_t(1) << 16))
   for (size_t i = 0; i < n; ++i) {
-    const float mi = o.beta1 * mm[i] + (1.0f - o.beta1) * g[i];
-    const float vi = o.beta2 * vv[i] + (1.0f - o.beta2) * g[i] * g[i];
+    const float mi = b1 * mm[i] + (1.0f - b1) * g[i];
+    const float vi = b2 * vv[i] + (1.0f - b2) * g[i] * g[i];
     mm[i] = mi;
     vv[i] = vi;
-    p[i] -= o.lr * ((mi / bc1) / (std::sqrt(vi / bc2) + o.eps) + o.weight_decay * p[i]);
+    p[i] -= lr * ((mi / bc1) / (std::sqrt(vi / bc2) + eps) + wd * p[i]);
   }
 }
 
@@ -32,7 +34,7 @@ double sum_of_squares(std::span<const float> x) {
   const float* d = x.data();
   const size_t n = x.size();
   double s = 0;
-#pragma omp parallel for reduction(+ : s)
+#pragma omp parallel for reduction(+ : s) if (n >= (size_t(1) << 18))
   for (size_t i = 0; i < n; ++i) s += static_cast<double>(d[i]) * d[i];
   return s;
 }
