@@ -7,6 +7,7 @@
 //   policy()       the Thrust execution policy to launch algorithms with
 //   vector<T>      an owning buffer in that space's memory
 //   synchronize()  wait for everything launched so far; errors come back as a status
+//   copy_to_host / copy_from_host, is_device
 // exec::cuda launches with thrust::cuda::par_nosync.on(stream): no algorithm
 // synchronizes behind the caller's back, so a step can be enqueued end to end
 // and overlapped with the communication stream (see comm/nccl.hpp).
@@ -22,6 +23,7 @@
 #if defined(__CUDACC__) || __has_include(<cuda_runtime.h>)
 #  include <cuda_runtime.h>
 
+#  include <cstddef>
 #  include <string>
 
 TAGC_BEGIN_NAMESPACE
@@ -57,7 +59,7 @@ TAGC_BEGIN_NAMESPACE
 namespace exec {
 
 struct cuda {
-  static constexpr const char* name = "cuda";
+  static constexpr bool is_device = true;
 
   // Work is launched on this stream; 0 is the legacy default stream.
   cudaStream_t stream = nullptr;
@@ -76,6 +78,23 @@ struct cuda {
     TAGC_CUDA_TRY(cudaStreamSynchronize(stream));
     // A launch error that par_nosync did not check shows up here as well.
     TAGC_CUDA_TRY(cudaGetLastError());
+    return {};
+  }
+
+  // Copies between device memory and the host, ordered on the stream; they
+  // complete before returning (as exec::host's do). Not for the step loop.
+  template <class T>
+  status copy_to_host(const T* src, T* dst, std::size_t n) const {
+    if (n == 0) return {};
+    TAGC_CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
+    TAGC_CUDA_TRY(cudaStreamSynchronize(stream));
+    return {};
+  }
+  template <class T>
+  status copy_from_host(const T* src, T* dst, std::size_t n) const {
+    if (n == 0) return {};
+    TAGC_CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream));
+    TAGC_CUDA_TRY(cudaStreamSynchronize(stream));
     return {};
   }
 };

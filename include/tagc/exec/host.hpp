@@ -1,0 +1,39 @@
+#pragma once
+// defines: tagc::exec::host — the CPU execution space (Thrust's OpenMP system).
+//
+// An execution space is what the Reducer is parameterised on besides its
+// policies: where its workspaces live (vector<T>) and how kernels are launched
+// (policy()). exec::cuda (exec/cuda.hpp) has the same shape for a CUDA stream,
+// so the functors in policy/ run unchanged on either.
+
+#include <cstddef>
+#include <cstring>
+
+#include <thrust/system/omp/execution_policy.h>
+#include <thrust/system/omp/vector.h>
+
+#include "../core/status.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace exec {
+
+struct host {
+  template <class T> using vector = thrust::omp::vector<T>;
+  static constexpr bool is_device = false;
+
+  auto policy() const { return thrust::omp::par; }
+  status synchronize() const { return {}; }
+
+  // Copies between the space's memory and the host; they complete before returning.
+  template <class T> status copy_to_host(const T* src, T* dst, std::size_t n) const {
+    if (n) std::memcpy(dst, src, n * sizeof(T));
+    return {};
+  }
+  template <class T> status copy_from_host(const T* src, T* dst, std::size_t n) const {
+    if (n) std::memcpy(dst, src, n * sizeof(T));
+    return {};
+  }
+};
+
+}  // namespace exec
+TAGC_END_NAMESPACE

@@ -1,0 +1,34 @@
+#pragma once
+// defines: tagc::reduce_stats — what one Reducer call did, for logs and tests.
+
+#include <cstddef>
+
+#include "core/config.hpp"
+
+TAGC_BEGIN_NAMESPACE
+
+struct reduce_stats {
+  // Sparsify (this rank)
+  std::size_t elements = 0;   // gradient length
+  std::size_t kept = 0;       // entries of g + residual above the threshold
+  std::size_t deferred = 0;   // kept but not marked by the reduced index (1-bit carries): back to the residual
+  double sparsity = 0.0;      // 1 - kept / elements: the sparsity reached
+  float threshold = 0.0f;     // |x| must exceed this to be sent
+  // Index
+  std::size_t index_popcount = 0;  // entries marked by the reduced index, all shards
+  // Decode (this rank's shard)
+  bool dense = false;              // shard exchanged uncompressed (too small to sketch)
+  std::size_t support = 0;         // entries the reduced index marks in this shard
+  double load = 0.0;               // support / sketch cells: peeling is exact below ~0.81
+  std::size_t peeled = 0;          // resolved exactly
+  std::size_t unresolved = 0;      // peeling could not resolve (estimated or delivered as 0)
+  std::size_t pending = 0;         // entries whose remainder is carried to the next step
+  bool carry_waiting = false;      // the carry could not be applied this step (1-bit index lost a pending mark)
+  // Traffic, bytes this rank sends (ring model, see ring_bytes_sent)
+  double control_bytes = 0.0;  // agreement check (all-gather of 32 bytes per rank)
+  double index_bytes = 0.0;    // index all-reduce
+  double value_bytes = 0.0;    // sketch (or dense values) reduce-scatter / all-reduce
+  double total_bytes() const { return control_bytes + index_bytes + value_bytes; }
+};
+
+TAGC_END_NAMESPACE

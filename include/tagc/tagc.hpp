@@ -1,0 +1,35 @@
+#pragma once
+// tagc — homomorphic gradient compression for sharded data-parallel training.
+//
+// Compose a Reducer from policies and hand it a Communicator:
+//
+//   using R = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<4>,
+//                           tagc::SketchPolicy<10>, tagc::DecodePolicy<>>;
+//   R reducer;
+//   if (auto s = reducer.initialize({.length = n, .world_size = N, .rank = r}); !s.ok()) ...
+//   reducer.reduce_scatter(comm, gradient, my_shard, &stats);
+//
+// Headers a user reads, in order:
+//   reducer.hpp           the pipeline and its contract
+//   policy/sparsify.hpp   SparsifyPolicy: threshold + error feedback
+//   policy/index.hpp      IndexPolicy<1|4>: support bitmap, summed
+//   policy/sketch.hpp     SketchPolicy<ratio>: block-keyed count sketch
+//   policy/decode.hpp     DecodePolicy<mode>: peeling, estimation, carry
+//   comm/communicator.hpp the Communicator concept; comm/local.hpp, comm/mpi.hpp,
+//                         comm/nccl.hpp backends; comm/counting.hpp byte accounting
+//   shard/layout.hpp      how a buffer is cut into shards, blocks and lanes
+//   exec/host.hpp         execution spaces (exec/cuda.hpp under nvcc)
+
+#include "core/config.hpp"
+#include "core/status.hpp"
+#include "comm/communicator.hpp"
+#include "comm/counting.hpp"
+#include "comm/local.hpp"
+#include "exec/host.hpp"
+#include "policy/decode.hpp"
+#include "policy/index.hpp"
+#include "policy/sketch.hpp"
+#include "policy/sparsify.hpp"
+#include "reducer.hpp"
+#include "shard/layout.hpp"
+#include "stats.hpp"
