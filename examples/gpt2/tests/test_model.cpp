@@ -183,6 +183,11 @@ TEST_CASE("gpt2_model gradient check: finite differences in double, every tensor
   std::vector<double> grad2 = grad;
   m.backward(p.data(), grad2.data());
   for (size_t i = 0; i < n; i += 97) CHECK(grad2[i] == doctest::Approx(2 * grad[i]).epsilon(1e-12));
+  // loss_scale multiplies the whole gradient (gradient accumulation over micro-batches).
+  m.forward(p.data(), in.data(), tg.data());
+  std::vector<double> grad_half(n, 0.0);
+  m.backward(p.data(), grad_half.data(), 0.25f);
+  for (size_t i = 0; i < n; i += 89) CHECK(grad_half[i] == doctest::Approx(0.25 * grad[i]).epsilon(1e-12));
 
   // float model agrees with the double one.
   std::vector<float> pff(p.begin(), p.end()), gf(n, 0.0f);

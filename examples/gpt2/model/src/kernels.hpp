@@ -198,6 +198,7 @@ void attention_forward(R* out, R* att, const R* qkv, int B, int T, int C, int NH
         for (int t2 = 0; t2 <= t; ++t2) {
           const R* k = qkv + (static_cast<size_t>(b) * T + t2) * C3 + C + h * hs;
           R s = 0;
+#pragma omp simd reduction(+ : s)
           for (int i = 0; i < hs; ++i) s += q[i] * k[i];
           s *= scale;
           a[t2] = s;
@@ -237,6 +238,7 @@ void attention_backward(R* dqkv, R* scratch, const R* dout, const R* qkv, const 
           const R* v = qkv + (static_cast<size_t>(b) * T + t2) * C3 + 2 * C + h * hs;
           R* dv = dqkv + (static_cast<size_t>(b) * T + t2) * C3 + 2 * C + h * hs;
           R s = 0;
+#pragma omp simd reduction(+ : s)
           for (int i = 0; i < hs; ++i) { s += d[i] * v[i]; dv[i] += a[t2] * d[i]; }
           da[t2] = s;
           dot += a[t2] * s;
@@ -305,16 +307,11 @@ void softmax_ce_forward(R* logits, R* losses, const int* targets, int N, int V, 
   }
 }
 
-// In place: probabilities -> d(scale * mean loss)/d(logits) = scale/N * (p - onehot).
+// In place: probabilities -> (p - onehot(target)). The caller folds scale/N into the
+// gemm alpha, so this touches N entries instead of the whole [N,V] matrix.
 template <class R>
-void softmax_ce_backward(R* probs, const int* targets, int N, int V, int Vp, R scale) {
-  const R s = scale / N;
-#pragma omp parallel for if (par(size_t(N) * V))
-  for (int i = 0; i < N; ++i) {
-    R* p = probs + static_cast<size_t>(i) * Vp;
-    for (int v = 0; v < V; ++v) p[v] *= s;
-    p[targets[i]] -= s;
-  }
+void softmax_ce_backward(R* probs, const int* targets, int N, int Vp) {
+  for (int i = 0; i < N; ++i) probs[static_cast<size_t>(i) * Vp + targets[i]] -= R(1);
 }
 
 }  // namespace gpt2::kernels

@@ -163,10 +163,12 @@ void Model<Real>::backward_head(const Real* p, Real* g, float loss_scale) {
   expect(phase_ == Phase::backward_head, "backward_head");
   if (!have_targets_) throw std::logic_error("gpt2::Model::backward_head: the last forward_head had no targets");
   const int N = static_cast<int>(bt()), C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
-  k::softmax_ce_backward(logits_.data(), targets_.data(), N, V, Vp, static_cast<Real>(loss_scale));
-  // dlnf = dlogits @ wte[:V];  dwte[:V] += dlogits^T @ lnf
-  k::gemm(false, false, N, C, V, Real(1), logits_.data(), Vp, p, C, Real(0), dln_.data(), C);
-  k::gemm(true, false, V, C, N, Real(1), logits_.data(), Vp, lnf_.data(), C, Real(1), g, C);
+  // d(loss_scale * mean loss)/d(logits) = s * (probs - onehot), s = loss_scale / N; s goes
+  // into the gemm alpha. dlnf = dlogits @ wte[:V];  dwte[:V] += dlogits^T @ lnf
+  k::softmax_ce_backward(logits_.data(), targets_.data(), N, Vp);
+  const Real s = static_cast<Real>(loss_scale) / N;
+  k::gemm(false, false, N, C, V, s, logits_.data(), Vp, p, C, Real(0), dln_.data(), C);
+  k::gemm(true, false, V, C, N, s, logits_.data(), Vp, lnf_.data(), C, Real(1), g, C);
   phase_ = Phase::backward;
   next_ = num_units() - 1;
 }

@@ -61,8 +61,8 @@ class Model {
 
   // --- results -------------------------------------------------------------------
   float loss() const { return loss_; }  // mean loss of the last forward_head with targets
-  // [B,T,Vp] probabilities after forward_head (columns >= V are unspecified). Overwritten
-  // in place by backward_head with d(loss)/d(logits).
+  // [B,T,Vp] probabilities after forward_head (columns >= V are unspecified).
+  // backward_head changes them in place to (probs - onehot(targets)).
   const Real* probs() const { return logits_.data(); }
   // Loss of each position, [B,T], after forward_head with targets.
   const Real* losses() const { return losses_.data(); }
