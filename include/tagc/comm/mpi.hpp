@@ -43,6 +43,8 @@
 //    offending rank only, without calling MPI, and the other ranks time out.
 //    Check and collective are started in order on their own communicators, so
 //    several requests may be in flight in any combination.
+//  - uint8 sums use a user-defined wrapping op instead of MPI_SUM: Open MPI
+//    4.1's AVX reduction component saturates 8-bit sums (see wrapping_sum_u8).
 //  - Element counts must fit in int (MPI-3; OpenMPI 4.1 has no MPI-4 "_c"
 //    large-count variants): a larger span is a local argument error.
 //  - In place: all_reduce, reduce, broadcast (send == recv) and all_gather
@@ -101,6 +103,28 @@ TAGC_MPI_TYPE_(std::uint64_t, 6, "uint64", MPI_UINT64_T)
 inline const char* type_name(std::int64_t id) noexcept {
   constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64"};
   return id >= 0 && id < 7 ? names[id] : "?";
+}
+
+// Byte-wise wrapping sum for MPI_UINT8_T. Open MPI 4.1's AVX reduction
+// component (op/avx, picked by default on AVX2/AVX-512 CPUs) adds 8- and 16-bit
+// integers with *saturating* instructions (open-mpi/ompi#8045, "wontfix"), so
+// MPI_SUM on MPI_UINT8_T gives 200 + 100 = 255 there, while tagc's index
+// policies need 200 + 100 = 44 (mod 256, NCCL's behaviour). A user-defined op
+// has no such variant. SWAR: eight bytes per 64-bit add, no carry between bytes.
+inline void wrapping_sum_u8(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const unsigned char*>(in);
+  auto* b = static_cast<unsigned char*>(inout);
+  const std::size_t n = std::size_t(*len);
+  constexpr std::uint64_t low7 = 0x7f7f7f7f7f7f7f7fULL, high = 0x8080808080808080ULL;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    const std::uint64_t r = ((x & low7) + (y & low7)) ^ ((x ^ y) & high);
+    std::memcpy(b + i, &r, 8);
+  }
+  for (; i < n; ++i) b[i] = static_cast<unsigned char>(b[i] + a[i]);
 }
 
 inline std::string error_string(int code) {
@@ -196,6 +220,7 @@ struct pending {
 struct state {
   MPI_Comm comm = MPI_COMM_NULL;        // collectives
   MPI_Comm check_comm = MPI_COMM_NULL;  // argument checks (own matching order)
+  MPI_Op u8_sum = MPI_OP_NULL;          // wrapping_sum_u8
   int rank = -1;
   int size = 0;
   bool checked = true;
@@ -205,12 +230,13 @@ struct state {
 
   // Start the MPI collective of p. Ops start strictly in start order (see advance()).
   void start_op(pending& p) {
+    const MPI_Op sum = p.type_id == type_traits<std::uint8_t>::id ? u8_sum : MPI_SUM;
     const char* call = "";
     int rc = MPI_SUCCESS;
     switch (p.kind) {
       case collective::all_reduce:
         call = "MPI_Iallreduce";
-        rc = MPI_Iallreduce(p.in_place ? MPI_IN_PLACE : p.send, p.recv, p.count, p.datatype, MPI_SUM, comm, &p.req);
+        rc = MPI_Iallreduce(p.in_place ? MPI_IN_PLACE : p.send, p.recv, p.count, p.datatype, sum, comm, &p.req);
         break;
       case collective::reduce_scatter: {
         call = "MPI_Ireduce_scatter_block";
@@ -219,7 +245,7 @@ struct state {
           p.temp.resize(std::size_t(p.count) * p.elem_size);
           dst = p.temp.data();
         }
-        rc = MPI_Ireduce_scatter_block(p.send, dst, p.count, p.datatype, MPI_SUM, comm, &p.req);
+        rc = MPI_Ireduce_scatter_block(p.send, dst, p.count, p.datatype, sum, comm, &p.req);
         break;
       }
       case collective::all_gather:
@@ -230,7 +256,7 @@ struct state {
       case collective::reduce:
         call = "MPI_Ireduce";
         rc = MPI_Ireduce(p.in_place && rank == p.root ? MPI_IN_PLACE : p.send, rank == p.root ? p.recv : nullptr,
-                         p.count, p.datatype, MPI_SUM, p.root, comm, &p.req);
+                         p.count, p.datatype, sum, p.root, comm, &p.req);
         break;
       case collective::broadcast:
         call = "MPI_Ibcast";
@@ -460,6 +486,11 @@ class mpi_communicator {
       fail("MPI_Comm_set_errhandler", rc);
       return;
     }
+    rc = MPI_Op_create(&detail::mpi::wrapping_sum_u8, /*commute=*/1, &s_->u8_sum);
+    if (rc != MPI_SUCCESS) {
+      fail("MPI_Op_create", rc);
+      return;
+    }
     MPI_Comm_rank(s_->comm, &s_->rank);
     MPI_Comm_size(s_->comm, &s_->size);
   }
@@ -653,6 +684,7 @@ class mpi_communicator {
     if (!finalized) {
       if (s_->check_comm != MPI_COMM_NULL) MPI_Comm_free(&s_->check_comm);
       if (s_->comm != MPI_COMM_NULL) MPI_Comm_free(&s_->comm);
+      if (s_->u8_sum != MPI_OP_NULL) MPI_Op_free(&s_->u8_sum);
     }
     s_.reset();
   }
