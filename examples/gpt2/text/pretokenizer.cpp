@@ -24,6 +24,34 @@ constexpr const char* kPattern =
 
 #undef GPT2_WS
 
+// Returns the offset of the first byte that does not start a valid UTF-8 character
+// (overlong forms, surrogates and code points above U+10FFFF are invalid too), or
+// text.size() if the text is valid. We check here rather than let PCRE2 do it so the
+// error can name the exact offset.
+size_t first_invalid_utf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned c = s[i];
+    if (c < 0x80) { ++i; continue; }
+    size_t len;
+    uint32_t cp, min;
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; min = 0x80; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; min = 0x800; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; min = 0x10000; }
+    else return i;
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return n;
+}
+
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
   pcre2_get_error_message(code, buf, sizeof buf);
@@ -57,23 +85,23 @@ Pretokenizer& Pretokenizer::operator=(Pretokenizer&&) noexcept = default;
 std::vector<std::string_view> Pretokenizer::split(std::string_view text) const {
   std::vector<std::string_view> pieces;
   if (text.empty()) return pieces;
+  if (const size_t bad = first_invalid_utf8(text); bad != text.size()) {
+    throw TextError("gpt2::Pretokenizer: input text is not valid UTF-8 near byte offset " +
+                    std::to_string(bad));
+  }
   pcre2_match_data* md = pcre2_match_data_create_from_pattern(impl_->code, nullptr);
   if (!md) throw TextError("gpt2::Pretokenizer: out of memory for PCRE2 match data");
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   PCRE2_SIZE pos = 0;
-  // UTF validity is checked once on the first call; later calls start at a match end,
-  // which is always a character boundary, so they skip the (whole-subject) check.
-  uint32_t options = 0;
   while (pos < text.size()) {
-    const int rc = pcre2_match(impl_->code, subject, text.size(), pos, options, md, nullptr);
-    options = PCRE2_NO_UTF_CHECK;
+    // Validated above, so PCRE2 need not re-check the whole subject on every call.
+    const int rc = pcre2_match(impl_->code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK, md,
+                               nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;  // cannot happen: every character matches
     if (rc < 0) {
-      // On a UTF error PCRE2 puts the offset of the bad character in ovector[0].
-      const PCRE2_SIZE at = pcre2_get_ovector_pointer(md)[0];
       pcre2_match_data_free(md);
-      throw TextError("gpt2::Pretokenizer: input text is not valid UTF-8 near byte offset " +
-                      std::to_string(at) + " (" + pcre2_message(rc) + ")");
+      throw TextError("gpt2::Pretokenizer: PCRE2 match failed at byte offset " +
+                      std::to_string(pos) + ": " + pcre2_message(rc));
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
     // ov[0] > pos would mean characters no alternative matched; the pattern covers
