@@ -1,0 +1,528 @@
+// The Reducer end to end over the in-process communicator: exactness against a
+// dense double-precision reference, the 1-bit index's carries, the 4-bit limit,
+// estimation fallback, conservation (nothing lost), byte accounting, bad input.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <mutex>
+
+#include "support/harness.hpp"
+
+using namespace tagc;
+using tagc_test::gradient;
+using tagc_test::on_ranks;
+
+namespace {
+
+template <int Bits, int Ratio, decode_mode Mode = decode_mode::peel_then_estimate>
+using reducer_t = Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio>, DecodePolicy<Mode>>;
+
+// Everything a run produced, per rank and step.
+struct run_record {
+  std::vector<std::vector<std::vector<float>>> in, out;  // [rank][step][...]
+  std::vector<std::vector<reduce_stats>> stats;          // [rank][step]
+  std::vector<std::vector<float>> residual, carry;       // [rank] at the end
+  std::vector<std::vector<std::uint8_t>> pending;
+  std::vector<status> failures;
+  layout lay;
+};
+
+using input_fn = std::function<std::vector<float>(int rank, int step)>;
+
+template <class R>
+run_record simulate(int world, std::size_t n, double theta, int steps, const input_fn& input,
+                    topology topo = topology::sharded, reduce_op op = reduce_op::sum) {
+  run_record rec;
+  rec.in.resize(world); rec.out.resize(world); rec.stats.resize(world);
+  rec.residual.resize(world); rec.carry.resize(world); rec.pending.resize(world);
+  std::mutex m;
+  on_ranks(world, [&](local_communicator& comm) {
+    const int r = comm.rank();
+    R red;
+    status s = red.initialize({.length = n, .world_size = world, .rank = r, .topo = topo, .op = op, .sparsity = theta});
+    if (s.ok()) {
+      for (int t = 0; t < steps && s.ok(); ++t) {
+        auto g = input(r, t);
+        std::vector<float> out(red.output_size(), -1.0f);
+        reduce_stats st;
+        const std::span<const float> in(g);
+        s = topo == topology::sharded ? red.reduce_scatter(comm, in, std::span<float>(out), &st)
+                                      : red.all_reduce(comm, in, std::span<float>(out), &st);
+        rec.in[r].push_back(std::move(g));
+        rec.out[r].push_back(std::move(out));
+        rec.stats[r].push_back(st);
+      }
+      rec.residual[r] = red.residual_to_host();
+      rec.carry[r] = red.carry_to_host();
+      rec.pending[r] = red.pending_to_host();
+    }
+    std::lock_guard lk(m);
+    if (r == 0) rec.lay = red.plan();
+    if (!s.ok()) rec.failures.push_back(s);
+  });
+  return rec;
+}
+
+// Dense reference of one step at world size N with an exact (4-bit) index:
+// the sum over ranks of the sparsified accumulated gradients.
+struct dense_reference {
+  std::vector<std::vector<float>> residual;  // [rank]
+  std::vector<double> step(const std::vector<std::vector<float>>& g, double theta) {
+    const std::size_t n = g[0].size();
+    if (residual.empty()) residual.assign(g.size(), std::vector<float>(n, 0.0f));
+    std::vector<double> sum(n, 0.0);
+    for (std::size_t r = 0; r < g.size(); ++r) {
+      std::vector<float> acc(n);
+      for (std::size_t i = 0; i < n; ++i) acc[i] = g[r][i] + residual[r][i];
+      const auto keep = tagc_test::reference_keep(acc, theta);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (keep[i]) sum[i] += acc[i];
+        residual[r][i] = keep[i] ? 0.0f : acc[i];
+      }
+    }
+    return sum;
+  }
+};
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+}  // namespace
+
+
+TEST_CASE("exact recovery below the peeling threshold equals the dense reduce-scatter (4-bit index)") {
+  for (int world : {1, 2, 3, 4, 8})
+    for (std::size_t n : {1ul, 7ul, 1000ul, 1023ul, 1025ul, 5000ul, 65539ul, 200003ul}) {
+      constexpr int ratio = 10;
+      // Union load at most N * (1 - theta) * ratio = 0.6: peeling should resolve everything.
+      const double theta = 1.0 - 0.6 / (double(world) * ratio);
+      CAPTURE(world); CAPTURE(n);
+      const input_fn in = [&](int r, int t) { return gradient(n, 42, r, t); };
+      const int steps = 3;
+      auto rec = simulate<reducer_t<4, ratio>>(world, n, theta, steps, in);
+      REQUIRE(rec.failures.empty());
+      dense_reference ref;
+      for (int t = 0; t < steps; ++t) {
+        std::vector<std::vector<float>> g(world);
+        for (int r = 0; r < world; ++r) g[r] = rec.in[r][t];
+        const auto want = ref.step(g, theta);
+        const double tol = 1e-5 * std::max(max_abs(want), 1e-30);
+        const std::size_t shard = rec.lay.shard_size;
+        for (int r = 0; r < world; ++r) {
+          REQUIRE(rec.stats[r][t].unresolved == 0);
+          const auto& out = rec.out[r][t];
+          REQUIRE(out.size() == shard);
+          for (std::size_t e = 0; e < shard; ++e) {
+            const std::size_t gi = std::size_t(r) * shard + e;
+            const double w = gi < n ? want[gi] : 0.0;  // padding delivers 0
+            if (std::fabs(out[e] - w) > tol) FAIL("rank " << r << " step " << t << " entry " << e << ": " << out[e] << " vs " << w);
+          }
+        }
+      }
+      // The residual is exactly the reference's (same float arithmetic).
+      for (int r = 0; r < world; ++r) CHECK(rec.residual[r] == ref.residual[r]);
+    }
+}
+
+TEST_CASE("mean divides by the world size; replicated all_reduce gives every rank the whole result") {
+  const std::size_t n = 30000;
+  const int world = 3;
+  const double theta = 0.98;
+  const input_fn in = [&](int r, int t) { return gradient(n, 5, r, t); };
+  auto sum = simulate<reducer_t<4, 10>>(world, n, theta, 1, in, topology::replicated, reduce_op::sum);
+  auto mean = simulate<reducer_t<4, 10>>(world, n, theta, 1, in, topology::replicated, reduce_op::mean);
+  REQUIRE(sum.failures.empty());
+  REQUIRE(mean.failures.empty());
+  dense_reference ref;
+  std::vector<std::vector<float>> g(world);
+  for (int r = 0; r < world; ++r) g[r] = sum.in[r][0];
+  const auto want = ref.step(g, theta);
+  for (int r = 0; r < world; ++r) {
+    REQUIRE(sum.out[r][0].size() == n);
+    REQUIRE(sum.stats[r][0].unresolved == 0);
+    CHECK(sum.out[r][0] == sum.out[0][0]);  // every rank decodes the same bits
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(std::fabs(sum.out[r][0][i] - want[i]) <= 1e-5 * max_abs(want));
+      REQUIRE(mean.out[r][0][i] == doctest::Approx(sum.out[r][0][i] / 3.0f).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("4-bit index is exact up to 15 ranks and refuses 16") {
+  const std::size_t n = 4000;
+  // Every rank nonzero at the same 40 positions: counters reach the world size.
+  const input_fn same = [&](int r, int) {
+    std::vector<float> g(n, 0.0f);
+    for (std::size_t i = 0; i < n; i += 100) g[i] = float(r + 1) * 0.5f;
+    return g;
+  };
+  auto rec = simulate<reducer_t<4, 2>>(15, n, 0.0, 1, same);
+  REQUIRE(rec.failures.empty());
+  const std::size_t shard = rec.lay.shard_size;
+  for (int r = 0; r < 15; ++r)
+    for (std::size_t e = 0; e < shard; ++e) {
+      const std::size_t gi = std::size_t(r) * shard + e;
+      const float want = gi < n && gi % 100 == 0 ? 0.5f * 120.0f : 0.0f;  // sum of (r+1)/2 over 15 ranks
+      REQUIRE(rec.out[r][0][e] == doctest::Approx(want));
+    }
+  reducer_t<4, 2> bad;
+  const status s = bad.initialize({.length = n, .world_size = 16, .rank = 0});
+  CHECK(s.code() == errc::unsupported_world_size);
+  CHECK(s.message().find("15") != std::string::npos);
+  reducer_t<1, 2> one_bit;  // the 1-bit index has no such limit: it stays consistent
+  CHECK(one_bit.initialize({.length = n, .world_size = 16, .rank = 0}).ok());
+}
+
+TEST_CASE("1-bit index: carries are handled consistently at N = 2 and N = 3") {
+  const std::size_t n = 4096;
+  const auto support = [&](std::size_t offset, int r) {
+    std::vector<float> g(n, 0.0f);
+    for (std::size_t i = offset; i < n; i += 64) g[i] = 1.0f + float(r);
+    return g;
+  };
+  SUBCASE("N = 2, identical supports: 1 + 1 carries, nothing is marked, everything stays in the residuals") {
+    auto rec = simulate<reducer_t<1, 2>>(2, n, 0.0, 1, [&](int r, int) { return support(0, r); });
+    REQUIRE(rec.failures.empty());
+    for (int r = 0; r < 2; ++r) {
+      for (float x : rec.out[r][0]) REQUIRE(x == 0.0f);   // the carried bits mark empty neighbours
+      CHECK(rec.stats[r][0].deferred == n / 64);            // every kept value went back
+      CHECK(rec.residual[r] == rec.in[r][0]);               // ... exactly
+    }
+  }
+  SUBCASE("N = 2, disjoint supports in the same bytes: the sum is the union, everything arrives") {
+    auto rec = simulate<reducer_t<1, 2>>(2, n, 0.0, 1, [&](int r, int) { return support(std::size_t(r), r); });
+    REQUIRE(rec.failures.empty());
+    for (int r = 0; r < 2; ++r) {
+      CHECK(rec.stats[r][0].deferred == 0);
+      for (float x : rec.residual[r]) REQUIRE(x == 0.0f);
+      for (std::size_t e = 0; e < rec.lay.shard_size; ++e) {
+        const std::size_t gi = std::size_t(r) * rec.lay.shard_size + e;
+        const float want = gi % 64 == 0 ? 1.0f : gi % 64 == 1 ? 2.0f : 0.0f;
+        REQUIRE(rec.out[r][0][e] == want);
+      }
+    }
+  }
+  SUBCASE("N = 3, identical supports: 1 + 1 + 1 = 11b marks the entry and its neighbour; values are exact") {
+    auto rec = simulate<reducer_t<1, 2>>(3, n, 0.0, 1, [&](int r, int) { return support(0, r); });
+    REQUIRE(rec.failures.empty());
+    for (int r = 0; r < 3; ++r) {
+      CHECK(rec.stats[r][0].deferred == 0);
+      for (std::size_t e = 0; e < rec.lay.shard_size; ++e) {
+        const std::size_t gi = std::size_t(r) * rec.lay.shard_size + e;
+        if (gi >= n) continue;
+        REQUIRE(rec.out[r][0][e] == (gi % 64 == 0 ? 6.0f : 0.0f));  // 1 + 2 + 3
+      }
+    }
+    // Reference: the 1-bit index bytes summed modulo 256, bits counted.
+    const layout& l = rec.lay;
+    std::size_t marks = 0;
+    for (int s = 0; s < 3; ++s)
+      for (std::size_t byte = 0; byte < l.index_bytes; ++byte) {
+        unsigned sum = 0;
+        for (int r = 0; r < 3; ++r) {
+          unsigned mine = 0;
+          for (int b = 0; b < 8; ++b) {
+            const std::size_t e = byte * 8 + std::size_t(b), gi = std::size_t(s) * l.shard_size + e;
+            if (e < l.shard_size && gi < n && rec.in[r][0][gi] != 0.0f) mine |= 1u << b;
+          }
+          sum += mine;
+        }
+        for (int b = 0; b < 8; ++b) marks += (byte * 8 + std::size_t(b) < l.shard_size) && ((sum & 0xffu) >> b & 1u);
+      }
+    CHECK(rec.stats[0][0].index_popcount == marks);
+    CHECK(marks > n / 64);  // spurious neighbours are marked too
+  }
+}
+
+TEST_CASE("above the peeling threshold: unresolved entries are counted, estimated, and carried") {
+  const std::size_t n = 100000;
+  const int world = 4;
+  const double theta = 0.9;  // union ~ 34% of entries at ratio 10: load ~ 3.4
+  const input_fn in = [&](int r, int t) { return gradient(n, 9, r, t); };
+  auto est = simulate<reducer_t<4, 10, decode_mode::peel_then_estimate>>(world, n, theta, 1, in);
+  auto peel = simulate<reducer_t<4, 10, decode_mode::peel>>(world, n, theta, 1, in);
+  REQUIRE(est.failures.empty());
+  REQUIRE(peel.failures.empty());
+  for (int r = 0; r < world; ++r) {
+    const auto& s = est.stats[r][0];
+    CHECK(s.load > 1.0);
+    CHECK(s.unresolved > 0);
+    CHECK(s.peeled + s.unresolved == s.support);
+    CHECK(s.pending == s.unresolved);
+    CHECK(peel.stats[r][0].unresolved == s.unresolved);  // same support, same peeling
+    std::size_t zeros_peel = 0, zeros_est = 0;
+    for (float x : peel.out[r][0]) zeros_peel += x == 0.0f;
+    for (float x : est.out[r][0]) zeros_est += x == 0.0f;
+    CHECK(zeros_est < zeros_peel);  // estimation filled in what peeling left at 0
+  }
+}
+
+namespace {
+// Nothing lost: for every element, inputs = delivered + residuals + what the
+// owner still owes, and what is owed sits exactly on pending entries and is
+// exactly what the carried cells encode.
+template <int Bits, int Ratio, decode_mode Mode>
+void check_conservation(int world, std::size_t n, int steps) {
+  CAPTURE(Bits); CAPTURE(Ratio); CAPTURE(int(Mode)); CAPTURE(world); CAPTURE(n);
+  const input_fn in = [&](int r, int t) { return gradient(n, 77, r, t, 0.5); };
+  auto rec = simulate<reducer_t<Bits, Ratio, Mode>>(world, n, -1.0, steps, in);
+  REQUIRE(rec.failures.empty());
+  const layout& l = rec.lay;
+  std::vector<double> owed(l.padded(), 0.0);
+  double scale = 0.0;
+  for (int r = 0; r < world; ++r)
+    for (int t = 0; t < steps; ++t)
+      for (std::size_t i = 0; i < n; ++i) {
+        owed[i] += rec.in[r][t][i];
+        scale = std::max(scale, std::fabs(double(rec.in[r][t][i])));
+      }
+  for (int r = 0; r < world; ++r) {
+    for (std::size_t i = 0; i < n; ++i) owed[i] -= rec.residual[r][i];
+    for (int t = 0; t < steps; ++t)
+      for (std::size_t e = 0; e < l.shard_size; ++e) owed[std::size_t(r) * l.shard_size + e] -= rec.out[r][t][e];
+  }
+  const double tol = 1e-4 * scale * world * steps;
+  std::size_t pending_total = 0;
+  for (int r = 0; r < world; ++r) {
+    std::vector<double> shard_owed(l.shard_size);
+    for (std::size_t e = 0; e < l.shard_size; ++e) {
+      shard_owed[e] = owed[std::size_t(r) * l.shard_size + e];
+      const bool pending = !rec.pending[r].empty() && rec.pending[r][e];
+      pending_total += pending;
+      if (!pending && std::fabs(shard_owed[e]) > tol)
+        FAIL("rank " << r << " entry " << e << " lost " << shard_owed[e] << " and is not pending");
+    }
+    if (l.dense) continue;
+    const auto want = tagc_test::sketch_of(l, shard_owed);
+    for (std::size_t c = 0; c < l.cells; ++c)
+      if (std::fabs(rec.carry[r][c] - want[c]) > tol)
+        FAIL("rank " << r << " carry cell " << c << " = " << rec.carry[r][c] << ", owed sketch " << want[c]);
+  }
+  MESSAGE("pending entries at the end: " << pending_total);
+}
+}  // namespace
+
+TEST_CASE("conservation: nothing is lost, for every policy combination") {
+  constexpr auto P = decode_mode::peel, E = decode_mode::estimate, PE = decode_mode::peel_then_estimate;
+  const std::size_t n = 20000;
+  const int steps = 5;
+  for (int world : {2, 3}) {
+    check_conservation<4, 2, P>(world, n, steps);
+    check_conservation<4, 2, E>(world, n, steps);
+    check_conservation<4, 2, PE>(world, n, steps);
+    check_conservation<4, 4, P>(world, n, steps);
+    check_conservation<4, 4, E>(world, n, steps);
+    check_conservation<4, 4, PE>(world, n, steps);
+    check_conservation<4, 10, P>(world, n, steps);
+    check_conservation<4, 10, E>(world, n, steps);
+    check_conservation<4, 10, PE>(world, n, steps);
+    check_conservation<1, 2, P>(world, n, steps);
+    check_conservation<1, 2, E>(world, n, steps);
+    check_conservation<1, 2, PE>(world, n, steps);
+    check_conservation<1, 4, P>(world, n, steps);
+    check_conservation<1, 4, E>(world, n, steps);
+    check_conservation<1, 4, PE>(world, n, steps);
+    check_conservation<1, 10, P>(world, n, steps);
+    check_conservation<1, 10, E>(world, n, steps);
+    check_conservation<1, 10, PE>(world, n, steps);
+  }
+}
+
+namespace {
+template <int Bits, int Ratio>
+void check_bytes(int world, std::size_t n) {
+  CAPTURE(Bits); CAPTURE(Ratio); CAPTURE(world);
+  std::mutex m;
+  std::map<int, traffic> seen;
+  std::map<int, reduce_stats> stats;
+  on_ranks(world, [&](local_communicator& inner) {
+    counting_communicator<local_communicator> comm(inner);
+    reducer_t<Bits, Ratio> red;
+    REQUIRE(red.initialize({.length = n, .world_size = world, .rank = comm.rank()}).ok());
+    const auto g = gradient(n, 3, comm.rank(), 0);
+    std::vector<float> out(red.output_size());
+    reduce_stats st;
+    REQUIRE(red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out), &st).ok());
+    std::lock_guard lk(m);
+    seen[comm.rank()] = comm.counters();
+    stats[comm.rank()] = st;
+  });
+  // Independent formulas: the index is N * ceil(shard * bits / 8) bytes, the sketch
+  // N * 3 * p * B cells of 4 bytes with p = ceil(ceil(blocks / ratio) / 3); ring factors.
+  const double N = world, f = (N - 1) / N;
+  const std::size_t shard = (n + world - 1) / world, B = 1024, blocks = (shard + B - 1) / B;
+  const std::size_t p = std::max<std::size_t>(1, ((blocks + Ratio - 1) / Ratio + 2) / 3);
+  const double index_whole = N * double((shard * Bits + 7) / 8);
+  const double sketch_whole = N * double(3 * p * B) * 4.0;
+  for (int r = 0; r < world; ++r) {
+    const auto& t = seen[r];
+    CHECK(t[collective::all_reduce].calls == 1);
+    CHECK(t[collective::reduce_scatter].calls == 1);
+    CHECK(t[collective::all_gather].calls == 1);  // the agreement check
+    CHECK(t[collective::all_reduce].bytes_sent == doctest::Approx(2 * f * index_whole));
+    CHECK(t[collective::reduce_scatter].bytes_sent == doctest::Approx(f * sketch_whole));
+    CHECK(t[collective::all_gather].bytes_sent == doctest::Approx(f * N * 32));
+    CHECK(stats[r].index_bytes == doctest::Approx(t[collective::all_reduce].bytes_sent));
+    CHECK(stats[r].value_bytes == doctest::Approx(t[collective::reduce_scatter].bytes_sent));
+  }
+  // The paper's Figure 2: 2b bits for the index all-reduce plus 32/ratio for the
+  // sketch, per parameter, times the ring factor (N-1)/N. Padding to whole rows
+  // costs a few percent at this size.
+  const double bits_per_param = (seen[0][collective::all_reduce].bytes_sent +
+                                 seen[0][collective::reduce_scatter].bytes_sent) * 8.0 / double(n);
+  const double paper = (2.0 * Bits + 32.0 / Ratio) * f;
+  MESSAGE("bits/param " << bits_per_param << " vs paper formula " << paper);
+  CHECK(bits_per_param == doctest::Approx(paper).epsilon(0.04));
+}
+}  // namespace
+
+TEST_CASE("byte accounting matches the formulas for each configuration of the paper's Figure 2") {
+  const std::size_t n = 1u << 22;
+  check_bytes<1, 2>(4, n);
+  check_bytes<1, 4>(4, n);
+  check_bytes<1, 10>(4, n);
+  check_bytes<4, 2>(4, n);
+  check_bytes<4, 4>(4, n);
+  check_bytes<4, 10>(4, n);
+  check_bytes<1, 10>(2, n);
+}
+
+TEST_CASE("bad input: a clear error on every rank, no hang, residual untouched") {
+  const std::size_t n = 5000;
+  const int world = 3;
+  using R = reducer_t<4, 4>;
+  SUBCASE("NaN or Inf in one rank's gradient") {
+    for (float bad : {std::nanf(""), INFINITY}) {
+      std::mutex m;
+      std::vector<status> got;
+      on_ranks(world, [&](local_communicator& comm) {
+        R red;
+        REQUIRE(red.initialize({.length = n, .world_size = world, .rank = comm.rank()}).ok());
+        std::vector<float> out(red.output_size());
+        auto g = gradient(n, 1, comm.rank(), 0);
+        REQUIRE(red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).ok());
+        const auto before = red.residual_to_host();
+        g = gradient(n, 1, comm.rank(), 1);
+        if (comm.rank() == 1) g[123] = bad;
+        const status s = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
+        CHECK(red.residual_to_host() == before);
+        // The reducer stays usable after the error.
+        g[123] = 0.0f;
+        CHECK(red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).ok());
+        std::lock_guard lk(m);
+        got.push_back(s);
+      });
+      REQUIRE(got.size() == std::size_t(world));
+      for (const auto& s : got) {
+        CHECK(s.code() == errc::non_finite);
+        CHECK(s.message().find("rank 1 has 1 NaN/Inf") != std::string::npos);
+      }
+    }
+  }
+  SUBCASE("mismatched lengths across ranks") {
+    std::mutex m;
+    std::vector<status> got;
+    on_ranks(world, [&](local_communicator& comm) {
+      R red;
+      REQUIRE(red.initialize({.length = n, .world_size = world, .rank = comm.rank()}).ok());
+      const auto g = gradient(comm.rank() == 2 ? n - 1 : n, 1, comm.rank(), 0);
+      std::vector<float> out(red.output_size());
+      const status s = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
+      for (float x : red.residual_to_host()) CHECK(x == 0.0f);
+      std::lock_guard lk(m);
+      got.push_back(s);
+    });
+    for (const auto& s : got) {
+      CHECK(s.code() == errc::size_mismatch);
+      CHECK(s.message().find("rank 2 passed a gradient of 4999 elements") != std::string::npos);
+    }
+  }
+  SUBCASE("a rank that never joins: the others time out instead of hanging") {
+    std::mutex m;
+    std::vector<status> got;
+    on_ranks(world, [&](local_communicator& comm) {
+      if (comm.rank() == 0) return;  // dies before the collective
+      R red;
+      REQUIRE(red.initialize({.length = n, .world_size = world, .rank = comm.rank()}).ok());
+      const auto g = gradient(n, 1, comm.rank(), 0);
+      std::vector<float> out(red.output_size());
+      const status s = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
+      std::lock_guard lk(m);
+      got.push_back(s);
+    }, std::chrono::milliseconds(300));
+    REQUIRE(got.size() == 2);
+    for (const auto& s : got) CHECK((s.code() == errc::timeout || s.code() == errc::communication));
+  }
+  SUBCASE("arguments a reducer cannot implement") {
+    R red;
+    CHECK(red.initialize({.length = n, .world_size = 0, .rank = 0}).code() == errc::invalid_argument);
+    CHECK(red.initialize({.length = n, .world_size = 2, .rank = 2}).code() == errc::invalid_argument);
+    CHECK(red.initialize({.length = n, .world_size = 2, .rank = 0, .sparsity = 1.5}).code() == errc::invalid_argument);
+    REQUIRE(red.initialize({.length = n, .world_size = 1, .rank = 0}).ok());
+    std::vector<float> g(n), out(red.output_size());
+    on_ranks(2, [&](local_communicator& comm) {
+      if (comm.rank() != 0) return;
+      // A communicator of the wrong size is refused before any collective.
+      CHECK(red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).code() == errc::invalid_argument);
+    });
+  }
+}
+
+TEST_CASE("checkpoint: saved state restores exactly and a resumed run continues bit-identically") {
+  const std::size_t n = 50000;
+  const int world = 2;
+  using R = reducer_t<4, 10>;
+  const double theta = 0.9;  // overloaded on purpose: residuals, carry and pending are all nonempty
+  std::mutex m;
+  std::map<int, std::vector<std::vector<float>>> straight, resumed;
+  on_ranks(world, [&](local_communicator& comm) {
+    const int r = comm.rank();
+    const reducer_arguments args{.length = n, .world_size = world, .rank = r, .sparsity = theta};
+    R a;
+    REQUIRE(a.initialize(args).ok());
+    std::vector<float> out(a.output_size());
+    std::vector<std::vector<float>> outs_a, outs_b;
+    std::vector<std::byte> saved;
+    for (int t = 0; t < 6; ++t) {
+      if (t == 3) saved = a.save_state();
+      const auto g = gradient(n, 21, r, t);
+      REQUIRE(a.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).ok());
+      if (t >= 3) outs_a.push_back(out);
+    }
+    R b;
+    REQUIRE(b.initialize(args).ok());
+    REQUIRE(b.load_state(saved).ok());
+    for (int t = 3; t < 6; ++t) {
+      const auto g = gradient(n, 21, r, t);
+      REQUIRE(b.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).ok());
+      outs_b.push_back(out);
+    }
+    CHECK(a.save_state() == b.save_state());
+    // Foreign or mismatched state is refused with a reason.
+    R c;
+    REQUIRE(c.initialize({.length = n + 1, .world_size = world, .rank = r}).ok());
+    const status s = c.load_state(saved);
+    CHECK(s.code() == errc::size_mismatch);
+    CHECK(s.message().find("length") != std::string::npos);
+    std::vector<std::byte> truncated(saved.begin(), saved.end() - 5);
+    CHECK(b.load_state(truncated).code() == errc::io);
+    std::lock_guard lk(m);
+    straight[r] = outs_a;
+    resumed[r] = outs_b;
+  });
+  for (int r = 0; r < world; ++r) CHECK(straight[r] == resumed[r]);
+}
+
+TEST_CASE("the reducer is deterministic: same inputs, same bits, every run") {
+  const std::size_t n = 120000;
+  const input_fn in = [&](int r, int t) { return gradient(n, 8, r, t); };
+  auto a = simulate<reducer_t<1, 4>>(3, n, 0.95, 3, in);
+  auto b = simulate<reducer_t<1, 4>>(3, n, 0.95, 3, in);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(a.out[r] == b.out[r]);
+    CHECK(a.carry[r] == b.carry[r]);
+  }
+}
