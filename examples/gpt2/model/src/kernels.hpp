@@ -4,6 +4,7 @@
 // out = inp @ W^T); everything else is an OpenMP loop. Backward kernels ACCUMULATE (+=)
 // into parameter gradients and into input gradients unless a comment says otherwise.
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,15 +14,54 @@
 namespace gpt2::kernels {
 
 // ---- BLAS dispatch ---------------------------------------------------------------
-inline void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
-                 const float* B, int ldb, float beta, float* C, int ldc) {
+// One thread pool: BLAS runs single-threaded (set_blas_single_threaded, called by the
+// Model constructor) and gemm() splits a large product into one slab per OpenMP thread.
+// A second pool (OpenBLAS's pthreads) would compete with OpenMP's spinning workers for
+// the same two cores after every parallel region.
+inline void set_blas_single_threaded() {
+#ifdef GPT2_HAVE_OPENBLAS
+  openblas_set_num_threads(1);
+#endif
+}
+
+inline void gemm1(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                  const float* B, int ldb, float beta, float* C, int ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
               alpha, A, lda, B, ldb, beta, C, ldc);
 }
-inline void gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
-                 const double* B, int ldb, double beta, double* C, int ldc) {
+inline void gemm1(bool ta, bool tb, int M, int N, int K, double alpha, const double* A, int lda,
+                  const double* B, int ldb, double beta, double* C, int ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
               alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, row-major. Splits the larger of M, N
+// into slabs (multiples of 64) across the OpenMP threads; small products stay serial.
+template <class R>
+void gemm(bool ta, bool tb, int M, int N, int K, R alpha, const R* A, int lda, const R* B, int ldb, R beta,
+          R* C, int ldc) {
+  const int nt = omp_get_max_threads();
+  const double flops = 2.0 * M * N * K;
+  const bool split_m = M >= N;
+  const int dim = split_m ? M : N;
+  if (nt <= 1 || flops < 8e6 || dim < 128) {
+    gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const int slabs = std::min(nt, dim / 64);
+  const int step = (dim / slabs + 63) / 64 * 64;
+#pragma omp parallel for num_threads(slabs) schedule(static, 1)
+  for (int s = 0; s < slabs; ++s) {
+    const int d0 = s * step, d1 = std::min(dim, d0 + step);
+    if (d0 >= d1) continue;
+    if (split_m) {  // rows of op(A) and of C
+      const R* As = ta ? A + d0 : A + static_cast<size_t>(d0) * lda;
+      gemm1(ta, tb, d1 - d0, N, K, alpha, As, lda, B, ldb, beta, C + static_cast<size_t>(d0) * ldc, ldc);
+    } else {        // columns of op(B) and of C
+      const R* Bs = tb ? B + static_cast<size_t>(d0) * ldb : B + d0;
+      gemm1(ta, tb, M, d1 - d0, K, alpha, A, lda, Bs, ldb, beta, C + d0, ldc);
+    }
+  }
 }
 
 // Channel blocks for reductions over rows (bias / LayerNorm weight gradients): each

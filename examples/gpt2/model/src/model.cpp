@@ -33,6 +33,7 @@ void check_tokens(const int* tok, size_t n, int V, const char* what) {
 template <class Real>
 Model<Real>::Model(const Config& cfg, int B, int T) : cfg_(cfg), B_(B), T_(T) {
   cfg_.validate();
+  k::set_blas_single_threaded();  // process-wide: our OpenMP threads split the gemms instead
   if (B < 1) throw std::invalid_argument("gpt2::Model: batch size B (" + std::to_string(B) + ") must be >= 1");
   if (T < 1 || T > cfg_.max_seq_len)
     throw std::invalid_argument("gpt2::Model: sequence length T (" + std::to_string(T) + ") must be in [1, max_seq_len=" +
