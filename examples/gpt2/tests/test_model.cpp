@@ -353,6 +353,11 @@ TEST_CASE("gpt2_model checkpoint: llm.c layout, bit-exact round trip, bad files 
   CHECK_THROWS_WITH_AS(gpt2::load_checkpoint(trunc), doctest::Contains("truncated"), std::runtime_error);
   std::ofstream(trunc, std::ios::binary).write(bytes.data(), 100);
   CHECK_THROWS_WITH_AS(gpt2::load_checkpoint(trunc), doctest::Contains("truncated"), std::runtime_error);
+  // trailing garbage
+  std::vector<char> longer = bytes;
+  longer.push_back(0);
+  std::ofstream(trunc, std::ios::binary).write(longer.data(), static_cast<std::streamsize>(longer.size()));
+  CHECK_THROWS_WITH_AS(gpt2::load_checkpoint(trunc), doctest::Contains("trailing"), std::runtime_error);
   // foreign magic (an llm.c token shard header)
   std::vector<char> foreign = bytes;
   const int32_t shard_magic = 20240520;

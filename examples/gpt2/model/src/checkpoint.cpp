@@ -108,12 +108,23 @@ Checkpoint load_checkpoint(const std::string& path) {
   } catch (const std::invalid_argument& e) {
     fail(path, std::string("invalid header: ") + e.what());
   }
+  constexpr int kMaxDim = 1 << 20;  // keeps the parameter count far from overflow
+  for (int i = 2; i <= 7; ++i)
+    if (header[i] > kMaxDim) fail(path, "invalid header: field " + std::to_string(i) + " = " + std::to_string(header[i]) + " is implausibly large");
   const size_t n = num_parameters(ck.config);
+  // Compare with the file size before allocating, so a foreign or damaged file cannot
+  // make us allocate what the header claims.
+  const long here = std::ftell(f.get());
+  if (here < 0 || std::fseek(f.get(), 0, SEEK_END) != 0) fail(path, "cannot determine the file size");
+  const long end = std::ftell(f.get());
+  if (end < 0 || std::fseek(f.get(), here, SEEK_SET) != 0) fail(path, "cannot determine the file size");
+  const size_t have = static_cast<size_t>(end - here), want = n * sizeof(float);
+  if (have < want)
+    fail(path, "truncated: header promises " + std::to_string(n) + " fp32 parameters (" + std::to_string(want) +
+                   " bytes), file holds " + std::to_string(have) + " bytes after the header");
+  if (have > want) fail(path, "trailing bytes: " + std::to_string(have - want) + " bytes after the " + std::to_string(n) + " parameters");
   std::vector<float> llmc(n);
-  const size_t got = std::fread(llmc.data(), sizeof(float), n, f.get());
-  if (got != n)
-    fail(path, "truncated: header promises " + std::to_string(n) + " fp32 parameters, file holds " + std::to_string(got));
-  if (std::fgetc(f.get()) != EOF) fail(path, "trailing bytes after the " + std::to_string(n) + " parameters");
+  if (std::fread(llmc.data(), sizeof(float), n, f.get()) != n) fail(path, "read failed");
   ck.params = from_llmc_order(ck.config, llmc);
   return ck;
 }
