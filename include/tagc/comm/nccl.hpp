@@ -78,6 +78,13 @@ TAGC_BEGIN_NAMESPACE
 template <class T>
 using nccl_expected = ::cuda::std::expected<T, status>;
 
+// The id every rank of one communicator joins with (ncclGetUniqueId's bytes).
+// A named wrapper: ncclUniqueId is a typedef of an unnamed struct, and nvcc 13's
+// front end dies with an internal error on cuda::std::expected<ncclUniqueId, ...>.
+struct nccl_id {
+  ncclUniqueId value{};
+};
+
 struct nccl_options {
   // CUDA device of this rank; create() makes it the calling thread's current
   // device. -1: keep the current device.
@@ -120,6 +127,10 @@ inline status nccl_status(errc code, std::string_view what, ncclResult_t r, nccl
   }
   return {code, std::move(m)};
 }
+
+// `dst = src` for a status. status is [[nodiscard]] as a class, so nvcc's front
+// end warns (#2810-D) on a plain assignment, whose result is a status&.
+inline void assign(status& dst, status src) { static_cast<void>(dst = std::move(src)); }
 
 inline std::string ms_string(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
@@ -192,7 +203,7 @@ struct nccl_state {
   // Abort after a transport error or a missed deadline: kills the NCCL kernels
   // so nothing can hang on this communicator, and remembers why.
   status fail(status why) {
-    if (broken.ok()) broken = why;
+    if (broken.ok()) assign(broken, why);
     if (comm != nullptr) {
       device_guard g(device);
       // Close the NCCL group levels this thread still has open, so the thread
@@ -316,16 +327,16 @@ struct nccl_state {
         if (r == ncclSuccess) {
           r = ncclCommDestroy(comm);
           comm = nullptr;
-          if (r != ncclSuccess) result = nccl_status(errc::communication, "finalize: ncclCommDestroy", r, nullptr);
+          if (r != ncclSuccess) assign(result, nccl_status(errc::communication, "finalize: ncclCommDestroy", r, nullptr));
         } else if (r == ncclInProgress) {
-          result = fail({errc::timeout, "finalize: ncclCommFinalize did not quiesce within " +
-                                            ms_string(opt.finalize_timeout) + "; communicator aborted"});
+          assign(result, fail({errc::timeout, "finalize: ncclCommFinalize did not quiesce within " +
+                                                    ms_string(opt.finalize_timeout) + "; communicator aborted"}));
         } else {
-          result = fail(nccl_status(errc::communication, "finalize: ncclCommFinalize", r, comm));
+          assign(result, fail(nccl_status(errc::communication, "finalize: ncclCommFinalize", r, comm)));
         }
       } else {
         if (group_depth != 0)
-          result = {errc::invalid_argument, "finalize: called inside group_start()/group_end(); communicator aborted"};
+          assign(result, {errc::invalid_argument, "finalize: called inside group_start()/group_end(); communicator aborted"});
         (void)ncclCommAbort(comm);
         comm = nullptr;
       }
@@ -366,7 +377,7 @@ class nccl_communicator {
         state_ = std::move(o.state_);
         event_ = std::exchange(o.event_, nullptr);
         what_ = o.what_;
-        result_ = std::move(o.result_);
+        detail::assign(result_, std::move(o.result_));
       }
       return *this;
     }
@@ -432,6 +443,9 @@ class nccl_communicator {
   // Joins the communicator `id` names as `rank` of `nranks`; every rank calls it
   // with the same id and nranks (distribute the id with exchange_nccl_unique_id
   // or nccl_mpi_bootstrap.hpp). Non-blocking init, polled up to opt.init_timeout.
+  static nccl_expected<nccl_communicator> create(const nccl_id& id, int nranks, int rank, nccl_options opt = {}) {
+    return create(id.value, nranks, rank, opt);
+  }
   static nccl_expected<nccl_communicator> create(const ncclUniqueId& id, int nranks, int rank,
                                                  nccl_options opt = {}) {
     const auto bad = [](errc c, std::string m) {
@@ -598,8 +612,8 @@ class nccl_communicator {
       const T* send = in.data() + offsets[r];
       // recvbuff is only written at the root; elsewhere pass the send block (NCCL's in-place form).
       T* recv = r == rank() ? out.data() : const_cast<T*>(send);
-      first = s_->settle(ncclReduce(send, recv, n, detail::nccl_type_of<T>(), ncclSum, r, s_->comm, s_->stream),
-                         "reduce_each");
+      detail::assign(first, s_->settle(ncclReduce(send, recv, n, detail::nccl_type_of<T>(), ncclSum, r, s_->comm, s_->stream),
+                                       "reduce_each"));
       if (!first.ok()) break;
     }
     status end = group_end();  // always close the group we opened
@@ -842,9 +856,9 @@ class nccl_communicator {
 // ---- bootstrap: distributing the ncclUniqueId ----
 
 // A fresh id; call it on one rank and hand the bytes to the others.
-inline nccl_expected<ncclUniqueId> nccl_unique_id() {
-  ncclUniqueId id{};
-  if (const ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+inline nccl_expected<nccl_id> nccl_unique_id() {
+  nccl_id id{};
+  if (const ncclResult_t r = ncclGetUniqueId(&id.value); r != ncclSuccess)
     return ::cuda::std::unexpected(detail::nccl_status(errc::communication, "ncclGetUniqueId", r, nullptr));
   return id;
 }
@@ -856,7 +870,7 @@ inline nccl_expected<ncclUniqueId> nccl_unique_id() {
 // rank: give each job its own (e.g. a scheduler job id), so a stale file from
 // an earlier run is never taken for this one's. Rank 0 removes an old file
 // first; removing the new one once every rank has joined is the caller's call.
-inline nccl_expected<ncclUniqueId> exchange_nccl_unique_id(const std::filesystem::path& path, int rank,
+inline nccl_expected<nccl_id> exchange_nccl_unique_id(const std::filesystem::path& path, int rank,
                                                             std::string_view tag = {},
                                                             std::chrono::milliseconds timeout = std::chrono::minutes(5)) {
   static constexpr char magic[8] = {'t', 'a', 'g', 'c', 'n', 'i', 'd', '1'};
@@ -877,7 +891,7 @@ inline nccl_expected<ncclUniqueId> exchange_nccl_unique_id(const std::filesystem
       f.write(magic, sizeof magic);
       f.write(reinterpret_cast<const char*>(&len), sizeof len);
       f.write(tag.data(), std::streamsize(tag.size()));
-      f.write(id->internal, sizeof id->internal);
+      f.write(id->value.internal, sizeof id->value.internal);
       f.flush();
       if (!f) return fail(errc::io, "cannot write " + tmp.string());
     }
@@ -902,8 +916,8 @@ inline nccl_expected<ncclUniqueId> exchange_nccl_unique_id(const std::filesystem
       } else {
         std::string t(len, '\0');
         f.read(t.data(), std::streamsize(len));
-        ncclUniqueId id{};
-        f.read(id.internal, sizeof id.internal);
+        nccl_id id{};
+        f.read(id.value.internal, sizeof id.value.internal);
         if (!f) last_problem = "the file is truncated";
         else if (t != tag) last_problem = "its tag is '" + t + "', expected '" + std::string(tag) + "' (stale file?)";
         else return id;

@@ -27,22 +27,22 @@ inline status mpi_status(int code, const char* what) {
 // Rank `root` of `comm` creates the id; MPI_Bcast gives it to the others.
 template <class MpiComm>
   requires std::is_same_v<MpiComm, MPI_Comm>
-nccl_expected<ncclUniqueId> nccl_unique_id_from_mpi(MpiComm comm, int root = 0) {
+nccl_expected<nccl_id> nccl_unique_id_from_mpi(MpiComm comm, int root = 0) {
   int rank = 0;
   if (const int e = MPI_Comm_rank(comm, &rank); e != MPI_SUCCESS)
     return ::cuda::std::unexpected(detail::mpi_status(e, "nccl_unique_id_from_mpi: MPI_Comm_rank"));
-  ncclUniqueId id{};
+  nccl_id id{};
   if (rank == root) {
     auto fresh = nccl_unique_id();
     // Broadcast even on failure (an all-zero id), so no rank is left waiting in
     // MPI_Bcast; the others then fail in create() within its deadline.
     if (fresh) id = *fresh;
-    const int e = MPI_Bcast(id.internal, int(sizeof id.internal), MPI_BYTE, root, comm);
+    const int e = MPI_Bcast(id.value.internal, int(sizeof id.value.internal), MPI_BYTE, root, comm);
     if (!fresh) return fresh;
     if (e != MPI_SUCCESS) return ::cuda::std::unexpected(detail::mpi_status(e, "nccl_unique_id_from_mpi: MPI_Bcast"));
     return id;
   }
-  if (const int e = MPI_Bcast(id.internal, int(sizeof id.internal), MPI_BYTE, root, comm); e != MPI_SUCCESS)
+  if (const int e = MPI_Bcast(id.value.internal, int(sizeof id.value.internal), MPI_BYTE, root, comm); e != MPI_SUCCESS)
     return ::cuda::std::unexpected(detail::mpi_status(e, "nccl_unique_id_from_mpi: MPI_Bcast"));
   return id;
 }
