@@ -8,6 +8,8 @@
 #include "gpt2/model.hpp"
 #include "gpt2/optim.hpp"
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -229,6 +231,14 @@ TEST_CASE("gpt2_model init: deterministic, GPT-2 statistics, per-unit == whole")
   gpt2::init_params(c, 6, d);
   CHECK(std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0);
   CHECK(std::memcmp(a.data(), d.data(), n * sizeof(float)) != 0);
+  {  // independent of the thread count
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    std::vector<float> one(n);
+    gpt2::init_params(c, 5, one);
+    omp_set_num_threads(saved);
+    CHECK(std::memcmp(a.data(), one.data(), n * sizeof(float)) == 0);
+  }
   const auto us = gpt2::units(c);
   const auto off = gpt2::unit_offsets(us);
   for (size_t u = 0; u < us.size(); ++u) {

@@ -22,8 +22,21 @@ uint64_t fnv1a(const std::string& s) {
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   return h;
 }
-// Normal(0, std) stream: splitmix64 -> two uniforms in (0,1] -> Box-Muller (both outputs used).
+// Normal(0, std): the tensor is cut into fixed chunks, each its own splitmix64 stream
+// keyed by (key, chunk), so the result does not depend on the number of threads.
+// Per chunk: two uniforms in (0,1] x [0,1) -> Box-Muller (both outputs used).
+constexpr size_t kChunk = size_t(1) << 16;
+void fill_normal_chunk(float* out, size_t n, double stdev, uint64_t key);
 void fill_normal(float* out, size_t n, double stdev, uint64_t key) {
+  const size_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (size_t c = 0; c < chunks; ++c) {
+    uint64_t k = key + c * 0xD1B54A32D192ED03ull;
+    const uint64_t ck = splitmix64(k);
+    fill_normal_chunk(out + c * kChunk, std::min(kChunk, n - c * kChunk), stdev, ck);
+  }
+}
+void fill_normal_chunk(float* out, size_t n, double stdev, uint64_t key) {
   uint64_t s = key;
   constexpr double two_pi = 6.283185307179586476925286766559;
   for (size_t i = 0; i < n; i += 2) {
