@@ -47,6 +47,92 @@ size_t llmc_param_count(const gpt2::Config& c) {
          L * (C + C + 3 * C * C + 3 * C + C * C + C + C + C + 4 * C * C + 4 * C + C * 4 * C + C) + 2 * C;
 }
 
+// An independent, deliberately naive GPT-2 forward in double (straight from the paper's
+// definition, looking tensors up by name), to check that the fast forward IS GPT-2 —
+// the gradient check only shows that the backward matches whatever the forward does.
+double reference_loss(const gpt2::Config& c, const std::vector<double>& flat, const std::vector<int>& in,
+                      const std::vector<int>& tg, int B, int T) {
+  const auto us = gpt2::units(c);
+  const auto off = gpt2::unit_offsets(us);
+  auto W = [&](const std::string& name) -> const double* {
+    for (size_t u = 0; u < us.size(); ++u)
+      for (const auto& t : us[u].tensors)
+        if (t.name == name) return flat.data() + off[u] + t.offset;
+    throw std::logic_error("no tensor " + name);
+  };
+  const int C = c.channels, NH = c.num_heads, hs = C / NH, V = c.vocab_size;
+  using Mat = std::vector<std::vector<double>>;  // [T][dim]
+  auto layernorm = [&](const Mat& x, const double* w, const double* b) {
+    Mat y = x;
+    for (int t = 0; t < T; ++t) {
+      double m = 0, v = 0;
+      for (int i = 0; i < C; ++i) m += x[t][i] / C;
+      for (int i = 0; i < C; ++i) v += (x[t][i] - m) * (x[t][i] - m) / C;
+      for (int i = 0; i < C; ++i) y[t][i] = (x[t][i] - m) / std::sqrt(v + 1e-5) * w[i] + b[i];
+    }
+    return y;
+  };
+  auto linear = [&](const Mat& x, const double* w, const double* b, int out) {  // x @ w^T + b
+    Mat y(T, std::vector<double>(out, 0.0));
+    const int in_dim = static_cast<int>(x[0].size());
+    for (int t = 0; t < T; ++t)
+      for (int o = 0; o < out; ++o) {
+        double s = b ? b[o] : 0.0;
+        for (int i = 0; i < in_dim; ++i) s += x[t][i] * w[static_cast<size_t>(o) * in_dim + i];
+        y[t][o] = s;
+      }
+    return y;
+  };
+  double total = 0;
+  for (int b = 0; b < B; ++b) {
+    Mat x(T, std::vector<double>(C));
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < C; ++i) x[t][i] = W("wte")[size_t(in[b * T + t]) * C + i] + W("wpe")[size_t(t) * C + i];
+    for (int l = 0; l < c.num_layers; ++l) {
+      const std::string h = "h" + std::to_string(l) + ".";
+      const Mat qkv = linear(layernorm(x, W(h + "ln1w"), W(h + "ln1b")), W(h + "qkvw"), W(h + "qkvb"), 3 * C);
+      Mat y(T, std::vector<double>(C, 0.0));
+      for (int hd = 0; hd < NH; ++hd)
+        for (int t = 0; t < T; ++t) {
+          std::vector<double> s(t + 1);
+          double mx = -1e300, z = 0;
+          for (int u = 0; u <= t; ++u) {  // causal: only u <= t
+            double d = 0;
+            for (int i = 0; i < hs; ++i) d += qkv[t][hd * hs + i] * qkv[u][C + hd * hs + i];
+            s[u] = d / std::sqrt(double(hs));
+            mx = std::max(mx, s[u]);
+          }
+          for (int u = 0; u <= t; ++u) z += std::exp(s[u] - mx);
+          for (int u = 0; u <= t; ++u)
+            for (int i = 0; i < hs; ++i) y[t][hd * hs + i] += std::exp(s[u] - mx) / z * qkv[u][2 * C + hd * hs + i];
+        }
+      const Mat a = linear(y, W(h + "attprojw"), W(h + "attprojb"), C);
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < C; ++i) x[t][i] += a[t][i];
+      Mat f = linear(layernorm(x, W(h + "ln2w"), W(h + "ln2b")), W(h + "fcw"), W(h + "fcb"), 4 * C);
+      for (auto& row : f)
+        for (double& v : row) v = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+      const Mat m = linear(f, W(h + "fcprojw"), W(h + "fcprojb"), C);
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < C; ++i) x[t][i] += m[t][i];
+    }
+    const Mat xf = layernorm(x, W("lnfw"), W("lnfb"));
+    for (int t = 0; t < T; ++t) {
+      std::vector<double> logit(V);
+      double mx = -1e300, z = 0;
+      for (int v = 0; v < V; ++v) {
+        double d = 0;
+        for (int i = 0; i < C; ++i) d += xf[t][i] * W("wte")[size_t(v) * C + i];
+        logit[v] = d;
+        mx = std::max(mx, d);
+      }
+      for (int v = 0; v < V; ++v) z += std::exp(logit[v] - mx);
+      total += -(logit[tg[b * T + t]] - mx - std::log(z));
+    }
+  }
+  return total / (B * T);
+}
+
 std::string temp_path(const char* name) { return std::string("/tmp/gpt2_model_test_") + name + ".bin"; }
 
 }  // namespace
@@ -137,8 +223,13 @@ TEST_CASE("gpt2_model gradient check: finite differences in double, every tensor
   const auto tg = random_tokens(B * T, c.vocab_size, 2);
 
   gpt2::Model<double> m(c, B, T);
-  const double loss0 = m.forward(p.data(), in.data(), tg.data());
+  m.forward(p.data(), in.data(), tg.data());
+  double loss0 = 0;  // in double (forward() returns float)
+  for (int j = 0; j < B * T; ++j) loss0 += m.losses()[j] / (B * T);
   CHECK(std::isfinite(loss0));
+  const double ref = reference_loss(c, p, in, tg, B, T);
+  MESSAGE("loss ", loss0, " naive reference ", ref);
+  CHECK(std::abs(loss0 - ref) < 1e-12 * std::abs(ref) + 1e-13);
   std::vector<double> grad(n, 0.0);
   m.backward(p.data(), grad.data());
 
