@@ -221,6 +221,54 @@ TEST_CASE("mpi_communicator: requests in flight together, waited in any order") 
   }
 }
 
+TEST_CASE("mpi_communicator: many requests, rank-dependent wait orders, blocking calls in between") {
+  for (bool checked : {true, false}) {
+    auto comm = world(checked);
+    const int n = comm.size(), me = comm.rank();
+    INFO("rank ", me, " of ", n, std::string(checked ? " checked" : " unchecked"));
+    constexpr int k = 8;
+    std::vector<std::vector<std::int32_t>> in(k), out(k);
+    std::vector<mpi_communicator::request> reqs;
+    for (int j = 0; j < k; ++j) {
+      const std::size_t len = 64 + std::size_t(j) * 17;
+      in[j] = inputs<std::int32_t>(me, len * std::size_t(n), std::size_t(j) * 1000);
+      if (j % 3 == 0) {
+        out[j].resize(in[j].size());
+        reqs.push_back(comm.start_all_reduce(std::span<const std::int32_t>(in[j]), std::span<std::int32_t>(out[j])));
+      } else if (j % 3 == 1) {
+        out[j].resize(len);
+        reqs.push_back(comm.start_reduce_scatter(std::span<const std::int32_t>(in[j]), std::span<std::int32_t>(out[j])));
+      } else {
+        out[j].resize(in[j].size() * std::size_t(n));
+        reqs.push_back(comm.start_all_gather(std::span<const std::int32_t>(in[j]), std::span<std::int32_t>(out[j])));
+      }
+      if (j == 4) {  // a blocking collective while four requests are in flight
+        std::vector<double> x(5, 1.0), y(5);
+        REQUIRE(comm.all_reduce(std::span<const double>(x), std::span<double>(y)).ok());
+        CHECK(y[4] == double(n));
+      }
+    }
+    // Rank r waits in the order j = (r + 3 * i) mod k.
+    for (int i = 0; i < k; ++i) {
+      const int j = (me + 3 * i) % k;
+      const auto st = reqs[std::size_t(j)].wait();
+      REQUIRE_MESSAGE(st.ok(), st.what());
+    }
+    for (int j = 0; j < k; ++j) {
+      const std::size_t len = 64 + std::size_t(j) * 17, off = std::size_t(j) * 1000;
+      if (j % 3 == 0)
+        for (std::size_t i = 0; i < out[j].size(); ++i) REQUIRE(out[j][i] == sum_at<std::int32_t>(n, off + i));
+      else if (j % 3 == 1)
+        for (std::size_t i = 0; i < len; ++i)
+          REQUIRE(out[j][i] == sum_at<std::int32_t>(n, off + std::size_t(me) * len + i));
+      else
+        for (int r = 0; r < n; ++r)
+          for (std::size_t i = 0; i < in[j].size(); ++i)
+            REQUIRE(out[j][std::size_t(r) * in[j].size() + i] == input<std::int32_t>(r, off + i));
+    }
+  }
+}
+
 TEST_CASE("mpi_communicator: argument disagreements return the same status on every rank") {
   auto comm = world();
   const int n = comm.size(), me = comm.rank();

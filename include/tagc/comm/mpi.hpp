@@ -36,8 +36,9 @@
 //    argument errors. All ranks then return the *same* status
 //    (size_mismatch / invalid_argument, naming the ranks and lengths) instead of
 //    one rank returning early and the others hanging. Cost: one small,
-//    latency-bound all-reduce per collective (tens of microseconds on a LAN,
-//    ~2x for small collectives, negligible for large ones). The tagc Reducer
+//    latency-bound all-reduce per collective (2 ranks, TCP on loopback, busy
+//    2-core machine: an 8-float all_reduce took 75 us unchecked, 110 us checked;
+//    a 4 MiB one ~9-10 ms either way, the difference within noise). The tagc Reducer
 //    already agrees on its plan across ranks, so it may run unchecked
 //    (options{.checked = false}); then a local argument error is returned on the
 //    offending rank only, without calling MPI, and the other ranks time out.
