@@ -248,13 +248,25 @@ struct nccl_state {
     return fail(cuda_status(e, what, errc::communication));
   }
 
+  // A failed stream/event call: a stream of another device (or a destroyed one)
+  // is the caller's mistake and leaves the communicator intact; anything else
+  // (a sticky device error) aborts it.
+  status stream_error(cudaError_t e, std::string_view what) {
+    if (e == cudaErrorInvalidResourceHandle || e == cudaErrorInvalidValue) {
+      (void)cudaGetLastError();
+      return cuda_status(e, std::string(what) + " (is the stream a live stream of device " + std::to_string(device) + "?)",
+                         errc::invalid_argument);
+    }
+    return cuda_fail(e, what);
+  }
+
   // stream `waiter` waits for everything enqueued so far on `signaller`.
   status order(cudaStream_t signaller, cudaStream_t waiter, cudaEvent_t ev, std::string_view what) {
     if (signaller == waiter) return {};
     if (const cudaError_t e = cudaEventRecord(ev, signaller); e != cudaSuccess)
-      return cuda_fail(e, std::string(what) + ": cudaEventRecord");
+      return stream_error(e, std::string(what) + ": cudaEventRecord");
     if (const cudaError_t e = cudaStreamWaitEvent(waiter, ev, 0); e != cudaSuccess)
-      return cuda_fail(e, std::string(what) + ": cudaStreamWaitEvent");
+      return stream_error(e, std::string(what) + ": cudaStreamWaitEvent");
     return {};
   }
 
@@ -402,7 +414,7 @@ class nccl_communicator {
       if (event_ == nullptr) return result_;
       if (!state_->usable()) return state_->refuse(what_);
       if (const cudaError_t e = cudaStreamWaitEvent(stream, event_, 0); e != cudaSuccess)
-        return state_->cuda_fail(e, std::string(what_) + ": cudaStreamWaitEvent");
+        return state_->stream_error(e, std::string(what_) + ": cudaStreamWaitEvent");
       return {};
     }
 
