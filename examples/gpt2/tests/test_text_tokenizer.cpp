@@ -65,9 +65,10 @@ std::vector<std::vector<uint32_t>> reference_encode(const std::vector<std::strin
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
     const int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    const std::string hint =
+        code == 127 ? "node not found: install node (it runs the reference encoder)\n" : "";
     FAIL("the reference encoder failed (exit " << code << "): " << cmd << "\n"
-         << (code == 127 ? "node not found: install node (it runs the reference encoder)\n" : "")
-         << slurp(err) << "(run scripts/fetch_data.sh " << kDataDir.string()
+         << hint << slurp(err) << "(run scripts/fetch_data.sh " << kDataDir.string()
          << " if the data is missing)");
   }
   auto parsed = nlohmann::json::parse(slurp(out));
