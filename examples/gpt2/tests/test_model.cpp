@@ -311,6 +311,28 @@ TEST_CASE("gpt2_model loss at init is close to ln(V) (d2, random tokens)") {
   double s = 0;
   for (int v = 0; v < c.vocab_size; ++v) s += m.probs()[v];
   CHECK(s == doctest::Approx(1.0).epsilon(1e-4));
+
+  // The split (multi-thread) gemm paths, forward and backward, agree with one thread.
+  const int saved = omp_get_max_threads();
+  std::vector<std::vector<float>> grads;
+  std::vector<float> losses;
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    gpt2::Gpt2 mt(c, B, T);
+    std::vector<float> g(p.size(), 0.0f);
+    losses.push_back(mt.forward(p.data(), in.data(), tg.data()));
+    mt.backward(p.data(), g.data());
+    grads.push_back(std::move(g));
+  }
+  omp_set_num_threads(saved);
+  CHECK(losses[0] == doctest::Approx(losses[1]).epsilon(1e-6));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    num += double(grads[0][i] - grads[1][i]) * (grads[0][i] - grads[1][i]);
+    den += double(grads[0][i]) * grads[0][i];
+  }
+  CHECK(den > 0);
+  CHECK(std::sqrt(num / den) < 1e-5);
 }
 
 TEST_CASE("gpt2_model init: deterministic, GPT-2 statistics, per-unit == whole") {

@@ -49,7 +49,7 @@ void gemm(bool ta, bool tb, int M, int N, int K, R alpha, const R* A, int lda, c
     return;
   }
   const int slabs = std::min(nt, dim / 64);
-  const int step = (dim / slabs + 63) / 64 * 64;
+  const int step = ((dim + slabs - 1) / slabs + 63) / 64 * 64;  // ceil, then a multiple of 64
 #pragma omp parallel for num_threads(slabs) schedule(static, 1)
   for (int s = 0; s < slabs; ++s) {
     const int d0 = s * step, d1 = std::min(dim, d0 + step);
