@@ -7,9 +7,11 @@
 #include "gpt2/layout.hpp"
 #include "gpt2/model.hpp"
 #include "gpt2/optim.hpp"
+#include "kernels.hpp"  // private: the gemm splitter
 
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -523,4 +525,36 @@ TEST_CASE("gpt2_model AdamW and sum of squares") {
   double ref = 0;
   for (float x : g) ref += double(x) * x;
   CHECK(gpt2::sum_of_squares(g) == doctest::Approx(ref).epsilon(1e-12));
+}
+
+TEST_CASE("gpt2_model gemm splitter: odd sizes, all transposes, several threads == naive") {
+  const int saved = omp_get_max_threads();
+  std::mt19937 r(3);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int threads : {1, 2, 3})
+    for (auto [M, N, K] : {std::array<int, 3>{193, 67, 400}, {70, 1025, 129}, {640, 640, 40}})
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+          omp_set_num_threads(threads);
+          const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 7;
+          std::vector<double> A(size_t(ta ? K : M) * lda), Bm(size_t(tb ? N : K) * ldb), C(size_t(M) * ldc);
+          for (double& x : A) x = u(r);
+          for (double& x : Bm) x = u(r);
+          for (double& x : C) x = u(r);
+          std::vector<double> want = C;
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) {
+              double s = 0;
+              for (int k = 0; k < K; ++k)
+                s += (ta ? A[size_t(k) * lda + i] : A[size_t(i) * lda + k]) * (tb ? Bm[size_t(j) * ldb + k] : Bm[size_t(k) * ldb + j]);
+              want[size_t(i) * ldc + j] = 0.5 * s + 2.0 * C[size_t(i) * ldc + j];
+            }
+          gpt2::kernels::gemm(ta, tb, M, N, K, 0.5, A.data(), lda, Bm.data(), ldb, 2.0, C.data(), ldc);
+          double worst = 0;
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < N; ++j) worst = std::max(worst, std::abs(C[size_t(i) * ldc + j] - want[size_t(i) * ldc + j]));
+          INFO("threads ", threads, " M ", M, " N ", N, " K ", K, " ta ", ta, " tb ", tb);
+          CHECK(worst < 1e-10);
+        }
+  omp_set_num_threads(saved);
 }
