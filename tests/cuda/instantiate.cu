@@ -23,6 +23,25 @@
 #  include <tagc/comm/nccl_mpi_bootstrap.hpp>
 #endif
 
+#if defined(TAGC_CHECK_REDUCER)
+// The Reducer on the GPU: both index widths, both topologies, on NCCL.
+tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const float> g, std::span<float> out,
+                                     cudaStream_t s) {
+  using wide = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<4>, tagc::SketchPolicy<10>, tagc::DecodePolicy<>,
+                             tagc::exec::cuda>;
+  using narrow = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<1>, tagc::SketchPolicy<10>,
+                               tagc::DecodePolicy<tagc::decode_mode::peel>, tagc::exec::cuda>;
+  wide w;
+  TAGC_TRY(w.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
+  TAGC_TRY(w.reduce_scatter(c, g, out));
+  narrow n;
+  TAGC_TRY(n.initialize(
+      {.length = g.size(), .world_size = c.size(), .rank = c.rank(), .topo = tagc::topology::replicated},
+      tagc::exec::cuda{s}));
+  return n.all_reduce(c, g, out);
+}
+#endif
+
 namespace {
 
 static_assert(tagc::communicator<tagc::nccl_communicator>);
