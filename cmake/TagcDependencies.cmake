@@ -4,11 +4,10 @@
 include_guard(GLOBAL)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 
-set(TAGC_CCCL_INCLUDE_DIR "" CACHE PATH "Directory holding thrust/, cub/ and cuda/ headers (CCCL)")
-if(NOT TAGC_CCCL_INCLUDE_DIR)
-  find_path(TAGC_CCCL_INCLUDE_DIR NAMES thrust/version.h cuda/std/span
-            HINTS $ENV{CUDA_HOME}/include/cccl /usr/local/cuda/include/cccl /usr/local/cuda/include)
-endif()
+# find_path caches the result in TAGC_CCCL_INCLUDE_DIR (set it to override).
+find_path(TAGC_CCCL_INCLUDE_DIR NAMES thrust/version.h cuda/std/span
+          HINTS $ENV{CUDA_HOME}/include/cccl /usr/local/cuda/include/cccl /usr/local/cuda/include
+          DOC "Directory holding thrust/, cub/ and cuda/ headers (CCCL)")
 if(NOT TAGC_CCCL_INCLUDE_DIR)
   message(FATAL_ERROR "tagc: CCCL headers (thrust/, cub/, cuda/std/) not found. "
                       "Install the CUDA Toolkit or set TAGC_CCCL_INCLUDE_DIR.")

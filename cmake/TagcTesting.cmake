@@ -13,6 +13,9 @@ function(tagc_add_test)
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE tagc_doctest_main ${T_LIBS})
   add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  # Tests run several ranks as threads, each with its own OpenMP team: passive
+  # waiting keeps oversubscribed teams from spinning against each other.
+  set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
   if(T_LABELS)
     set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}")
   endif()

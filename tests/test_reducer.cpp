@@ -380,7 +380,7 @@ void check_bytes(int world, std::size_t n) {
 }  // namespace
 
 TEST_CASE("byte accounting matches the formulas for each configuration of the paper's Figure 2") {
-  const std::size_t n = 1u << 22;
+  const std::size_t n = 1u << 21;
   check_bytes<1, 2>(4, n);
   check_bytes<1, 4>(4, n);
   check_bytes<1, 10>(4, n);

@@ -144,6 +144,14 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     return {};
   }
 
+  // Change theta between calls (adaptive sparsity, draining residuals).
+  status set_sparsity(double theta) {
+    if (!(theta >= 0.0 && theta <= 1.0))
+      return {errc::invalid_argument, "sparsity " + std::to_string(theta) + " outside [0, 1]"};
+    sparsity_ = theta;
+    return {};
+  }
+
   const layout& plan() const { return lay_; }
   const reducer_arguments& arguments() const { return args_; }
   double sparsity() const { return sparsity_; }
@@ -169,6 +177,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
   // ---- state: error-feedback residual and the owner's carried remainders ----
   std::vector<float> residual_to_host() const { return to_host(residual_); }
   std::vector<float> carry_to_host() const { return to_host(carry_); }
+  std::vector<std::uint8_t> pending_to_host() const { return to_host(pending_); }
   std::size_t pending_count() const {
     const auto p = to_host(pending_);
     std::size_t c = 0;
@@ -220,6 +229,12 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
   static constexpr std::size_t control_words = 4;
   static constexpr std::size_t check_every = 4;  // peeling rounds between progress checks
 
+  // Lanes per sketch-building call: the execution space's tuning, 1 if it has none.
+  std::size_t sketch_chunk() const {
+    std::size_t c = 1;
+    if constexpr (requires { Exec::sketch_lanes_per_call; }) c = Exec::sketch_lanes_per_call;
+    return std::max<std::size_t>(1, std::min(c, lay_.lanes));
+  }
   template <class V> static auto raw(V& v) { return thrust::raw_pointer_cast(v.data()); }
   template <class V> static auto raw(const V& v) { return thrust::raw_pointer_cast(v.data()); }
   auto range(std::size_t n) const {
@@ -345,8 +360,9 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
 
     // Sketch of what the reduced index marks, exchanged to the owner(s).
     const kernels::contribution<Bits> value{g, r, idx, st, lay_};
-    launch(sketch_send_.size(),
-           kernels::build_sketch<Bits>{value, raw(bucket_start_), raw(bucket_order_), raw(sketch_send_)});
+    const std::size_t chunk = sketch_chunk();
+    launch(kernels::build_sketch<Bits>::calls(lay_, chunk),
+           kernels::build_sketch<Bits>{value, raw(bucket_start_), raw(bucket_order_), raw(sketch_send_), chunk});
     const std::span<const float> send(raw(sketch_send_), sketch_send_.size());
     const std::span<float> recv(raw(sketch_recv_), sketch_recv_.size());
     if (args_.topo == topology::sharded) TAGC_TRY(comm.reduce_scatter(send, recv));

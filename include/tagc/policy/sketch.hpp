@@ -108,35 +108,52 @@ struct contribution {
   }
 };
 
-// One sketch cell per call, over all shards: cell c of shard s.
+// One run of `chunk` consecutive cells of one sketch row per call, over all
+// shards. The per-block work (two hashes, sign, rotation) is done once per block
+// and shared by the chunk's lanes: a GPU launches one cell per thread (chunk 1,
+// coalesced across threads), a CPU thread takes a whole row (chunk = lanes, a
+// vectorisable inner loop). Cells are written exactly once, in a fixed order.
 template <int Bits>
 struct build_sketch {
   contribution<Bits> value;
   const std::uint32_t* start;
   const std::uint32_t* order;
-  float* sketch;  // [shards][cells]
+  float* sketch;      // [shards][cells]
+  std::size_t chunk;  // lanes per call (divides lanes or covers the tail)
 
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const layout& l = value.lay;
-    const std::size_t s = i / l.cells;
-    const std::size_t c = i % l.cells;
-    if (l.dense) {
+    if (l.dense) {  // one element per call
+      const std::size_t s = i / l.cells, c = i % l.cells;
       sketch[i] = value(s, c);
       return;
     }
-    const std::size_t row = c / l.lanes;
-    const std::size_t lane = c % l.lanes;
+    const std::size_t chunks_per_row = (l.lanes + chunk - 1) / chunk;
+    const std::size_t rows = l.sketch_rows();
+    const std::size_t s = i / (rows * chunks_per_row);
+    const std::size_t rest = i % (rows * chunks_per_row);
+    const std::size_t row = rest / chunks_per_row;
+    const std::size_t lane0 = (rest % chunks_per_row) * chunk;
+    const std::size_t lane1 = lane0 + chunk < l.lanes ? lane0 + chunk : l.lanes;
     const int h = int(row / l.part_rows);
-    float sum = 0.0f;
+    float* out = sketch + s * l.cells + row * l.lanes;
+    for (std::size_t lane = lane0; lane < lane1; ++lane) out[lane] = 0.0f;
     for (std::uint32_t k = start[row]; k < start[row + 1]; ++k) {
       const std::uint32_t j = order[k];
+      const float sign = sketch_sign(sketch_hash(j, h));
       const std::size_t rot = sketch_rotation(j, h, l.lanes);
-      const std::size_t e = std::size_t(j) * l.lanes + (lane + l.lanes - rot) % l.lanes;
-      if (e >= l.shard_size) continue;
-      const float v = value(s, e);
-      if (v != 0.0f) sum += sketch_sign(sketch_hash(j, h)) * v;
+      const std::size_t base = std::size_t(j) * l.lanes;
+      for (std::size_t lane = lane0; lane < lane1; ++lane) {
+        const std::size_t e = base + (lane >= rot ? lane - rot : lane + l.lanes - rot);
+        if (e >= l.shard_size) continue;
+        const float v = value(s, e);
+        if (v != 0.0f) out[lane] += sign * v;
+      }
     }
-    sketch[i] = sum;
+  }
+  static std::size_t calls(const layout& l, std::size_t chunk) {
+    if (l.dense) return std::size_t(l.shards) * l.cells;
+    return std::size_t(l.shards) * l.sketch_rows() * ((l.lanes + chunk - 1) / chunk);
   }
 };
 
