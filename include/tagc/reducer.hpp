@@ -25,6 +25,7 @@
 // carried by the owner to later steps (policy/decode.hpp), so over any number of
 // steps: sum of inputs = sum delivered + residuals + carried remainders.
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -152,6 +153,9 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     return {};
   }
 
+  // Time each stage (synchronising after it) and report it in reduce_stats::seconds.
+  void set_profiling(bool on) { profiling_ = on; }
+
   const layout& plan() const { return lay_; }
   const reducer_arguments& arguments() const { return args_; }
   double sparsity() const { return sparsity_; }
@@ -240,8 +244,17 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
   auto range(std::size_t n) const {
     return std::pair{thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(n)};
   }
+  // Below this many calls a host launch runs inline: an OpenMP fork/join costs
+  // more than the work (and a scheduler slice when the cores are shared).
+  static constexpr std::size_t host_inline_below = std::size_t(1) << 15;
   template <class F> void launch(std::size_t n, F f) const {
     if (n == 0) return;
+    if constexpr (!Exec::is_device) {
+      if (n < host_inline_below) {
+        for (std::size_t i = 0; i < n; ++i) f(i);
+        return;
+      }
+    }
     auto [b, e] = range(n);
     thrust::for_each(exec_.policy(), b, e, f);
   }
@@ -260,6 +273,20 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     p += h.size() * sizeof(T);
     return exec_.copy_from_host(h.data(), raw(v), h.size());
   }
+
+  // Marks stage boundaries when profiling: synchronise, then charge the time since
+  // the previous mark to `slot`.
+  struct stage_clock {
+    Reducer* self;
+    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+    void mark(double reduce_stats::stage_seconds::*slot) {
+      if (!self->profiling_) return;
+      (void)self->exec_.synchronize();
+      const auto now = std::chrono::steady_clock::now();
+      self->seconds_.*slot += std::chrono::duration<double>(now - last).count();
+      last = now;
+    }
+  };
 
   struct init_select {
     kernels::select_state* state;
@@ -332,13 +359,18 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     if (k == 0) fixed_threshold = inf_bits;          // keep nothing
     else if (k >= n) fixed_threshold = 0;            // keep every nonzero
     else remaining = std::uint32_t(k + 1);
+    using S = reduce_stats::stage_seconds;
+    seconds_ = {};
+    stage_clock clock{this};
     launch(1, init_select{st, cnt, remaining, fixed_threshold});
     if (sizes_ok) launch(n, kernels::histogram_pass{g, r, raw(hist_), st, 0});  // also counts NaN/Inf
+    clock.mark(&S::sparsify);
 
     if (args_.check_inputs) {
       kernels::select_state h{};
       TAGC_TRY(exec_.copy_to_host(st, &h, 1));
       TAGC_TRY(check_agreement(comm, grad.size(), out.size(), sizes_ok ? h.nonfinite : 0u));
+      clock.mark(&S::check);
     }
 
     // Threshold, no host round trip.
@@ -351,22 +383,27 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
       // Keep the histogram clean for the next call.
       thrust::fill(exec_.policy(), hist_.begin(), hist_.end(), 0u);
     }
+    clock.mark(&S::sparsify);
 
     // Index: local marks (+ the owner's pending entries), summed across ranks.
     std::uint8_t* idx = raw(index_);
     launch(index_.size(), kernels::build_index<Bits>{g, r, st, lay_.dense ? nullptr : raw(pending_), idx, cnt + 0,
                                                      lay_, own_shard_});
+    clock.mark(&S::index);
     TAGC_TRY(comm.all_reduce(std::span<const std::uint8_t>(idx, index_.size()), std::span<std::uint8_t>(idx, index_.size())));
+    clock.mark(&S::index_exchange);
 
     // Sketch of what the reduced index marks, exchanged to the owner(s).
     const kernels::contribution<Bits> value{g, r, idx, st, lay_};
     const std::size_t chunk = sketch_chunk();
     launch(kernels::build_sketch<Bits>::calls(lay_, chunk),
            kernels::build_sketch<Bits>{value, raw(bucket_start_), raw(bucket_order_), raw(sketch_send_), chunk});
+    clock.mark(&S::sketch);
     const std::span<const float> send(raw(sketch_send_), sketch_send_.size());
     const std::span<float> recv(raw(sketch_recv_), sketch_recv_.size());
     if (args_.topo == topology::sharded) TAGC_TRY(comm.reduce_scatter(send, recv));
     else TAGC_TRY(comm.all_reduce(send, recv));
+    clock.mark(&S::value_exchange);
 
     // From here on the step cannot fail: commit the residual, then decode.
     launch(n, kernels::update_residual<Bits>{g, r, idx, st, cnt + 1, lay_});
@@ -375,6 +412,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     const std::size_t shard_len = lay_.shard_size;
     if (lay_.dense) launch(shard_len, kernels::decode_dense{raw(sketch_recv_), o, scale});
     else TAGC_TRY(decode(o, scale, idx));
+    clock.mark(&S::decode);  // includes committing the residual
 
     if (stats) TAGC_TRY(fill_stats(comm.size(), *stats));
     return {};
@@ -382,11 +420,25 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
 
   template <class F> unsigned long long sum_over(std::size_t n, F f) const {
     if (n == 0) return 0;
+    if constexpr (!Exec::is_device) {
+      if (n < host_inline_below) {
+        unsigned long long s = 0;
+        for (std::size_t i = 0; i < n; ++i) s += f(i);
+        return s;
+      }
+    }
     auto [b, e] = range(n);
     return thrust::transform_reduce(exec_.policy(), b, e, f, 0ull, thrust::plus<unsigned long long>());
   }
   template <class F> unsigned long long sum_over_support(std::size_t m, F f) const {
     if (m == 0) return 0;
+    if constexpr (!Exec::is_device) {
+      if (m < host_inline_below) {
+        unsigned long long s = 0;
+        for (std::size_t i = 0; i < m; ++i) s += f(support_[i]);
+        return s;
+      }
+    }
     return thrust::transform_reduce(exec_.policy(), support_.begin(), support_.begin() + std::ptrdiff_t(m), f, 0ull,
                                     thrust::plus<unsigned long long>());
   }
@@ -469,6 +521,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     s.index_popcount = index_.empty() ? 0
         : thrust::transform_reduce(exec_.policy(), b, e, kernels::count_marks<Bits>{raw(index_), lay_}, 0ull,
                                    thrust::plus<unsigned long long>());
+    s.seconds = seconds_;
     s.dense = lay_.dense;
     if (lay_.dense) {
       s.support = s.peeled = 0;
@@ -495,6 +548,8 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
   std::size_t own_shard_ = 0;
   layout lay_{};
   bool initialized_ = false;
+  bool profiling_ = false;
+  reduce_stats::stage_seconds seconds_{};
 
   vector<float> residual_;           // [length]   error feedback (state)
   vector<float> carry_;              // [cells]    owner's unpeeled remainder (state)

@@ -29,6 +29,14 @@ struct reduce_stats {
   double index_bytes = 0.0;    // index all-reduce
   double value_bytes = 0.0;    // sketch (or dense values) reduce-scatter / all-reduce
   double total_bytes() const { return control_bytes + index_bytes + value_bytes; }
+  // Stage wall times in seconds, filled only when the Reducer profiles
+  // (set_profiling(true)): each stage then ends with a synchronisation, which on
+  // a GPU costs overlap, so it is off by default.
+  struct stage_seconds {
+    double check = 0, sparsify = 0, index = 0, index_exchange = 0, sketch = 0, value_exchange = 0, decode = 0;
+    double compress() const { return sparsify + index + sketch; }
+    double exchange() const { return check + index_exchange + value_exchange; }
+  } seconds;
 };
 
 TAGC_END_NAMESPACE
