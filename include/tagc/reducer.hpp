@@ -288,13 +288,6 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     }
   };
 
-  struct init_select {
-    kernels::select_state* state;
-    unsigned long long* counters;
-    std::uint32_t remaining;
-    std::uint32_t threshold;
-    TAGC_HOST_DEVICE void operator()(std::size_t) const {
-      *state = kernels::select_state{0u, remaining, threshold, 0u};
       for (std::size_t i = 0; i < n_counters; ++i) counters[i] = 0ull;
     }
   };
@@ -362,7 +355,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     using S = reduce_stats::stage_seconds;
     seconds_ = {};
     stage_clock clock{this};
-    launch(1, init_select{st, cnt, remaining, fixed_threshold});
+    launch(1, kernels::init_select{st, cnt, n_counters, remaining, fixed_threshold});
     if (sizes_ok) launch(n, kernels::histogram_pass{g, r, raw(hist_), st, 0});  // also counts NaN/Inf
     clock.mark(&S::sparsify);
 

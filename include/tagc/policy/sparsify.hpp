@@ -131,6 +131,19 @@ struct select_digit {
   }
 };
 
+// One thread: reset the selection state and the call's counters.
+struct init_select {
+  select_state* state;
+  unsigned long long* counters;
+  std::size_t n_counters;
+  std::uint32_t remaining;  // rank searched for, 0 = no search (threshold fixed)
+  std::uint32_t threshold;  // used when remaining == 0
+  TAGC_HOST_DEVICE void operator()(std::size_t) const {
+    *state = select_state{0u, remaining, threshold, 0u};
+    for (std::size_t i = 0; i < n_counters; ++i) counters[i] = 0ull;
+  }
+};
+
 // Is element i of the accumulated gradient kept by the threshold?
 TAGC_HOST_DEVICE inline bool is_kept(float acc, std::uint32_t threshold) { return abs_bits(acc) > threshold; }
 

@@ -42,11 +42,11 @@ struct layout {
   int index_bits = 4;
   std::size_t index_bytes = 0; // index bytes per shard
 
-  std::size_t padded() const { return shard_size * std::size_t(shards); }
-  std::size_t sketch_rows() const { return 3 * part_rows; }
+  TAGC_HOST_DEVICE std::size_t padded() const { return shard_size * std::size_t(shards); }
+  TAGC_HOST_DEVICE std::size_t sketch_rows() const { return 3 * part_rows; }
 };
 
-inline constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return b ? (a + b - 1) / b : 0; }
+TAGC_HOST_DEVICE inline constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return b ? (a + b - 1) / b : 0; }
 
 inline layout make_layout(std::size_t length, int shards, std::size_t block_lanes, int ratio, int index_bits) {
   layout l;

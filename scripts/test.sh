@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The project's test command (README, CI): installs dependencies, fetches the
+# test data, builds everything and runs
+#   1. the whole ctest suite (unit, property, MPI multi-process, GPT-2 tests),
+#   2. the core suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   3. the in-process communicator tests under ThreadSanitizer,
+#   4. an nvcc compile of the CUDA instantiations (sm_80, sm_90): no GPU here,
+#      so CUDA code is compiled, not run.
+# Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0; [[ ${1:-} == --quick ]] && quick=1
+jobs=$(nproc)
+
+bash scripts/install_deps.sh
+bash scripts/fetch_data.sh data
+
+section() { printf '\n==== %s ====\n' "$*"; }
+# Ranks are threads or processes sharing few cores: OpenMP teams must not spin.
+export OMP_WAIT_POLICY=PASSIVE
+
+section "build + full test suite"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j1 --timeout 900
+[[ $quick == 1 ]] && exit 0
+
+section "core tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+san_opts=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF -DTAGC_WITH_MPI=OFF)
+cmake -S . -B build-asan "${san_opts[@]}" \
+  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
+cmake --build build-asan -j"$jobs" --target tagc_core tagc_reducer tagc_comm
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -L core
+
+section "in-process communicator under ThreadSanitizer"
+cmake -S . -B build-tsan "${san_opts[@]}" -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" >/dev/null
+cmake --build build-tsan -j"$jobs" --target tagc_comm
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -L comm
+
+section "CUDA compile check (nvcc; cannot run without a GPU)"
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  cmake -S . -B build-cuda -G Ninja -DTAGC_CUDA_CHECK=ON -DTAGC_CUDA_CHECK_REDUCER=ON -DTAGC_BUILD_TESTS=OFF \
+    -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
+  cmake --build build-cuda -j"$jobs"
+  echo "CUDA instantiations compiled for sm_80 and sm_90"
+else
+  echo "nvcc not found at /usr/local/cuda/bin/nvcc: CUDA compile check NOT run" >&2
+  exit 1
+fi
+echo "all test stages passed"
