@@ -1,6 +1,6 @@
 #pragma once
 // defines: tagc::nccl_communicator (one rank per GPU, stream ordered),
-//          tagc::nccl_options, tagc::nccl_expected,
+//          tagc::nccl_options, tagc::nccl_expected, tagc::nccl_id,
 //          tagc::nccl_unique_id(), tagc::exchange_nccl_unique_id() (file rendezvous).
 //          MPI bootstrap: comm/nccl_mpi_bootstrap.hpp (kept apart: it needs mpi.h).
 //
@@ -45,6 +45,9 @@
 // deadline aborts the communicator (ncclCommAbort); every later call returns
 // that first error. Destruction: ncclCommFinalize + ncclCommDestroy (abort
 // after an error); finalize() does the same and reports what happened.
+//
+// With a Reducer on exec::cuda{s}: set_compute_stream(s), so the Reducer's
+// kernels and the collectives between them form one stream-ordered sequence.
 //
 // Threads: one communicator is used by one host thread at a time (as NCCL
 // requires); several communicators may live in one process, one per thread and
