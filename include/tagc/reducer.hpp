@@ -288,10 +288,6 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio, Lanes>, Dec
     }
   };
 
-      for (std::size_t i = 0; i < n_counters; ++i) counters[i] = 0ull;
-    }
-  };
-
   // Every rank contributes {grad length, output length, non-finite count, config}
   // and every rank reaches the same verdict from the gathered table.
   template <communicator C>
