@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test_train_cli.sh TAGC_GPT2 -- command-line errors of tagc-gpt2: each bad input must
+# give a message naming the problem and a nonzero exit code (2: usage, 1: runtime).
+set -u
+exe="$1"
+fail=0
+# expect CODE PATTERN -- ARGS...: run, compare exit code and stderr.
+expect() {
+  local code="$1" pattern="$2"
+  shift 3
+  local out rc
+  out="$("$exe" "$@" 2>&1 >/dev/null)"
+  rc=$?
+  if [[ $rc -ne $code ]] || ! grep -q -- "$pattern" <<<"$out"; then
+    echo "FAIL: tagc-gpt2 $* -> exit $rc (want $code), stderr: $out (want /$pattern/)"
+    fail=1
+  else
+    echo "ok: tagc-gpt2 $* -> $code: $(head -n1 <<<"$out")"
+  fi
+}
+expect 2 "missing command" --
+expect 2 "unknown command 'fly'" -- fly
+expect 2 "unknown flag --bogus" -- train --bogus 1
+expect 2 "expected 2|4|10" -- train --ratio 3
+expect 2 "expected 1|4" -- train --index-bits 2
+expect 2 "expected a number" -- train --B four
+expect 2 "missing value" -- train --steps
+expect 2 "only fp32" -- train --baseline-dtype bf16
+expect 1 "divisible" -- train --C 100 --NH 3
+expect 1 "max_seq_len" -- train --T 2048
+expect 1 "missing_dir" -- train --train-data /nonexistent/missing_dir --steps 1
+expect 1 "model-file is required" -- eval
+"$exe" help >/dev/null || { echo "FAIL: help"; fail=1; }
+exit $fail

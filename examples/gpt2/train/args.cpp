@@ -1,0 +1,188 @@
+// args.cpp: see args.hpp. A table of flags, each with a setter that parses its value,
+// so adding a flag is one line and every value error names its flag.
+// defines: train::parse_args, train::usage
+#include "args.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string_view>
+
+namespace train {
+namespace {
+
+template <class T>
+T number(const std::string& flag, const std::string& v) {
+  T out{};
+  const char* b = v.data();
+  const char* e = v.data() + v.size();
+  auto [p, ec] = std::from_chars(b, e, out);
+  if (ec != std::errc{} || p != e || v.empty())
+    throw ArgsError("--" + flag + ": expected a number, got '" + v + "'");
+  return out;
+}
+int positive(const std::string& flag, const std::string& v, int min = 1) {
+  const int x = number<int>(flag, v);
+  if (x < min) throw ArgsError("--" + flag + ": must be >= " + std::to_string(min) + ", got " + v);
+  return x;
+}
+float finite(const std::string& flag, const std::string& v) {
+  const float x = number<float>(flag, v);
+  if (!std::isfinite(x)) throw ArgsError("--" + flag + ": must be finite, got " + v);
+  return x;
+}
+
+struct Flag {
+  bool is_switch;
+  std::function<void(Args&, const std::string&)> set;
+  std::string help;
+};
+
+const std::map<std::string, Flag>& flags() {
+  using A = Args;
+  using S = const std::string&;
+  static const std::map<std::string, Flag> f = {
+      {"model", {false, [](A& a, S v) { a.model = v; }, "d2|d4|d6|d12 (default d2)"}},
+      {"L", {false, [](A& a, S v) { a.L = positive("L", v); }, "override layers"}},
+      {"C", {false, [](A& a, S v) { a.C = positive("C", v); }, "override channels"}},
+      {"NH", {false, [](A& a, S v) { a.NH = positive("NH", v); }, "override heads"}},
+      {"maxT", {false, [](A& a, S v) { a.maxT = positive("maxT", v); }, "override max sequence length"}},
+      {"B", {false, [](A& a, S v) { a.B = positive("B", v); }, "micro-batch per rank (default 4)"}},
+      {"T", {false, [](A& a, S v) { a.T = positive("T", v); }, "sequence length (default 64)"}},
+      {"accum", {false, [](A& a, S v) { a.accum = positive("accum", v); }, "micro-batches per step (default 1)"}},
+      {"steps", {false, [](A& a, S v) { a.steps = positive("steps", v, 0); }, "optimizer steps (default 50)"}},
+      {"seed", {false, [](A& a, S v) { a.seed = number<uint64_t>("seed", v); }, "init/sampling seed (1337)"}},
+      {"lr", {false, [](A& a, S v) { a.lr = finite("lr", v); }, "peak learning rate (3e-4)"}},
+      {"lr-min", {false, [](A& a, S v) { a.lr_min = finite("lr-min", v); }, "cosine floor (0)"}},
+      {"beta1", {false, [](A& a, S v) { a.beta1 = finite("beta1", v); }, "AdamW beta1 (0.9)"}},
+      {"beta2", {false, [](A& a, S v) { a.beta2 = finite("beta2", v); }, "AdamW beta2 (0.999)"}},
+      {"eps", {false, [](A& a, S v) { a.eps = finite("eps", v); }, "AdamW eps (1e-8)"}},
+      {"weight-decay", {false, [](A& a, S v) { a.weight_decay = finite("weight-decay", v); }, "decoupled, all params (0)"}},
+      {"clip", {false, [](A& a, S v) { a.clip = v == "none" ? 0.0f : finite("clip", v); }, "global-norm clip or 'none' (1.0)"}},
+      {"schedule", {false, [](A& a, S v) {
+         if (v == "constant") a.schedule = Schedule::constant;
+         else if (v == "cosine") a.schedule = Schedule::cosine;
+         else throw ArgsError("--schedule: expected constant|cosine, got '" + v + "'");
+       }, "constant|cosine (cosine)"}},
+      {"warmup", {false, [](A& a, S v) { a.warmup = positive("warmup", v, 0); }, "linear warmup steps (0)"}},
+      {"zero2", {true, [](A& a, S) { a.zero2 = true; }, "keep gathered params from forward for backward"}},
+      {"compress", {false, [](A& a, S v) {
+         if (v == "none") a.compress = CompressMode::none;
+         else if (v == "non-attention") a.compress = CompressMode::non_attention;
+         else if (v == "all") a.compress = CompressMode::all;
+         else throw ArgsError("--compress: expected non-attention|all|none, got '" + v + "'");
+       }, "non-attention|all|none (non-attention)"}},
+      {"baseline-dtype", {false, [](A& a, S v) {
+         if (v != "fp32") throw ArgsError("--baseline-dtype: only fp32 is implemented (bf16 is not), got '" + v + "'");
+         a.baseline_dtype = v;
+       }, "fp32 (bf16: not implemented)"}},
+      {"ratio", {false, [](A& a, S v) {
+         a.ratio = number<int>("ratio", v);
+         if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);
+       }, "sketch ratio 2|4|10 (10)"}},
+      {"index-bits", {false, [](A& a, S v) {
+         a.index_bits = number<int>("index-bits", v);
+         if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4, got " + v);
+       }, "1|4 (4)"}},
+      {"sparsity", {false, [](A& a, S v) {
+         a.sparsity = number<double>("sparsity", v);
+         if (!(a.sparsity >= 0.0 && a.sparsity <= 1.0)) throw ArgsError("--sparsity: expected a value in [0, 1], got " + v);
+       }, "theta in [0,1] (default: 0.8/0.9/0.9875 for ratio 2/4/10)"}},
+      {"decoder", {false, [](A& a, S v) {
+         if (v == "peel") a.decoder = DecoderMode::peel;
+         else if (v == "estimate") a.decoder = DecoderMode::estimate;
+         else if (v == "peel-estimate") a.decoder = DecoderMode::peel_estimate;
+         else throw ArgsError("--decoder: expected peel|estimate|peel-estimate, got '" + v + "'");
+       }, "peel|estimate|peel-estimate (peel-estimate)"}},
+      {"check-collectives", {true, [](A& a, S) { a.check_collectives = true; }, "MPI cross-rank argument check per collective"}},
+      {"train-data", {false, [](A& a, S v) { a.train_data = v; }, "train shard file or dir"}},
+      {"val-data", {false, [](A& a, S v) { a.val_data = v; }, "val shard file or dir"}},
+      {"val-every", {false, [](A& a, S v) { a.val_every = positive("val-every", v, 0); }, "val loss every K steps (0: end only)"}},
+      {"val-batches", {false, [](A& a, S v) { a.val_batches = positive("val-batches", v); }, "val batches (4)"}},
+      {"log", {false, [](A& a, S v) { a.log = v; }, "JSON-lines metrics file"}},
+      {"print-every", {false, [](A& a, S v) { a.print_every = positive("print-every", v); }, "progress period off a terminal (10)"}},
+      {"checkpoint-dir", {false, [](A& a, S v) { a.checkpoint_dir = v; }, "where to write checkpoints"}},
+      {"checkpoint-every", {false, [](A& a, S v) { a.checkpoint_every = positive("checkpoint-every", v, 0); }, "checkpoint period (0: end only)"}},
+      {"resume", {false, [](A& a, S v) { a.resume = v; }, "checkpoint dir to continue from"}},
+      {"init-from", {false, [](A& a, S v) { a.init_from = v; }, "llm.c checkpoint to start from"}},
+      {"save-model", {false, [](A& a, S v) { a.save_model = v; }, "write the trained model (llm.c format)"}},
+      {"tokenizer", {false, [](A& a, S v) { a.tokenizer_dir = v; }, "dir with encoder.json + vocab.bpe (data/gpt2)"}},
+      {"corpus", {false, [](A& a, S v) { a.corpus = v; }, "prepare: text dir or file (data/corpus)"}},
+      {"out", {false, [](A& a, S v) { a.out_dir = v; }, "prepare: output dir (data/tokens)"}},
+      {"val-fraction", {false, [](A& a, S v) { a.val_fraction = number<double>("val-fraction", v); }, "prepare: (0.05)"}},
+      {"model-file", {false, [](A& a, S v) { a.model_file = v; }, "eval/sample: llm.c checkpoint"}},
+      {"data", {false, [](A& a, S v) { a.data = v; }, "eval: shard file or dir"}},
+      {"prompt", {false, [](A& a, S v) { a.prompt = v; }, "sample: prompt text"}},
+      {"tokens", {false, [](A& a, S v) { a.tokens = positive("tokens", v); }, "sample: tokens to generate (32)"}},
+      {"top-k", {false, [](A& a, S v) { a.top_k = positive("top-k", v, 0); }, "sample: 0 = greedy (0)"}},
+  };
+  return f;
+}
+
+}  // namespace
+
+Args parse_args(int argc, const char* const* argv) {
+  Args a;
+  if (argc < 2) throw ArgsError("missing command; expected one of train, prepare, eval, sample, tokenize, help");
+  a.command = argv[1];
+  static const char* commands[] = {"train", "prepare", "eval", "sample", "tokenize", "help", "--help", "-h"};
+  bool known = false;
+  for (const char* c : commands) known |= a.command == c;
+  if (!known) throw ArgsError("unknown command '" + a.command + "'; expected train, prepare, eval, sample, tokenize or help");
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0) throw ArgsError("unexpected argument '" + s + "' (flags start with --)");
+    s = s.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (auto eq = s.find('='); eq != std::string::npos) {
+      value = s.substr(eq + 1);
+      s = s.substr(0, eq);
+      has_value = true;
+    }
+    const auto it = flags().find(s);
+    if (it == flags().end()) throw ArgsError("unknown flag --" + s + " (see: tagc-gpt2 help)");
+    if (it->second.is_switch) {
+      if (has_value) throw ArgsError("--" + s + " takes no value");
+    } else if (!has_value) {
+      if (i + 1 >= argc) throw ArgsError("--" + s + ": missing value");
+      value = argv[++i];
+    }
+    it->second.set(a, value);
+  }
+  return a;
+}
+
+std::string usage() {
+  std::string u =
+      "usage: tagc-gpt2 <command> [flags]\n"
+      "  train     sharded GPT-2 training (run N ranks with scripts/mpirun_local.sh -np N)\n"
+      "  prepare   text files -> llm.c token shards (--corpus DIR --out DIR)\n"
+      "  eval      loss of an llm.c checkpoint (--model-file X --data Y)\n"
+      "  sample    generate text (--model-file X --prompt \"...\" --tokens N [--top-k K --seed S])\n"
+      "  tokenize  token ids of stdin, one line\n"
+      "flags:\n";
+  for (const auto& [name, f] : flags()) u += "  --" + name + (f.is_switch ? "" : " V") + "\t" + f.help + "\n";
+  return u;
+}
+
+const char* to_string(CompressMode m) {
+  switch (m) {
+    case CompressMode::none: return "none";
+    case CompressMode::non_attention: return "non-attention";
+    case CompressMode::all: return "all";
+  }
+  return "?";
+}
+const char* to_string(DecoderMode m) {
+  switch (m) {
+    case DecoderMode::peel: return "peel";
+    case DecoderMode::estimate: return "estimate";
+    case DecoderMode::peel_estimate: return "peel-estimate";
+  }
+  return "?";
+}
+const char* to_string(Schedule s) { return s == Schedule::constant ? "constant" : "cosine"; }
+
+}  // namespace train

@@ -1,0 +1,88 @@
+// args.hpp: the command line of tagc-gpt2 — one struct with every option, its
+// defaults, and the parser that fills it.
+//
+//   tagc-gpt2 <command> [--flag value | --flag=value | --switch] ...
+//   commands: train, prepare, eval, sample, tokenize, help
+//
+// Parsing never exits: a bad flag or value throws ArgsError whose message names the
+// flag and what was expected; main() prints it and returns 2.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace train {
+
+class ArgsError : public std::runtime_error {
+ public:
+  explicit ArgsError(const std::string& what) : std::runtime_error(what) {}
+};
+
+enum class CompressMode { none, non_attention, all };
+enum class Schedule { constant, cosine };
+enum class DecoderMode { peel, estimate, peel_estimate };
+
+struct Args {
+  std::string command;
+
+  // model: a preset (dN) and optional overrides (-1 = keep the preset's value)
+  std::string model = "d2";
+  int L = -1, C = -1, NH = -1, maxT = -1;
+
+  // batch
+  int B = 4, T = 64, accum = 1;
+  int steps = 50;
+  uint64_t seed = 1337;
+
+  // optimizer
+  float lr = 3e-4f, lr_min = 0.0f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  float clip = 1.0f;  // <= 0: no clipping ("--clip none")
+  Schedule schedule = Schedule::cosine;
+  int warmup = 0;
+
+  // sharding and compression
+  bool zero2 = false;  // keep gathered params from forward for backward (ZeRO-2-like)
+  CompressMode compress = CompressMode::non_attention;
+  std::string baseline_dtype = "fp32";
+  int ratio = 10, index_bits = 4;
+  double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
+  DecoderMode decoder = DecoderMode::peel_estimate;
+  bool check_collectives = false;  // tagc::mpi_communicator's cross-rank argument check
+
+  // data
+  std::string train_data = "data/tokens/corpus_train.bin";
+  std::string val_data = "data/tokens/corpus_val.bin";
+  int val_every = 0, val_batches = 4;
+
+  // output
+  std::string log;         // JSON lines
+  int print_every = 10;    // progress line period when stderr is not a terminal
+  std::string checkpoint_dir;
+  int checkpoint_every = 0;
+  std::string resume;
+  std::string init_from;   // llm.c checkpoint to start from
+  std::string save_model;  // llm.c checkpoint written at the end
+
+  // prepare / eval / sample / tokenize
+  std::string tokenizer_dir = "data/gpt2";
+  std::string corpus = "data/corpus";
+  std::string out_dir = "data/tokens";
+  double val_fraction = 0.05;
+  std::string model_file, data;
+  std::string prompt = "\n";
+  int tokens = 32, top_k = 0;
+};
+
+// argv[1] is the command. Throws ArgsError.
+Args parse_args(int argc, const char* const* argv);
+// The help text (every flag with its default).
+std::string usage();
+
+const char* to_string(CompressMode m);
+const char* to_string(DecoderMode m);
+const char* to_string(Schedule s);
+
+}  // namespace train

@@ -1,0 +1,95 @@
+// cmd_train.cpp: the "train" command — set up the rank, then the loop: step, log,
+// validate, checkpoint; at the end a final validation, checkpoint and model export.
+// defines: train::cmd_train
+#include "commands.hpp"
+
+// defines: train::Trainer, train::StepMetrics
+#include "trainer.hpp"
+// defines: train::Metrics
+#include "metrics.hpp"
+// defines: gpt2::save_checkpoint (llm.c format)
+#include "gpt2/checkpoint.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <memory>
+
+namespace train {
+
+int cmd_train(const Args& a) {
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // The trainer agrees on its own plan across ranks, so the per-collective argument
+  // check (an extra small all-reduce each) is opt-in.
+  tagc::mpi_communicator mpi(MPI_COMM_WORLD, {.checked = a.check_collectives});
+  if (!mpi.init_status().ok()) throw std::runtime_error(mpi.init_status().what());
+
+  std::unique_ptr<Trainer> t;
+  bool training = false;  // past setup: an error on one rank may leave others in a collective
+  try {
+    t = std::make_unique<Trainer>(a, mpi);
+    if (!a.resume.empty()) t->load_checkpoint(a.resume);
+    else if (!a.init_from.empty()) t->init_from_llmc(a.init_from);
+    else t->init_from_seed();
+
+    Metrics metrics(a, rank == 0, t->step());
+    const auto& c = t->config();
+    metrics.run_info({{"world", world},
+                      {"model", a.model},
+                      {"L", c.num_layers},
+                      {"C", c.channels},
+                      {"NH", c.num_heads},
+                      {"params", t->num_parameters()},
+                      {"B", a.B},
+                      {"T", a.T},
+                      {"accum", a.accum},
+                      {"steps", a.steps},
+                      {"compress", to_string(a.compress)},
+                      {"ratio", a.ratio},
+                      {"index_bits", a.index_bits},
+                      {"decoder", to_string(a.decoder)},
+                      {"sparsity", a.sparsity},
+                      {"zero2", a.zero2},
+                      {"resumed_at", t->step()}});
+    metrics.message("tagc-gpt2: " + std::to_string(world) + " rank(s), " + a.model + " (" +
+                    std::to_string(t->num_parameters()) + " params), B=" + std::to_string(a.B) +
+                    " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
+                    ", compress=" + to_string(a.compress) +
+                    (a.compress != CompressMode::none
+                         ? " ratio=" + std::to_string(a.ratio) + " index-bits=" + std::to_string(a.index_bits)
+                         : std::string()) +
+                    (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
+    training = true;
+
+    while (t->step() < a.steps) {
+      const StepMetrics m = t->train_step();
+      metrics.step(m);
+      if (a.val_every > 0 && m.step % a.val_every == 0 && m.step < a.steps)
+        metrics.val(m.step, t->evaluate(a.val_batches));
+      if (!a.checkpoint_dir.empty() && a.checkpoint_every > 0 && m.step % a.checkpoint_every == 0)
+        t->save_checkpoint(a.checkpoint_dir);
+    }
+    if (a.val_batches > 0) metrics.val(t->step(), t->evaluate(a.val_batches));
+    if (!a.checkpoint_dir.empty() && (a.checkpoint_every == 0 || t->step() % a.checkpoint_every != 0))
+      t->save_checkpoint(a.checkpoint_dir);
+    if (!a.save_model.empty()) {
+      const std::vector<float> flat = t->gather_model();
+      t->agree("--save-model", [&] {
+        if (rank == 0) gpt2::save_checkpoint(a.save_model, t->config(), flat);
+      });
+      metrics.message("wrote " + a.save_model);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tagc-gpt2: error%s: %s\n",
+                 world > 1 ? (" (rank " + std::to_string(rank) + ")").c_str() : "", e.what());
+    std::fflush(stderr);
+    // Mid-training the other ranks may wait in a collective for this one: end them all.
+    if (training && world > 1) mpi.abort(1);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace train

@@ -1,0 +1,64 @@
+// main.cpp: tagc-gpt2 — parse the command line, start MPI for "train", dispatch, and
+// turn every error into a message and an exit code (2: bad command line, 1: anything
+// else). No exception escapes.
+//
+//   scripts/mpirun_local.sh -np 2 build/examples/gpt2/train/tagc-gpt2 train --model d2 --steps 50
+//   tagc-gpt2 help
+// defines: main
+
+// defines: train::parse_args, train::usage
+#include "args.hpp"
+// defines: train::cmd_*
+#include "commands.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <exception>
+
+int main(int argc, char** argv) {
+  train::Args args;
+  try {
+    args = train::parse_args(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tagc-gpt2: %s\n(run 'tagc-gpt2 help' for the flags)\n", e.what());
+    return 2;
+  }
+  if (args.command == "help" || args.command == "--help" || args.command == "-h") {
+    std::fputs(train::usage().c_str(), stdout);
+    return 0;
+  }
+  if (args.command != "train") {
+    try {
+      if (args.command == "prepare") return train::cmd_prepare(args);
+      if (args.command == "eval") return train::cmd_eval(args);
+      if (args.command == "sample") return train::cmd_sample(args);
+      if (args.command == "tokenize") return train::cmd_tokenize(args);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tagc-gpt2 %s: error: %s\n", args.command.c_str(), e.what());
+      return 1;
+    }
+    return 2;
+  }
+
+  // Only the communication worker thread calls MPI while training runs, but it is not
+  // the thread that initialised MPI: SERIALIZED (not FUNNELED) is the level that allows it.
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    std::fprintf(stderr, "tagc-gpt2: MPI_Init_thread failed\n");
+    return 1;
+  }
+  int rc = 1;
+  if (provided < MPI_THREAD_SERIALIZED) {
+    std::fprintf(stderr, "tagc-gpt2: this MPI provides thread level %d, MPI_THREAD_SERIALIZED is needed\n", provided);
+  } else {
+    try {
+      rc = train::cmd_train(args);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tagc-gpt2 train: error: %s\n", e.what());
+      rc = 1;
+    }
+  }
+  MPI_Finalize();
+  return rc;
+}

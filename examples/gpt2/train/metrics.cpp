@@ -1,0 +1,122 @@
+// metrics.cpp: see metrics.hpp.
+// defines: train::Metrics, train::step_json
+#include "metrics.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace train {
+
+nlohmann::json step_json(const StepMetrics& m) {
+  using nlohmann::json;
+  json bytes = json::object(), calls = json::object();
+  for (int k = 0; k < int(tagc::collective::count_); ++k) {
+    const auto c = tagc::collective(k);
+    const auto& t = m.traffic[c];
+    if (t.calls == 0) continue;
+    bytes[tagc::collective_name(c)] = t.bytes_sent;
+    calls[tagc::collective_name(c)] = t.calls;
+  }
+  // Aggregate over the compressed segments: sums, and the worst load.
+  double elements = 0, kept = 0, support = 0, unresolved = 0, pending = 0, load_max = 0, cells = 0;
+  json units = json::array();
+  for (const auto& s : m.compression) {
+    const auto& r = s.stats;
+    elements += double(r.elements);
+    kept += double(r.kept);
+    support += double(r.support);
+    unresolved += double(r.unresolved);
+    pending += double(r.pending);
+    if (!r.dense && r.load > 0) cells += double(r.support) / r.load;
+    load_max = std::max(load_max, r.load);
+    units.push_back({{"unit", s.unit}, {"seg", s.segment}, {"sparsity", r.sparsity}, {"load", r.load},
+                     {"support", r.support}, {"unresolved", r.unresolved}, {"pending", r.pending},
+                     {"dense", r.dense}});
+  }
+  json j = {{"type", "step"},         {"step", m.step},         {"loss", m.loss},
+            {"lr", m.lr},             {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms},
+            {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms},
+            {"tokens", m.tokens},     {"grad_bytes", m.grad_bytes}, {"bytes", bytes},
+            {"calls", calls}};
+  if (!m.compression.empty()) {
+    j["compression"] = {{"segments", m.compression.size()},
+                        {"sparsity", elements > 0 ? 1.0 - kept / elements : 0.0},
+                        {"load", cells > 0 ? support / cells : 0.0},
+                        {"load_max", load_max},
+                        {"support", support},
+                        {"unresolved", unresolved},
+                        {"pending", pending}};
+    j["units"] = units;
+  }
+  return j;
+}
+
+Metrics::Metrics(const Args& a, bool enabled, int first_step)
+    : enabled_(enabled),
+      tty_(isatty(fileno(stderr)) != 0),
+      total_steps_(a.steps),
+      print_every_(a.print_every),
+      first_step_(first_step),
+      start_(std::chrono::steady_clock::now()) {
+  if (!enabled_ || a.log.empty()) return;
+  // A resumed run appends, so one file holds the whole history.
+  log_.open(a.log, a.resume.empty() ? std::ios::trunc : std::ios::app);
+  if (!log_) throw std::runtime_error("cannot open --log " + a.log + " for writing");
+}
+
+void Metrics::write(const nlohmann::json& j) {
+  if (!log_.is_open()) return;
+  log_ << j.dump() << '\n';
+  log_.flush();  // a crashed run keeps its history
+}
+
+void Metrics::run_info(const nlohmann::json& info) {
+  if (!enabled_) return;
+  nlohmann::json j = info;
+  j["type"] = "run";
+  write(j);
+}
+
+void Metrics::step(const StepMetrics& m) {
+  if (!enabled_) return;
+  write(step_json(m));
+  tokens_ += m.tokens;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const int done = m.step - first_step_;
+  const double tok_s = elapsed > 0 ? double(tokens_) / elapsed : 0.0;
+  const double eta = done > 0 ? elapsed / done * (total_steps_ - m.step) : 0.0;
+  char line[256];
+  std::snprintf(line, sizeof line, "step %d/%d | loss %.4f | lr %.2e | %.0f ms (comm %.0f, wait %.0f) | %.0f tok/s | ETA %.0fs",
+                m.step, total_steps_, m.loss, m.lr, m.step_ms, m.comm_ms, m.wait_ms, tok_s, eta);
+  if (tty_) {
+    std::fprintf(stderr, "\r%s\033[K", line);
+    line_open_ = true;
+    if (m.step == total_steps_) {
+      std::fputc('\n', stderr);
+      line_open_ = false;
+    }
+  } else if (m.step % print_every_ == 0 || m.step == total_steps_ || m.step == first_step_ + 1) {
+    std::fprintf(stderr, "%s\n", line);
+  }
+}
+
+void Metrics::val(int step, double loss) {
+  if (!enabled_) return;
+  write({{"type", "val"}, {"step", step}, {"val_loss", loss}});
+  char line[96];
+  std::snprintf(line, sizeof line, "step %d: val loss %.4f", step, loss);
+  message(line);
+}
+
+void Metrics::message(const std::string& text) {
+  if (!enabled_) return;
+  if (line_open_) {
+    std::fputc('\n', stderr);
+    line_open_ = false;
+  }
+  std::fprintf(stderr, "%s\n", text.c_str());
+}
+
+}  // namespace train

@@ -1,0 +1,43 @@
+// metrics.hpp: what a training run reports — JSON lines to --log (one object per
+// step, per validation, plus a run header), and a progress line on stderr: redrawn in
+// place on a terminal, a plain line every --print-every steps otherwise.
+//
+// Only rank 0 reports. Compression statistics are rank 0's own (each rank decodes its
+// own shards); traffic is bytes *this rank* sent (ring model, tagc::ring_bytes_sent),
+// which is the same on every rank for these collectives.
+#pragma once
+
+#include "trainer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+namespace train {
+
+// The step line as JSON (also what the tests and scripts/demo.sh read).
+nlohmann::json step_json(const StepMetrics& m);
+
+class Metrics {
+ public:
+  // enabled = false on ranks other than 0: every call does nothing.
+  Metrics(const Args& args, bool enabled, int first_step);
+  void run_info(const nlohmann::json& info);
+  void step(const StepMetrics& m);
+  void val(int step, double loss);
+  void message(const std::string& text);  // a line on stderr (ends the progress line first)
+
+ private:
+  void write(const nlohmann::json& j);
+
+  bool enabled_, tty_;
+  int total_steps_, print_every_, first_step_;
+  std::ofstream log_;
+  std::chrono::steady_clock::time_point start_;
+  long tokens_ = 0;
+  bool line_open_ = false;
+};
+
+}  // namespace train

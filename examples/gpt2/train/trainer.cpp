@@ -1,0 +1,337 @@
+// trainer.cpp: see trainer.hpp for the shape of a step.
+// defines: train::Trainer, train::model_config
+#include "trainer.hpp"
+
+// defines: gpt2::units, gpt2::unit_offsets
+#include "gpt2/layout.hpp"
+// defines: gpt2::init_unit
+#include "gpt2/init.hpp"
+// defines: gpt2::adamw_update, gpt2::sum_of_squares
+#include "gpt2/optim.hpp"
+// defines: gpt2::load_checkpoint
+#include "gpt2/checkpoint.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+namespace train {
+
+using clock_type = std::chrono::steady_clock;
+static double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+gpt2::Config model_config(const Args& a) {
+  gpt2::Config c = gpt2::parse_config(a.model);
+  if (a.L > 0) c.num_layers = a.L;
+  if (a.C > 0) c.channels = a.C;
+  if (a.NH > 0) c.num_heads = a.NH;
+  if (a.maxT > 0) c.max_seq_len = a.maxT;
+  c.validate();
+  if (a.T > c.max_seq_len)
+    throw std::invalid_argument("T (" + std::to_string(a.T) + ") must be <= max_seq_len (" +
+                                std::to_string(c.max_seq_len) + ")");
+  return c;
+}
+
+Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
+    : args_(args),
+      cfg_(model_config(args)),
+      mpi_(mpi),
+      comm_(mpi),
+      plan_(gpt2::units(cfg_), mpi.size(), mpi.rank()) {
+  const int U = plan_.num_units();
+  model_ = std::make_unique<gpt2::Gpt2>(cfg_, args_.B, args_.T);
+  inputs_.resize(size_t(args_.B) * size_t(args_.T));
+  targets_.resize(inputs_.size());
+  agree("data", [&] {
+    train_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.train_data, "train"), size_t(args_.B),
+                                                       size_t(args_.T), rank(), world());
+    val_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.val_data, "val"), size_t(args_.B),
+                                                     size_t(args_.T), rank(), world());
+  });
+
+  const size_t owned = plan_.owned_size();
+  params_.assign(owned, 0.0f);
+  grad_shard_.assign(owned, 0.0f);
+  m_.assign(owned, 0.0f);
+  v_.assign(owned, 0.0f);
+  grads_.resize(size_t(U));
+  for (int u = 0; u < U; ++u) grads_[size_t(u)].assign(plan_.unit(u).size, 0.0f);
+
+  // FULL_SHARD: unit 0 (needed again by the head) + two rotating slots.
+  // --zero2: every unit keeps its gathered copy from forward to backward.
+  if (args_.zero2) {
+    for (int u = 0; u < U; ++u) gather_bufs_.emplace_back(plan_.gather_capacity(u), 0.0f);
+  } else {
+    size_t slot = 0;
+    for (int u = 1; u < U; ++u) slot = std::max(slot, plan_.gather_capacity(u));
+    gather_bufs_.emplace_back(plan_.gather_capacity(0), 0.0f);
+    gather_bufs_.emplace_back(slot, 0.0f);
+    gather_bufs_.emplace_back(slot, 0.0f);
+  }
+
+  CompressOptions co{args_.ratio, args_.index_bits, args_.decoder, args_.sparsity};
+  reducers_.resize(size_t(U));
+  stats_.resize(size_t(U));
+  agree("reducer setup", [&] {
+    for (int u = 0; u < U; ++u)
+      for (int s = 0; s < 2; ++s) {
+        const Segment& g = plan_.unit(u).seg[s];
+        if (g.length == 0) continue;  // e.g. lnf has no compressible prefix: no collective at all
+        const bool compress = args_.compress == CompressMode::all ||
+                              (args_.compress == CompressMode::non_attention && g.compressible);
+        auto& r = reducers_[size_t(u)][size_t(s)];
+        r = compress ? make_tagc_reducer(co, g.length, world(), rank()) : make_plain_reducer(g.length, world(), rank());
+        if (r->output_size() != g.shard)
+          throw std::logic_error("reducer shard of " + plan_.unit(u).name + " has " + std::to_string(r->output_size()) +
+                                 " elements, the shard plan " + std::to_string(g.shard));
+      }
+  });
+  rng_state_ = args_.seed;
+}
+
+Trainer::~Trainer() = default;
+
+size_t Trainer::num_parameters() const { return gpt2::num_parameters(cfg_); }
+
+void Trainer::check(const tagc::status& s, const char* what) const {
+  if (!s.ok()) throw std::runtime_error(std::string(what) + ": " + s.what());
+}
+
+double Trainer::all_reduce_sum(double x) {
+  double in = x, out = 0.0;
+  check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(&in, 1), std::span<double>(&out, 1)); }),
+        "all-reduce");
+  return out;
+}
+
+void Trainer::agree_flag(bool failed, const std::string& message, const char* what) {
+  const double failures = all_reduce_sum(failed ? 1.0 : 0.0);
+  if (failures == 0.0) return;
+  if (failed) throw std::runtime_error(message);
+  throw std::runtime_error(std::string(what) + " failed on another rank (see its message)");
+}
+
+float* Trainer::gathered(int u) {
+  if (args_.zero2) return gather_bufs_[size_t(u)].data();
+  return u == 0 ? gather_bufs_[0].data() : gather_bufs_[1 + size_t(u % 2)].data();
+}
+
+CommWorker::Ticket Trainer::enqueue_gather(int u) {
+  float* dst = gathered(u);
+  return worker_.enqueue([this, u, dst]() -> tagc::status {
+    // Prefix first: its padding spills into the suffix's place, which the suffix's
+    // gather then overwrites (see ShardPlan::gather_capacity).
+    for (const Segment& g : plan_.unit(u).seg) {
+      if (g.length == 0) continue;
+      TAGC_TRY(comm_.all_gather(std::span<const float>(params_.data() + g.owned, g.shard),
+                                std::span<float>(dst + g.offset, g.padded(world()))));
+    }
+    return {};
+  });
+}
+
+void Trainer::enqueue_reduce(int u) {
+  worker_.enqueue([this, u]() -> tagc::status {
+    const double before = comm_.counters().total_bytes_sent();
+    for (int s = 0; s < 2; ++s) {
+      auto& r = reducers_[size_t(u)][size_t(s)];
+      if (!r) continue;
+      const Segment& g = plan_.unit(u).seg[s];
+      TAGC_TRY(r->reduce_scatter(comm_, std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
+                                 std::span<float>(grad_shard_.data() + g.owned, g.shard),
+                                 &stats_[size_t(u)][size_t(s)]));
+    }
+    grad_bytes_ += comm_.counters().total_bytes_sent() - before;
+    return {};
+  });
+}
+
+double Trainer::forward(const int32_t* inputs, const int32_t* targets) {
+  const int U = plan_.num_units();
+  std::vector<CommWorker::Ticket> tick(size_t(U), 0);
+  // Two gathers in flight at the start; afterwards one unit ahead of the compute.
+  tick[0] = enqueue_gather(0);
+  if (U > 1) tick[1] = enqueue_gather(1);
+  for (int u = 0; u < U; ++u) {
+    check(worker_.wait(tick[size_t(u)]), "all-gather");
+    model_->forward_unit(u, gathered(u), u == 0 ? inputs : nullptr);
+    // unit u+2 shares u's slot, which u no longer needs
+    if (u + 2 < U) tick[size_t(u + 2)] = enqueue_gather(u + 2);
+  }
+  return model_->forward_head(gathered(0), targets);
+}
+
+float Trainer::lr_at(int step) const {
+  const float lr = args_.lr;
+  if (args_.warmup > 0 && step < args_.warmup) return lr * float(step + 1) / float(args_.warmup);
+  if (args_.schedule == Schedule::constant) return lr;
+  const int decay = std::max(1, args_.steps - args_.warmup);
+  const double progress = std::min(1.0, double(step - args_.warmup) / double(decay));
+  return float(args_.lr_min + 0.5 * (lr - args_.lr_min) * (1.0 + std::cos(M_PI * progress)));
+}
+
+StepMetrics Trainer::train_step() {
+  const auto t0 = clock_type::now();
+  const int U = plan_.num_units();
+  const int K = args_.accum;
+  (void)worker_.take_busy_seconds();
+  (void)worker_.take_wait_seconds();
+  const tagc::traffic before = comm_.counters();  // the worker is idle between steps
+  grad_bytes_ = 0.0;
+  for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0f);
+
+  double loss_sum = 0.0;
+  for (int micro = 0; micro < K; ++micro) {
+    train_loader_->next_batch(inputs_, targets_);
+    loss_sum += forward(inputs_.data(), targets_.data());
+    const bool last = micro == K - 1;
+    // FULL_SHARD re-gathers for backward; start the last unit's now, under the head.
+    CommWorker::Ticket next = args_.zero2 ? 0 : enqueue_gather(U - 1);
+    model_->backward_head(gathered(0), grads_[0].data(), 1.0f / float(K));
+    for (int u = U - 1; u >= 0; --u) {
+      if (!args_.zero2 && u >= 1) {  // unit 0 is still gathered from forward
+        check(worker_.wait(next), "all-gather");
+        if (u - 1 >= 1) next = enqueue_gather(u - 1);  // into the slot unit u+1 just freed
+      }
+      model_->backward_unit(u, gathered(u), grads_[size_t(u)].data());
+      // The gradient of unit u is complete: reduce it while unit u-1 computes.
+      if (last) enqueue_reduce(u);
+    }
+  }
+  check(worker_.wait_all(), "reduce-scatter");
+
+  // Global gradient norm over all owned shards, and the mean loss, in one all-reduce.
+  double in[2] = {gpt2::sum_of_squares(grad_shard_), loss_sum}, out[2] = {0, 0};
+  check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(in, 2), std::span<double>(out, 2)); }),
+        "all-reduce");
+  const double norm = std::sqrt(out[0]);
+  if (args_.clip > 0.0f && norm > double(args_.clip)) {
+    const float scale = float(double(args_.clip) / norm);
+    for (float& g : grad_shard_) g *= scale;
+  }
+  const float lr = lr_at(step_);
+  gpt2::adamw_update(params_, grad_shard_, m_, v_, {lr, args_.beta1, args_.beta2, args_.eps, args_.weight_decay},
+                     step_ + 1);
+  ++step_;
+
+  StepMetrics m;
+  m.step = step_;
+  m.loss = out[1] / double(K * world());
+  m.lr = lr;
+  m.grad_norm = norm;
+  m.step_ms = ms_since(t0);
+  m.wait_ms = worker_.take_wait_seconds() * 1e3;
+  m.comm_ms = worker_.take_busy_seconds() * 1e3;
+  m.compute_ms = m.step_ms - m.wait_ms;
+  m.grad_bytes = grad_bytes_;
+  m.traffic = comm_.counters();
+  for (size_t k = 0; k < m.traffic.by_kind.size(); ++k) {
+    auto& a = m.traffic.by_kind[k];
+    const auto& b = before.by_kind[k];
+    a.calls -= b.calls;
+    a.bytes_sent -= b.bytes_sent;
+    a.payload_bytes -= b.payload_bytes;
+    a.seconds -= b.seconds;
+  }
+  for (int u = 0; u < U; ++u)
+    for (int s = 0; s < 2; ++s)
+      if (reducers_[size_t(u)][size_t(s)] && reducers_[size_t(u)][size_t(s)]->compressed())
+        m.compression.push_back({plan_.unit(u).name, s, stats_[size_t(u)][size_t(s)]});
+  m.tokens = long(K) * args_.B * args_.T * world();
+  return m;
+}
+
+double Trainer::evaluate(int batches) {
+  val_loader_->reset();
+  double sum = 0.0;
+  for (int i = 0; i < batches; ++i) {
+    val_loader_->next_batch(inputs_, targets_);
+    sum += forward(inputs_.data(), targets_.data());
+  }
+  return all_reduce_sum(sum) / double(batches * world());
+}
+
+std::vector<float> Trainer::gather_model() {
+  const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
+  std::vector<float> flat(num_parameters());
+  for (int u = 0; u < plan_.num_units(); ++u) {
+    check(worker_.wait(enqueue_gather(u)), "all-gather");
+    std::copy_n(gathered(u), plan_.unit(u).size, flat.begin() + std::ptrdiff_t(offsets[size_t(u)]));
+  }
+  return flat;
+}
+
+void Trainer::init_from_seed() {
+  for (int u = 0; u < plan_.num_units(); ++u) {
+    std::vector<float> full(plan_.unit(u).size);
+    gpt2::init_unit(cfg_, u, args_.seed, full);  // same on every rank: no communication
+    plan_.scatter_unit(u, full, params_);
+  }
+}
+
+void Trainer::init_from_llmc(const std::string& path) {
+  agree("--init-from", [&] {
+    const gpt2::Checkpoint ck = gpt2::load_checkpoint(path);
+    if (!(ck.config == cfg_))
+      throw std::runtime_error("--init-from " + path + ": model L=" + std::to_string(ck.config.num_layers) +
+                               " C=" + std::to_string(ck.config.channels) + " NH=" +
+                               std::to_string(ck.config.num_heads) + " maxT=" + std::to_string(ck.config.max_seq_len) +
+                               " V=" + std::to_string(ck.config.vocab_size) + " differs from this run's L=" +
+                               std::to_string(cfg_.num_layers) + " C=" + std::to_string(cfg_.channels) + " NH=" +
+                               std::to_string(cfg_.num_heads) + " maxT=" + std::to_string(cfg_.max_seq_len));
+    const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
+    for (int u = 0; u < plan_.num_units(); ++u)
+      plan_.scatter_unit(u, std::span<const float>(ck.params).subspan(offsets[size_t(u)], plan_.unit(u).size),
+                         params_);
+  });
+}
+
+void Trainer::save_checkpoint(const std::string& dir) {
+  agree("checkpoint save", [&] {
+    CheckpointData d;
+    d.header = run_header(cfg_, args_, world(), rank(), plan_.owned_size());
+    d.header.step = uint64_t(step_);
+    d.header.loader_shard = train_loader_->position().shard;
+    d.header.loader_offset = train_loader_->position().offset;
+    d.header.rng_state = rng_state_;
+    d.params = params_;
+    d.m = m_;
+    d.v = v_;
+    for (const auto& pair : reducers_)
+      for (const auto& r : pair)
+        if (r) d.reducer_states.push_back(r->save_state());
+    write_checkpoint(dir, d);
+  });
+}
+
+void Trainer::load_checkpoint(const std::string& dir) {
+  agree("--resume", [&] {
+    CheckpointData d = read_checkpoint(dir, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
+    size_t n = 0;
+    for (const auto& pair : reducers_)
+      for (const auto& r : pair) n += r != nullptr;
+    if (d.reducer_states.size() != n)
+      throw std::runtime_error("checkpoint in " + dir + " holds " + std::to_string(d.reducer_states.size()) +
+                               " reducer states, this run has " + std::to_string(n) + " segments");
+    size_t i = 0;
+    for (auto& pair : reducers_)
+      for (auto& r : pair)
+        if (r) check(r->load_state(d.reducer_states[i++]), "reducer state");
+    params_ = std::move(d.params);
+    m_ = std::move(d.m);
+    v_ = std::move(d.v);
+    step_ = int(d.header.step);
+    rng_state_ = d.header.rng_state;
+    train_loader_->seek({d.header.loader_shard, d.header.loader_offset});
+  });
+  // Every rank must resume at the same step: sum^2 == world * sum of squares iff all equal.
+  const double s = all_reduce_sum(double(step_)), s2 = all_reduce_sum(double(step_) * double(step_));
+  if (s * s != double(world()) * s2)
+    throw std::runtime_error("checkpoint files in " + dir + " are from different steps (a save was interrupted?)");
+}
+
+}  // namespace train

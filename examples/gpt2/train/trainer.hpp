@@ -1,0 +1,138 @@
+// trainer.hpp: the sharded (FSDP FULL_SHARD) GPT-2 training step on one rank.
+//
+// Per micro-batch, on the compute thread:
+//   forward:  for each unit u: wait for its all-gather (enqueued one unit ahead), run it
+//   head:     loss, dlogits (the LM head is tied to wte: unit 0 stays gathered)
+//   backward: for each unit u from last to first: wait for its all-gather (enqueued one
+//             unit ahead; skipped with --zero2, which keeps the forward's copies), run its
+//             backward into the unit's gradient buffer, then - on the last micro-batch -
+//             enqueue its reduce-scatter, which overlaps the backward of the next unit.
+// After the last unit: wait for the worker, global grad norm (one all-reduce of a
+// double), clip, sharded AdamW over the owned shards only.
+//
+// Every collective is issued by the CommWorker thread in enqueue order, so all ranks
+// see the same sequence. Gathered parameters live in two rotating slots (units of
+// equal parity share one; unit 0 has its own, as it is needed again by the head):
+// that is the "free after use" of FULL_SHARD.
+//
+// Errors: std::runtime_error (with tagc's status text where it comes from tagc).
+#pragma once
+
+#include "args.hpp"
+#include "checkpoint.hpp"
+#include "comm_worker.hpp"
+#include "sharding.hpp"
+#include "unit_reducer.hpp"
+
+#include "data_loader.hpp"
+#include "gpt2/config.hpp"
+#include "gpt2/model.hpp"
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace train {
+
+// The model shape from --model and the overrides; validated (std::invalid_argument).
+gpt2::Config model_config(const Args& a);
+
+// Compression statistics of one compressed segment for one step.
+struct SegmentStats {
+  std::string unit;
+  int segment = 0;  // 0 prefix, 1 suffix
+  tagc::reduce_stats stats;
+};
+
+struct StepMetrics {
+  int step = 0;             // 1-based, after the update
+  double loss = 0.0;        // mean over ranks and micro-batches
+  double lr = 0.0;
+  double grad_norm = 0.0;   // before clipping
+  double step_ms = 0.0;
+  double compute_ms = 0.0;  // step time the compute thread was not blocked on the worker
+  double comm_ms = 0.0;     // time the worker spent inside collectives (overlapped or not)
+  double wait_ms = 0.0;     // time the compute thread was blocked on the worker
+  double grad_bytes = 0.0;  // bytes this rank sent for gradient reductions (ring model)
+  tagc::traffic traffic;    // bytes/calls/seconds by collective kind, this step
+  std::vector<SegmentStats> compression;
+  long tokens = 0;          // tokens processed by all ranks this step
+};
+
+class Trainer {
+ public:
+  // Takes the communicator (constructed on the main thread, before the worker starts).
+  Trainer(const Args& args, tagc::mpi_communicator& mpi);
+  ~Trainer();
+
+  int rank() const { return plan_.rank(); }
+  int world() const { return plan_.world(); }
+  int step() const { return step_; }
+  const gpt2::Config& config() const { return cfg_; }
+  size_t num_parameters() const;
+
+  // --- setup (every rank calls these together; a failure on any rank throws on all) ---
+  void init_from_seed();
+  void init_from_llmc(const std::string& path);
+  void save_checkpoint(const std::string& dir);
+  void load_checkpoint(const std::string& dir);
+
+  // --- training -----------------------------------------------------------------------
+  StepMetrics train_step();
+  double evaluate(int batches);  // mean val loss over `batches` global batches
+  // All units gathered into the flat (llm.c-convertible) layout; every rank gets it.
+  std::vector<float> gather_model();
+
+  // Run `fn` on every rank; if it throws on any, throw on all (so no rank is left in a
+  // collective). The message is the local one, or that of "another rank".
+  template <class F>
+  void agree(const char* what, F&& fn);
+
+ private:
+  float lr_at(int step) const;
+  float* gathered(int u);
+  CommWorker::Ticket enqueue_gather(int u);
+  void enqueue_reduce(int u);
+  double forward(const int32_t* inputs, const int32_t* targets);
+  void check(const tagc::status& s, const char* what) const;
+  void agree_flag(bool failed, const std::string& message, const char* what);
+  double all_reduce_sum(double x);
+
+  Args args_;
+  gpt2::Config cfg_;
+  tagc::mpi_communicator& mpi_;
+  Comm comm_;
+  ShardPlan plan_;
+  std::unique_ptr<gpt2::Gpt2> model_;
+  std::unique_ptr<gpt2::DataLoader> train_loader_, val_loader_;
+
+  // owned flat buffers (ShardPlan::owned_size each)
+  std::vector<float> params_, grad_shard_, m_, v_;
+  // full-unit gradients (accumulated over micro-batches), and gathered parameters
+  std::vector<std::vector<float>> grads_;
+  std::vector<std::vector<float>> gather_bufs_;  // see gathered()
+  std::vector<std::array<std::unique_ptr<UnitReducer>, 2>> reducers_;
+  std::vector<std::array<tagc::reduce_stats, 2>> stats_;
+  std::vector<int32_t> inputs_, targets_;
+  double grad_bytes_ = 0.0;  // written by the worker, read after wait_all
+  int step_ = 0;
+  uint64_t rng_state_ = 0;
+
+  CommWorker worker_;  // last: destroyed (joined) first, before the buffers it uses
+};
+
+template <class F>
+void Trainer::agree(const char* what, F&& fn) {
+  std::string msg;
+  bool failed = false;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    failed = true;
+    msg = e.what();
+  }
+  agree_flag(failed, msg, what);
+}
+
+}  // namespace train

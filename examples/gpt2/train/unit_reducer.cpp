@@ -1,0 +1,110 @@
+// unit_reducer.cpp: the 18 tagc::Reducer instantiations and the plain fp32 path.
+// Keep every instantiation in this one file: each pulls in the whole Thrust pipeline.
+// defines: train::make_tagc_reducer, train::make_plain_reducer
+#include "unit_reducer.hpp"
+
+// defines: tagc::Reducer and its policies
+#include "tagc/tagc.hpp"
+
+#include <stdexcept>
+
+namespace train {
+namespace {
+
+template <int Bits, int Ratio, tagc::decode_mode Mode>
+class TagcUnitReducer final : public UnitReducer {
+ public:
+  using R = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<Bits>, tagc::SketchPolicy<Ratio>,
+                          tagc::DecodePolicy<Mode>>;
+
+  TagcUnitReducer(size_t length, int world, int rank, double sparsity) {
+    tagc::reducer_arguments a;
+    a.length = length;
+    a.world_size = world;
+    a.rank = rank;
+    a.topo = tagc::topology::sharded;
+    a.op = tagc::reduce_op::mean;
+    a.sparsity = sparsity;
+    if (auto s = r_.initialize(a); !s.ok()) throw std::runtime_error("tagc reducer: " + s.what());
+  }
+  bool compressed() const override { return true; }
+  size_t output_size() const override { return r_.output_size(); }
+  tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
+                              tagc::reduce_stats* stats) override {
+    return r_.reduce_scatter(comm, grad, shard, stats);
+  }
+  std::vector<std::byte> save_state() const override { return r_.save_state(); }
+  tagc::status load_state(std::span<const std::byte> state) override { return r_.load_state(state); }
+
+ private:
+  R r_;
+};
+
+template <int Bits, int Ratio>
+std::unique_ptr<UnitReducer> by_mode(DecoderMode m, size_t n, int w, int r, double th) {
+  switch (m) {
+    case DecoderMode::peel:
+      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::peel>>(n, w, r, th);
+    case DecoderMode::estimate:
+      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::estimate>>(n, w, r, th);
+    case DecoderMode::peel_estimate:
+      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::peel_then_estimate>>(n, w, r, th);
+  }
+  throw std::logic_error("unknown decoder");
+}
+
+template <int Bits>
+std::unique_ptr<UnitReducer> by_ratio(const CompressOptions& o, size_t n, int w, int r) {
+  switch (o.ratio) {
+    case 2: return by_mode<Bits, 2>(o.decoder, n, w, r, o.sparsity);
+    case 4: return by_mode<Bits, 4>(o.decoder, n, w, r, o.sparsity);
+    case 10: return by_mode<Bits, 10>(o.decoder, n, w, r, o.sparsity);
+  }
+  throw std::runtime_error("sketch ratio " + std::to_string(o.ratio) + " not built (expected 2, 4 or 10)");
+}
+
+class PlainUnitReducer final : public UnitReducer {
+ public:
+  PlainUnitReducer(size_t length, int world) : length_(length), world_(world) {
+    shard_ = (length + size_t(world) - 1) / size_t(world);
+    send_.assign(shard_ * size_t(world), 0.0f);  // padding stays zero
+  }
+  bool compressed() const override { return false; }
+  size_t output_size() const override { return shard_; }
+  tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
+                              tagc::reduce_stats*) override {
+    if (grad.size() != length_ || shard.size() != shard_)
+      return {tagc::errc::size_mismatch, "plain reduce-scatter: wrong span sizes"};
+    std::copy(grad.begin(), grad.end(), send_.begin());
+    TAGC_TRY(comm.reduce_scatter(std::span<const float>(send_), shard));
+    const float inv = 1.0f / float(world_);
+    for (float& x : shard) x *= inv;
+    return {};
+  }
+  std::vector<std::byte> save_state() const override { return {}; }
+  tagc::status load_state(std::span<const std::byte> s) override {
+    if (!s.empty()) return {tagc::errc::io, "plain segment: checkpoint holds reducer state, expected none"};
+    return {};
+  }
+
+ private:
+  size_t length_, shard_;
+  int world_;
+  std::vector<float> send_;
+};
+
+}  // namespace
+
+std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& o, size_t length, int world, int rank) {
+  switch (o.index_bits) {
+    case 1: return by_ratio<1>(o, length, world, rank);
+    case 4: return by_ratio<4>(o, length, world, rank);
+  }
+  throw std::runtime_error("index bits " + std::to_string(o.index_bits) + " not built (expected 1 or 4)");
+}
+
+std::unique_ptr<UnitReducer> make_plain_reducer(size_t length, int world, int) {
+  return std::make_unique<PlainUnitReducer>(length, world);
+}
+
+}  // namespace train

@@ -1,0 +1,55 @@
+// unit_reducer.hpp: one gradient segment's reduce-scatter behind a runtime interface.
+//
+// tagc::Reducer is a compile-time composition of policies (index bits, sketch ratio,
+// decoder). The trainer picks them from the command line, so the 2 x 3 x 3 combinations
+// are instantiated once, in unit_reducer.cpp only (that file is the slow one to build),
+// behind the small virtual base UnitReducer. The plain (uncompressed) fp32 reduce-
+// scatter implements the same interface, so the trainer treats every segment alike.
+//
+// Every reducer computes the MEAN over ranks and delivers this rank's shard
+// (output_size() elements, the padding zero).
+#pragma once
+
+#include "args.hpp"
+
+#include "tagc/comm/counting.hpp"
+#include "tagc/comm/mpi.hpp"
+#include "tagc/stats.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace train {
+
+// All collectives go through the byte-counting decorator over MPI.
+using Comm = tagc::counting_communicator<tagc::mpi_communicator>;
+
+class UnitReducer {
+ public:
+  virtual ~UnitReducer() = default;
+  virtual bool compressed() const = 0;
+  virtual size_t output_size() const = 0;
+  // grad: the segment's full local gradient (unpadded); shard: output_size() elements.
+  virtual tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
+                                      tagc::reduce_stats* stats) = 0;
+  // Error-feedback state (empty for the plain path).
+  virtual std::vector<std::byte> save_state() const = 0;
+  virtual tagc::status load_state(std::span<const std::byte> state) = 0;
+};
+
+struct CompressOptions {
+  int ratio = 10;
+  int index_bits = 4;
+  DecoderMode decoder = DecoderMode::peel_estimate;
+  double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
+};
+
+// A tagc::Reducer (topology::sharded, reduce_op::mean) for a segment of `length`.
+// Throws std::runtime_error with tagc's message if the configuration is rejected.
+std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& opt, size_t length, int world, int rank);
+// The baseline: pad, fp32 reduce-scatter, divide by world.
+std::unique_ptr<UnitReducer> make_plain_reducer(size_t length, int world, int rank);
+
+}  // namespace train
