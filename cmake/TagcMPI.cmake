@@ -16,11 +16,14 @@ if(MPI_CXX_FOUND AND NOT TARGET tagc_mpi)
   # Open MPI: allow root, more ranks than cores, and TCP over loopback (Open MPI
   # leaves lo out of TCP by default; the shared-memory transport is left out on
   # purpose so that scripts/slow_net.sh can shape the traffic).
-  set(TAGC_MPIEXEC_LOCAL_FLAGS "")
+  # A cache variable: include_guard(GLOBAL) skips this file in every later directory,
+  # and a plain variable would be visible only in the first one that included it.
+  set(_tagc_flags "")
   execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _tagc_mpiexec_version
                   ERROR_QUIET RESULT_VARIABLE _tagc_rc)
   if(_tagc_mpiexec_version MATCHES "Open MPI|OpenRTE")
-    set(TAGC_MPIEXEC_LOCAL_FLAGS --oversubscribe --allow-run-as-root
+    set(_tagc_flags --oversubscribe --allow-run-as-root
         --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
   endif()
+  set(TAGC_MPIEXEC_LOCAL_FLAGS "${_tagc_flags}" CACHE INTERNAL "mpiexec flags for a local job over TCP on loopback")
 endif()
