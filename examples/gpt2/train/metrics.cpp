@@ -22,8 +22,16 @@ nlohmann::json step_json(const StepMetrics& m) {
   // Aggregate over the compressed segments: sums, and the worst load.
   double elements = 0, kept = 0, support = 0, unresolved = 0, pending = 0, load_max = 0, cells = 0;
   json units = json::array();
+  tagc::reduce_stats::stage_seconds t;
   for (const auto& s : m.compression) {
     const auto& r = s.stats;
+    t.check += r.seconds.check;
+    t.sparsify += r.seconds.sparsify;
+    t.index += r.seconds.index;
+    t.index_exchange += r.seconds.index_exchange;
+    t.sketch += r.seconds.sketch;
+    t.value_exchange += r.seconds.value_exchange;
+    t.decode += r.seconds.decode;
     elements += double(r.elements);
     kept += double(r.kept);
     support += double(r.support);
@@ -48,6 +56,11 @@ nlohmann::json step_json(const StepMetrics& m) {
                         {"support", support},
                         {"unresolved", unresolved},
                         {"pending", pending}};
+    // Where the compressed segments' time went (ms, this rank, summed over segments).
+    j["reducer_ms"] = {{"check", t.check * 1e3},   {"sparsify", t.sparsify * 1e3},
+                       {"index", t.index * 1e3},   {"index_exchange", t.index_exchange * 1e3},
+                       {"sketch", t.sketch * 1e3}, {"value_exchange", t.value_exchange * 1e3},
+                       {"decode", t.decode * 1e3}};
     j["units"] = units;
   }
   return j;

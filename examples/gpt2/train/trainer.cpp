@@ -85,6 +85,7 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
                               (args_.compress == CompressMode::non_attention && g.compressible);
         auto& r = reducers_[size_t(u)][size_t(s)];
         r = compress ? make_tagc_reducer(co, g.length, world(), rank()) : make_plain_reducer(g.length, world(), rank());
+        r->set_profiling(true);  // stage timings for the log; on the CPU it only reads the clock
         if (r->output_size() != g.shard)
           throw std::logic_error("reducer shard of " + plan_.unit(u).name + " has " + std::to_string(r->output_size()) +
                                  " elements, the shard plan " + std::to_string(g.shard));

@@ -35,6 +35,7 @@ class TagcUnitReducer final : public UnitReducer {
   }
   std::vector<std::byte> save_state() const override { return r_.save_state(); }
   tagc::status load_state(std::span<const std::byte> state) override { return r_.load_state(state); }
+  void set_profiling(bool on) override { r_.set_profiling(on); }
 
  private:
   R r_;
@@ -81,6 +82,7 @@ class PlainUnitReducer final : public UnitReducer {
     for (float& x : shard) x *= inv;
     return {};
   }
+  void set_profiling(bool) override {}
   std::vector<std::byte> save_state() const override { return {}; }
   tagc::status load_state(std::span<const std::byte> s) override {
     if (!s.empty()) return {tagc::errc::io, "plain segment: checkpoint holds reducer state, expected none"};

@@ -37,6 +37,8 @@ class UnitReducer {
   // Error-feedback state (empty for the plain path).
   virtual std::vector<std::byte> save_state() const = 0;
   virtual tagc::status load_state(std::span<const std::byte> state) = 0;
+  // Per-stage seconds in reduce_stats::seconds (tagc::Reducer only; host timing is cheap).
+  virtual void set_profiling(bool on) = 0;
 };
 
 struct CompressOptions {
