@@ -109,11 +109,26 @@ template <class T> constexpr int type_id_of() {
   else if constexpr (std::is_same_v<T, std::int32_t>) return 3;
   else if constexpr (std::is_same_v<T, std::uint32_t>) return 4;
   else if constexpr (std::is_same_v<T, std::int64_t>) return 5;
-  else return 6;
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return 6;
+  else if constexpr (std::is_same_v<T, bfloat16>) return 7;
+  else static_assert(sizeof(T) == 0, "tagc: type_id_of: not a reducible type");
 }
 template <class T> constexpr const char* type_name_of() {
-  constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64"};
+  constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64", "bfloat16"};
   return names[type_id_of<T>()];
+}
+// Sum of element i over ranks, in rank order. Unsigned types wrap; bfloat16 is
+// summed in float and rounded once.
+template <class T, class Src> T rank_order_sum(Src src, int n, std::size_t i) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    float acc = float(src(0)[i]);
+    for (int r = 1; r < n; ++r) acc += float(src(r)[i]);
+    return bfloat16(acc);
+  } else {
+    T acc = src(0)[i];
+    for (int r = 1; r < n; ++r) acc = T(acc + src(r)[i]);
+    return acc;
+  }
 }
 }  // namespace detail
 
@@ -248,19 +263,10 @@ class local_communicator {
       case collective::all_reduce:
       case collective::reduce:
         // Sum in rank order so the result is deterministic; unsigned types wrap.
-        for (std::size_t i = 0; i < c; ++i) {
-          T acc = src(0)[i];
-          for (int r = 1; r < n; ++r) acc = T(acc + src(r)[i]);
-          dst[i] = acc;
-        }
+        for (std::size_t i = 0; i < c; ++i) dst[i] = detail::rank_order_sum<T>(src, n, i);
         break;
       case collective::reduce_scatter:
-        for (std::size_t i = 0; i < c; ++i) {
-          const std::size_t at = std::size_t(rank_) * c + i;
-          T acc = src(0)[at];
-          for (int r = 1; r < n; ++r) acc = T(acc + src(r)[at]);
-          dst[i] = acc;
-        }
+        for (std::size_t i = 0; i < c; ++i) dst[i] = detail::rank_order_sum<T>(src, n, std::size_t(rank_) * c + i);
         break;
       case collective::all_gather:
         for (int r = 0; r < n; ++r)
