@@ -126,6 +126,11 @@ TEST_CASE("gpt2_train: 2 ranks x B=2 match 1 rank x B=4, accumulation and zero2 
   Args z2 = tiny(2, steps);
   z2.zero2 = true;
   expect_close(run(z2, MPI_COMM_WORLD, steps), sharded, 1e-6);
+  // llm.c's bf16 reduce-scatter: close to fp32, not equal (8 mantissa bits per hop)
+  Args bf = tiny(2, steps);
+  bf.baseline_dtype = "bf16";
+  const Run bf16 = run(bf, MPI_COMM_WORLD, steps);
+  for (size_t i = 0; i < bf16.loss.size(); ++i) CHECK(bf16.loss[i] == doctest::Approx(sharded.loss[i]).epsilon(2e-3));
 }
 
 TEST_CASE("gpt2_train: a short 2-rank TAGC run (non-attention, 10x, 4-bit) learns") {

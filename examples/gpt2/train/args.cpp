@@ -74,9 +74,9 @@ const std::map<std::string, Flag>& flags() {
          else throw ArgsError("--compress: expected non-attention|all|none, got '" + v + "'");
        }, "non-attention|all|none (non-attention)"}},
       {"baseline-dtype", {false, [](A& a, S v) {
-         if (v != "fp32") throw ArgsError("--baseline-dtype: only fp32 is implemented (bf16 is not), got '" + v + "'");
+         if (v != "fp32" && v != "bf16") throw ArgsError("--baseline-dtype: expected fp32|bf16, got '" + v + "'");
          a.baseline_dtype = v;
-       }, "fp32 (bf16: not implemented)"}},
+       }, "uncompressed reduce-scatter in fp32|bf16 (fp32)"}},
       {"ratio", {false, [](A& a, S v) {
          a.ratio = number<int>("ratio", v);
          if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);
@@ -99,7 +99,7 @@ const std::map<std::string, Flag>& flags() {
       {"train-data", {false, [](A& a, S v) { a.train_data = v; }, "train shard file or dir"}},
       {"val-data", {false, [](A& a, S v) { a.val_data = v; }, "val shard file or dir"}},
       {"val-every", {false, [](A& a, S v) { a.val_every = positive("val-every", v, 0); }, "val loss every K steps (0: end only)"}},
-      {"val-batches", {false, [](A& a, S v) { a.val_batches = positive("val-batches", v); }, "val batches (4)"}},
+      {"val-batches", {false, [](A& a, S v) { a.val_batches = positive("val-batches", v, 0); }, "val batches (4; 0: none)"}},
       {"log", {false, [](A& a, S v) { a.log = v; }, "JSON-lines metrics file"}},
       {"print-every", {false, [](A& a, S v) { a.print_every = positive("print-every", v); }, "progress period off a terminal (10)"}},
       {"checkpoint-dir", {false, [](A& a, S v) { a.checkpoint_dir = v; }, "where to write checkpoints"}},

@@ -66,7 +66,7 @@ int cmd_train(const Args& a) {
     while (t->step() < a.steps) {
       const StepMetrics m = t->train_step();
       metrics.step(m);
-      if (a.val_every > 0 && m.step % a.val_every == 0 && m.step < a.steps)
+      if (a.val_every > 0 && a.val_batches > 0 && m.step % a.val_every == 0 && m.step < a.steps)
         metrics.val(m.step, t->evaluate(a.val_batches));
       if (!a.checkpoint_dir.empty() && a.checkpoint_every > 0 && m.step % a.checkpoint_every == 0)
         t->save_checkpoint(a.checkpoint_dir);

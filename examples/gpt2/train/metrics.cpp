@@ -62,6 +62,8 @@ nlohmann::json step_json(const StepMetrics& m) {
                        {"sketch", t.sketch * 1e3}, {"value_exchange", t.value_exchange * 1e3},
                        {"decode", t.decode * 1e3}};
     j["units"] = units;
+    j["compression_all_ranks"] = {{"support", m.all_support}, {"load", m.all_load},
+                                  {"unresolved", m.all_unresolved}, {"pending", m.all_pending}};
   }
   return j;
 }

@@ -84,7 +84,9 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
         const bool compress = args_.compress == CompressMode::all ||
                               (args_.compress == CompressMode::non_attention && g.compressible);
         auto& r = reducers_[size_t(u)][size_t(s)];
-        r = compress ? make_tagc_reducer(co, g.length, world(), rank()) : make_plain_reducer(g.length, world(), rank());
+        if (compress) r = make_tagc_reducer(co, g.length, world(), rank());
+        else if (args_.baseline_dtype == "bf16") r = make_plain_bf16_reducer(g.length, world(), rank());
+        else r = make_plain_reducer(g.length, world(), rank());
         r->set_profiling(true);  // stage timings for the log; on the CPU it only reads the clock
         if (r->output_size() != g.shard)
           throw std::logic_error("reducer shard of " + plan_.unit(u).name + " has " + std::to_string(r->output_size()) +
@@ -146,7 +148,11 @@ void Trainer::enqueue_reduce(int u) {
                                  std::span<float>(grad_shard_.data() + g.owned, g.shard),
                                  &stats_[size_t(u)][size_t(s)]));
     }
-    grad_bytes_ += comm_.counters().total_bytes_sent() - before;
+    double uncounted = 0.0;
+    for (auto& r : reducers_[size_t(u)])
+      if (r) uncounted += r->take_uncounted_bytes();
+    grad_bytes_ += comm_.counters().total_bytes_sent() - before + uncounted;
+    uncounted_bytes_ += uncounted;
     return {};
   });
 }
@@ -183,6 +189,7 @@ StepMetrics Trainer::train_step() {
   (void)worker_.take_wait_seconds();
   const tagc::traffic before = comm_.counters();  // the worker is idle between steps
   grad_bytes_ = 0.0;
+  uncounted_bytes_ = 0.0;
   for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0f);
 
   double loss_sum = 0.0;
@@ -205,9 +212,19 @@ StepMetrics Trainer::train_step() {
   }
   check(worker_.wait_all(), "reduce-scatter");
 
-  // Global gradient norm over all owned shards, and the mean loss, in one all-reduce.
-  double in[2] = {gpt2::sum_of_squares(grad_shard_), loss_sum}, out[2] = {0, 0};
-  check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(in, 2), std::span<double>(out, 2)); }),
+  // One all-reduce for: global gradient norm over all owned shards, the mean loss, and
+  // the decode statistics of every rank's shards (each rank decodes only its own).
+  double in[6] = {gpt2::sum_of_squares(grad_shard_), loss_sum, 0, 0, 0, 0}, out[6] = {};
+  for (int u = 0; u < U; ++u)
+    for (int s = 0; s < 2; ++s)
+      if (const auto& r = reducers_[size_t(u)][size_t(s)]; r && r->compressed()) {
+        const tagc::reduce_stats& st = stats_[size_t(u)][size_t(s)];
+        in[2] += double(st.support);
+        in[3] += st.load > 0 ? double(st.support) / st.load : 0.0;  // sketch cells
+        in[4] += double(st.unresolved);
+        in[5] += double(st.pending);
+      }
+  check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(in, 6), std::span<double>(out, 6)); }),
         "all-reduce");
   const double norm = std::sqrt(out[0]);
   if (args_.clip > 0.0f && norm > double(args_.clip)) {
@@ -229,6 +246,10 @@ StepMetrics Trainer::train_step() {
   m.comm_ms = worker_.take_busy_seconds() * 1e3;
   m.compute_ms = m.step_ms - m.wait_ms;
   m.grad_bytes = grad_bytes_;
+  m.all_support = out[2];
+  m.all_load = out[3] > 0 ? out[2] / out[3] : 0.0;
+  m.all_unresolved = out[4];
+  m.all_pending = out[5];
   m.traffic = comm_.counters();
   for (size_t k = 0; k < m.traffic.by_kind.size(); ++k) {
     auto& a = m.traffic.by_kind[k];
@@ -238,6 +259,7 @@ StepMetrics Trainer::train_step() {
     a.payload_bytes -= b.payload_bytes;
     a.seconds -= b.seconds;
   }
+  m.traffic[tagc::collective::reduce_scatter].bytes_sent += uncounted_bytes_;  // the bf16 path
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s)
       if (reducers_[size_t(u)][size_t(s)] && reducers_[size_t(u)][size_t(s)]->compressed())

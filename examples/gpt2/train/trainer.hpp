@@ -56,7 +56,10 @@ struct StepMetrics {
   double wait_ms = 0.0;     // time the compute thread was blocked on the worker
   double grad_bytes = 0.0;  // bytes this rank sent for gradient reductions (ring model)
   tagc::traffic traffic;    // bytes/calls/seconds by collective kind, this step
-  std::vector<SegmentStats> compression;
+  std::vector<SegmentStats> compression;  // this rank's shards
+  // Over every rank's shards of the compressed segments: support, support / sketch
+  // cells (peeling is exact below ~0.81), entries peeling left unresolved, carried.
+  double all_support = 0, all_load = 0, all_unresolved = 0, all_pending = 0;
   long tokens = 0;          // tokens processed by all ranks this step
 };
 
@@ -116,6 +119,7 @@ class Trainer {
   std::vector<std::array<tagc::reduce_stats, 2>> stats_;
   std::vector<int32_t> inputs_, targets_;
   double grad_bytes_ = 0.0;  // written by the worker, read after wait_all
+  double uncounted_bytes_ = 0.0;  // bf16 reduce-scatter bytes (not seen by comm_)
   int step_ = 0;
   uint64_t rng_state_ = 0;
 

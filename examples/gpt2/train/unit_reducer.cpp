@@ -6,6 +6,10 @@
 // defines: tagc::Reducer and its policies
 #include "tagc/tagc.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace train {
@@ -26,12 +30,36 @@ class TagcUnitReducer final : public UnitReducer {
     a.op = tagc::reduce_op::mean;
     a.sparsity = sparsity;
     if (auto s = r_.initialize(a); !s.ok()) throw std::runtime_error("tagc reducer: " + s.what());
+    verify_ = std::getenv("TAGC_GPT2_VERIFY") != nullptr;
   }
   bool compressed() const override { return true; }
   size_t output_size() const override { return r_.output_size(); }
   tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
                               tagc::reduce_stats* stats) override {
-    return r_.reduce_scatter(comm, grad, shard, stats);
+    if (!verify_) return r_.reduce_scatter(comm, grad, shard, stats);
+    // TAGC_GPT2_VERIFY=1: check the contract "result == dense mean reduce-scatter of what
+    // was sent" (sent = grad + residual before - residual after), and print the error.
+    std::vector<float> sent = r_.residual_to_host();
+    for (size_t i = 0; i < sent.size(); ++i) sent[i] += grad[i];
+    TAGC_TRY(r_.reduce_scatter(comm, grad, shard, stats));
+    const std::vector<float> after = r_.residual_to_host();
+    const size_t S = shard.size(), N = size_t(comm.size());
+    std::vector<float> padded(S * N, 0.0f), want(S);
+    for (size_t i = 0; i < sent.size(); ++i) padded[i] = sent[i] - after[i];
+    TAGC_TRY(comm.reduce_scatter(std::span<const float>(padded), std::span<float>(want)));
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < S; ++i) {
+      err = std::max(err, double(std::abs(want[i] / float(N) - shard[i])));
+      ref = std::max(ref, double(std::abs(want[i] / float(N))));
+    }
+    std::fprintf(stderr, "verify rank %d len %zu: max |tagc - dense| = %.3g (max |dense| %.3g)%s\n", comm.rank(),
+                 grad.size(), err, ref,
+                 stats ? (" support " + std::to_string(stats->support) + " load " + std::to_string(stats->load) +
+                          " unresolved " + std::to_string(stats->unresolved) + " pending " +
+                          std::to_string(stats->pending) + (stats->dense ? " dense" : ""))
+                             .c_str()
+                       : "");
+    return {};
   }
   std::vector<std::byte> save_state() const override { return r_.save_state(); }
   tagc::status load_state(std::span<const std::byte> state) override { return r_.load_state(state); }
@@ -39,6 +67,7 @@ class TagcUnitReducer final : public UnitReducer {
 
  private:
   R r_;
+  bool verify_ = false;
 };
 
 template <int Bits, int Ratio>

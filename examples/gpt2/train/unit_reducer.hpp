@@ -4,7 +4,7 @@
 // decoder). The trainer picks them from the command line, so the 2 x 3 x 3 combinations
 // are instantiated once, in unit_reducer.cpp only (that file is the slow one to build),
 // behind the small virtual base UnitReducer. The plain (uncompressed) fp32 reduce-
-// scatter implements the same interface, so the trainer treats every segment alike.
+// scatter (fp32, or bf16 as llm.c) implements the same interface, so the trainer treats every segment alike.
 //
 // Every reducer computes the MEAN over ranks and delivers this rank's shard
 // (output_size() elements, the padding zero).
@@ -39,6 +39,8 @@ class UnitReducer {
   virtual tagc::status load_state(std::span<const std::byte> state) = 0;
   // Per-stage seconds in reduce_stats::seconds (tagc::Reducer only; host timing is cheap).
   virtual void set_profiling(bool on) = 0;
+  // Bytes sent outside tagc::counting_communicator since the last call (bf16 path).
+  virtual double take_uncounted_bytes() { return 0.0; }
 };
 
 struct CompressOptions {
@@ -53,5 +55,7 @@ struct CompressOptions {
 std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& opt, size_t length, int world, int rank);
 // The baseline: pad, fp32 reduce-scatter, divide by world.
 std::unique_ptr<UnitReducer> make_plain_reducer(size_t length, int world, int rank);
+// The llm.c baseline: bf16 reduce-scatter (bf16_reducer.cpp), divide by world in fp32.
+std::unique_ptr<UnitReducer> make_plain_bf16_reducer(size_t length, int world, int rank);
 
 }  // namespace train
