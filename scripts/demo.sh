@@ -68,6 +68,8 @@ say "TAGC: non-attention layers, sketch 10x, 1-bit index, peel+estimate ($NP ran
 
 # 4. the table.
 say "results ($OUT/*.jsonl; per-rank figures are rank 0's; step 1 is left out of the means)"
+echo "comm ms = time the communication thread was busy: collectives, and for TAGC also its"
+echo "encode/decode compute; wait ms = how long the compute thread was blocked on it."
 python3 - "$OUT/baseline.jsonl" "$OUT/tagc.jsonl" <<'PY'
 import json, sys
 def load(path):
@@ -94,6 +96,7 @@ rows = [
     ("  compute ms (not blocked)", col(lambda a, s, v: f"{mean([x['compute_ms'] for x in s]):.1f}")),
     ("  comm ms (worker busy)", col(lambda a, s, v: f"{mean([x['comm_ms'] for x in s]):.1f}")),
     ("  wait ms (compute blocked)", col(lambda a, s, v: f"{mean([x['wait_ms'] for x in s]):.1f}")),
+    ("  TAGC encode+decode ms (in comm)", col(lambda a, s, v: f"{mean([sum(x['reducer_ms'][k] for k in ('sparsify', 'index', 'sketch', 'decode')) for x in s]):.1f}" if 'reducer_ms' in a[-1] else "-")),
     ("grad reduce MB sent/rank/step", col(lambda a, s, v: f"{mean([x['grad_bytes'] for x in s]) / MB:.3f}")),
     ("param all-gather MB/rank/step", col(lambda a, s, v: f"{mean([x['bytes'].get('all_gather', 0) for x in s]) / MB:.3f}")),
     ("tokens/s", col(lambda a, s, v: f"{mean([x['tokens'] / x['step_ms'] * 1e3 for x in s]):.0f}")),
