@@ -104,7 +104,7 @@ rows = [
     ("sketch load, all ranks (<0.81)", col(lambda a, s, v: f"{mean([x['compression_all_ranks']['load'] for x in s]):.3f}" if 'compression' in a[-1] else "-")),
     ("worst shard load (rank 0)", col(lambda a, s, v: f"{max([x['compression']['load_max'] for x in s]):.3f}" if 'compression' in a[-1] else "-")),
     ("unresolved entries/step, all", col(lambda a, s, v: f"{mean([x['compression_all_ranks']['unresolved'] for x in s]):.1f}" if 'compression' in a[-1] else "-")),
-    ("carried entries at the end, all", col(lambda a, s, v: f"{a[-1]['compression_all_ranks']['pending']:.0f}" if 'compression' in a[-1] else "-")),
+    ("deferred entries/step, all", col(lambda a, s, v: f"{mean([x['compression_all_ranks']['deferred'] for x in s]):.1f}" if 'compression' in a[-1] else "-")),
 ]
 gb = [mean([x['grad_bytes'] for x in (st[1:] or st)]) for st, _ in runs]
 w = max(len(r[0]) for r in rows)

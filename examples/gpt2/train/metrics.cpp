@@ -36,11 +36,11 @@ nlohmann::json step_json(const StepMetrics& m) {
     kept += double(r.kept);
     support += double(r.support);
     unresolved += double(r.unresolved);
-    pending += double(r.pending);
+    pending += deferred_entries(r);
     if (!r.dense && r.load > 0) cells += double(r.support) / r.load;
     load_max = std::max(load_max, r.load);
     units.push_back({{"unit", s.unit}, {"seg", s.segment}, {"sparsity", r.sparsity}, {"load", r.load},
-                     {"support", r.support}, {"unresolved", r.unresolved}, {"pending", r.pending},
+                     {"support", r.support}, {"unresolved", r.unresolved}, {"deferred", deferred_entries(r)},
                      {"dense", r.dense}});
   }
   json j = {{"type", "step"},         {"step", m.step},         {"loss", m.loss},
@@ -55,7 +55,7 @@ nlohmann::json step_json(const StepMetrics& m) {
                         {"load_max", load_max},
                         {"support", support},
                         {"unresolved", unresolved},
-                        {"pending", pending}};
+                        {"deferred", pending}};
     // Where the compressed segments' time went (ms, this rank, summed over segments).
     j["reducer_ms"] = {{"check", t.check * 1e3},   {"sparsify", t.sparsify * 1e3},
                        {"index", t.index * 1e3},   {"index_exchange", t.index_exchange * 1e3},
@@ -63,7 +63,7 @@ nlohmann::json step_json(const StepMetrics& m) {
                        {"decode", t.decode * 1e3}};
     j["units"] = units;
     j["compression_all_ranks"] = {{"support", m.all_support}, {"load", m.all_load},
-                                  {"unresolved", m.all_unresolved}, {"pending", m.all_pending}};
+                                  {"unresolved", m.all_unresolved}, {"deferred", m.all_pending}};
   }
   return j;
 }

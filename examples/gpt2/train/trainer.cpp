@@ -222,7 +222,7 @@ StepMetrics Trainer::train_step() {
         in[2] += double(st.support);
         in[3] += st.load > 0 ? double(st.support) / st.load : 0.0;  // sketch cells
         in[4] += double(st.unresolved);
-        in[5] += double(st.pending);
+        in[5] += deferred_entries(st);
       }
   check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(in, 6), std::span<double>(out, 6)); }),
         "all-reduce");

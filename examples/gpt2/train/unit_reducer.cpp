@@ -55,8 +55,8 @@ class TagcUnitReducer final : public UnitReducer {
     std::fprintf(stderr, "verify rank %d len %zu: max |tagc - dense| = %.3g (max |dense| %.3g)%s\n", comm.rank(),
                  grad.size(), err, ref,
                  stats ? (" support " + std::to_string(stats->support) + " load " + std::to_string(stats->load) +
-                          " unresolved " + std::to_string(stats->unresolved) + " pending " +
-                          std::to_string(stats->pending) + (stats->dense ? " dense" : ""))
+                          " unresolved " + std::to_string(stats->unresolved) + " deferred " +
+                          std::to_string(deferred_entries(*stats)) + (stats->dense ? " dense" : ""))
                              .c_str()
                        : "");
     return {};

@@ -43,6 +43,17 @@ class UnitReducer {
   virtual double take_uncounted_bytes() { return 0.0; }
 };
 
+// Entries of this rank's shard whose delivery was deferred to a later step: the
+// owner's carried remainders ("pending") in tagc versions that carry, or the entries
+// sent back to the residual for retransmission ("retransmitted") in those that do not.
+// Written against both, so the trainer builds while the library evolves.
+template <class Stats>
+double deferred_entries(const Stats& s) {
+  if constexpr (requires { s.retransmitted; }) return double(s.retransmitted);
+  else if constexpr (requires { s.pending; }) return double(s.pending);
+  else return 0.0;
+}
+
 struct CompressOptions {
   int ratio = 10;
   int index_bits = 4;
