@@ -42,8 +42,12 @@ if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
   gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTAGC_BUILD_BENCH=OFF >/dev/null
 fi
-say "building tagc-gpt2"
-cmake --build "$BUILD_DIR" --target tagc-gpt2 -j2 | tail -n 1
+say "building tagc-gpt2 (log: $BUILD_DIR/demo-build.log)"
+if ! cmake --build "$BUILD_DIR" --target tagc-gpt2 -j2 >"$BUILD_DIR/demo-build.log" 2>&1; then
+  tail -n 30 "$BUILD_DIR/demo-build.log" >&2
+  echo "demo.sh: build failed (full log: $BUILD_DIR/demo-build.log)" >&2
+  exit 1
+fi
 
 if [[ ! -s "$DATA_DIR/tokens/corpus_train.bin" ]]; then
   say "tokenizing $DATA_DIR/corpus -> $DATA_DIR/tokens"
