@@ -12,23 +12,27 @@ struct reduce_stats {
   std::size_t elements = 0;   // gradient length
   std::size_t kept = 0;       // entries of g + residual above the threshold
   std::size_t deferred = 0;   // kept but not marked by the reduced index (1-bit carries): back to the residual
+  std::size_t retransmitted = 0;  // kept and marked, but their owner could not resolve them: back to the residual
   double sparsity = 0.0;      // 1 - kept / elements: the sparsity reached
   float threshold = 0.0f;     // |x| must exceed this to be sent
+  double theta = 0.0;         // target sparsity used (moves with adaptive sparsity)
   // Index
-  std::size_t index_popcount = 0;  // entries marked by the reduced index, all shards
+  int index_bits = 0;              // counter width in use
+  bool exact_index = false;        // the reduced index is exactly the union of supports
+  std::size_t index_popcount = 0;  // entries marked in the reduced index this rank received
   // Decode (this rank's shard)
   bool dense = false;              // shard exchanged uncompressed (too small to sketch)
   std::size_t support = 0;         // entries the reduced index marks in this shard
   double load = 0.0;               // support / sketch cells: peeling is exact below ~0.81
   std::size_t peeled = 0;          // resolved exactly
-  std::size_t unresolved = 0;      // peeling could not resolve (estimated or delivered as 0)
-  std::size_t pending = 0;         // entries whose remainder is carried to the next step
-  bool carry_waiting = false;      // the carry could not be applied this step (1-bit index lost a pending mark)
+  std::size_t unresolved = 0;      // peeling could not resolve (estimated or delivered as 0; retransmitted)
+  std::size_t packed_slots = 0;    // PackedPolicy: values per shard exchanged (largest union)
   // Traffic, bytes this rank sends (ring model, see ring_bytes_sent)
   double control_bytes = 0.0;  // agreement check (all-gather of 32 bytes per rank)
   double index_bytes = 0.0;    // index all-reduce
   double value_bytes = 0.0;    // sketch (or dense values) reduce-scatter / all-reduce
-  double total_bytes() const { return control_bytes + index_bytes + value_bytes; }
+  double retransmit_bytes = 0.0;  // unresolved count all-reduce + bitmap all-gather (when any)
+  double total_bytes() const { return control_bytes + index_bytes + value_bytes + retransmit_bytes; }
   // Stage wall times in seconds, filled only when the Reducer profiles
   // (set_profiling(true)): each stage then ends with a synchronisation, which on
   // a GPU costs overlap, so it is off by default.

@@ -12,9 +12,10 @@
 // Headers a user reads, in order:
 //   reducer.hpp           the pipeline and its contract
 //   policy/sparsify.hpp   SparsifyPolicy: threshold + error feedback
-//   policy/index.hpp      IndexPolicy<1|4>: support bitmap, summed
+//   policy/index.hpp      IndexPolicy<1|2|4|8|index_auto[, exchange]>: support counters, summed
 //   policy/sketch.hpp     SketchPolicy<ratio>: block-keyed count sketch
 //   policy/decode.hpp     DecodePolicy<mode>: peeling, estimation, carry
+//   policy/packed.hpp     PackedPolicy: exact union values instead of a sketch
 //   comm/communicator.hpp the Communicator concept; comm/local.hpp, comm/mpi.hpp,
 //                         comm/nccl.hpp backends; comm/counting.hpp byte accounting
 //   shard/layout.hpp      how a buffer is cut into shards, blocks and lanes
@@ -28,6 +29,7 @@
 #include "exec/host.hpp"
 #include "policy/decode.hpp"
 #include "policy/index.hpp"
+#include "policy/packed.hpp"
 #include "policy/sketch.hpp"
 #include "policy/sparsify.hpp"
 #include "reducer.hpp"

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -56,14 +57,79 @@ void on_ranks(int n, Body&& body, std::chrono::milliseconds timeout = std::chron
   world.run([&](tagc::local_communicator& comm) { body(comm); });
 }
 
-// Sketch of a vector of one shard with the library's hashing (for carry checks).
-inline std::vector<double> sketch_of(const tagc::layout& l, const std::vector<double>& shard_values) {
-  std::vector<double> cells(l.cells, 0.0);
-  for (std::size_t e = 0; e < shard_values.size(); ++e)
-    if (shard_values[e] != 0.0)
-      for (int h = 0; h < 3; ++h)
-        cells[tagc::kernels::sketch_cell(l, e, h)] += double(tagc::kernels::sketch_sign_of(l, e, h)) * shard_values[e];
-  return cells;
+using namespace tagc;
+
+// Everything a run produced, per rank and step.
+struct run_record {
+  std::vector<std::vector<std::vector<float>>> in, out;  // [rank][step][...]
+  std::vector<std::vector<reduce_stats>> stats;          // [rank][step]
+  std::vector<std::vector<float>> residual;             // [rank] at the end
+  std::vector<status> failures;
+  layout lay;
+};
+
+using input_fn = std::function<std::vector<float>(int rank, int step)>;
+
+template <class R>
+run_record simulate(int world, std::size_t n, double theta, int steps, const input_fn& input,
+                    topology topo = topology::sharded, reduce_op op = reduce_op::sum,
+                    const std::function<void(reducer_arguments&)>& tweak = {}) {
+  run_record rec;
+  rec.in.resize(world); rec.out.resize(world); rec.stats.resize(world);
+  rec.residual.resize(world);
+  std::mutex m;
+  on_ranks(world, [&](local_communicator& comm) {
+    const int r = comm.rank();
+    R red;
+    reducer_arguments args{.length = n, .world_size = world, .rank = r, .topo = topo, .op = op, .sparsity = theta};
+    if (tweak) tweak(args);
+    status s = red.initialize(args);
+    if (s.ok()) {
+      for (int t = 0; t < steps && s.ok(); ++t) {
+        auto g = input(r, t);
+        std::vector<float> out(red.output_size(), -1.0f);
+        reduce_stats st;
+        const std::span<const float> in(g);
+        s = topo == topology::sharded ? red.reduce_scatter(comm, in, std::span<float>(out), &st)
+                                      : red.all_reduce(comm, in, std::span<float>(out), &st);
+        rec.in[r].push_back(std::move(g));
+        rec.out[r].push_back(std::move(out));
+        rec.stats[r].push_back(st);
+      }
+      rec.residual[r] = red.residual_to_host();
+    }
+    std::lock_guard lk(m);
+    if (r == 0) rec.lay = red.plan();
+    if (!s.ok()) rec.failures.push_back(s);
+  });
+  return rec;
+}
+
+// Dense reference of one step at world size N with an exact (4-bit) index:
+// the sum over ranks of the sparsified accumulated gradients.
+struct dense_reference {
+  std::vector<std::vector<float>> residual;  // [rank]
+  std::vector<double> step(const std::vector<std::vector<float>>& g, double theta) {
+    const std::size_t n = g[0].size();
+    if (residual.empty()) residual.assign(g.size(), std::vector<float>(n, 0.0f));
+    std::vector<double> sum(n, 0.0);
+    for (std::size_t r = 0; r < g.size(); ++r) {
+      std::vector<float> acc(n);
+      for (std::size_t i = 0; i < n; ++i) acc[i] = g[r][i] + residual[r][i];
+      const auto keep = tagc_test::reference_keep(acc, theta);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (keep[i]) sum[i] += acc[i];
+        residual[r][i] = keep[i] ? 0.0f : acc[i];
+      }
+    }
+    return sum;
+  }
+};
+
+inline double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
 }
 
 }  // namespace tagc_test

@@ -4,7 +4,7 @@
 //
 // Modes:
 //  - peel:                 exact values by peeling; what peeling cannot resolve is
-//                          delivered as 0 this step and carried (see below).
+//                          delivered as 0 this step and retransmitted (see below).
 //  - estimate:             median of the three signed cells for every support
 //                          entry (the paper's fallback alone, noisy).
 //  - peel_then_estimate:   peel, then estimate what is left (the reference).
@@ -22,13 +22,13 @@
 // space, and the result is bit-for-bit reproducible. (The reference polls a
 // device flag from the host every round; we check progress every few rounds.)
 //
-// Nothing is lost: what peeling does not resolve (minus any estimate delivered)
-// stays in the owner's *carry* — the leftover cells — and the entries are marked
-// *pending*. The next step the owner marks pending entries in its own index (so
-// the reduced index includes them) and adds the carry to the freshly summed
-// sketch before decoding, so the remainder is delivered, exactly, as soon as the
-// load allows. With the 1-bit index a pending entry can be lost to a carry in
-// the summed index; the carry then waits for a step where all are marked.
+// Nothing is lost: the owner publishes which entries of its shard peeling did
+// not resolve (a bitmap, all-gathered only in steps where anything was left),
+// and every sender keeps its value of those entries in its residual, as if it
+// had not been sent; it goes out again in a later step. Where the owner
+// delivered an estimate instead of 0, it subtracts the estimate from its own
+// residual, so the estimate's error is fed back like any other residual.
+// (The reference applies estimates silently and never feeds the error back.)
 
 #include <cstdint>
 #include <cuda/atomic>
@@ -67,64 +67,46 @@ TAGC_HOST_DEVICE inline float median3(float a, float b, float c) {
 }
 
 // Everything the decode kernels share; every pointer is workspace of the Reducer.
-template <int Bits>
 struct decode_view {
   layout lay;
   std::size_t shard;                 // which shard this rank decodes
-  const std::uint8_t* reduced_index; // whole index; this shard's bytes are read
+  const std::uint8_t* own_index;     // the reduced index of this shard
   float* cells;                      // this shard's summed sketch, consumed in place
-  float* carry;                      // [cells] remainder carried across steps (state)
-  std::uint8_t* pending;             // [shard] entries whose remainder is in carry (state)
   std::uint32_t* count;              // [cells] unresolved+unapplied entries in the cell
   std::uint32_t* ids;                // [cells] XOR of their ids
   std::uint32_t* writer;             // [cells] smallest entry that may subtract this round
-  std::uint8_t* keep;                // [cells] cell still holds unresolved mass after peeling
   std::uint8_t* state;               // [shard] entry_*
   const std::uint32_t* support;      // compacted list of support entries
   float* out;                        // [shard] the caller's output
 
   TAGC_HOST_DEVICE bool in_support(std::size_t e) const {
-    return shard * lay.shard_size + e < lay.length &&
-           index_marked<Bits>(reduced_index, lay.index_bytes, shard, e);
+    return shard * lay.shard_size + e < lay.length && index_marked(own_index, lay, 0, e);
   }
   TAGC_HOST_DEVICE std::size_t cell(std::size_t e, int h) const { return sketch_cell(lay, e, h); }
   TAGC_HOST_DEVICE float sign(std::size_t e, int h) const { return sketch_sign_of(lay, e, h); }
 };
 
-template <int Bits> struct mark_support {  // over shard entries
-  decode_view<Bits> v;
+struct mark_support {  // over shard entries
+  decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t e) const {
     v.state[e] = v.in_support(e) ? entry_unresolved : entry_absent;
     v.out[e] = 0.0f;
-  }
-};
-template <int Bits> struct pending_unmarked {  // over shard entries -> 0/1
-  decode_view<Bits> v;
-  TAGC_HOST_DEVICE unsigned long long operator()(std::size_t e) const {
-    return v.pending[e] && !v.in_support(e) ? 1ull : 0ull;
   }
 };
 struct is_support_entry {
   const std::uint8_t* state;
   TAGC_HOST_DEVICE bool operator()(std::uint32_t e) const { return state[e] == entry_unresolved; }
 };
-template <int Bits> struct apply_carry {  // over cells
-  decode_view<Bits> v;
-  TAGC_HOST_DEVICE void operator()(std::size_t c) const {
-    v.cells[c] += v.carry[c];
-    v.carry[c] = 0.0f;
-  }
-};
-template <int Bits> struct reset_cells {  // over cells
-  decode_view<Bits> v;
+struct reset_cells {  // over cells
+  decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t c) const {
     v.count[c] = 0;
     v.ids[c] = 0;
     v.writer[c] = no_writer;
   }
 };
-template <int Bits> struct add_edges {  // over the support list
-  decode_view<Bits> v;
+struct add_edges {  // over the support list
+  decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const std::uint32_t e = v.support[i];
     for (int h = 0; h < 3; ++h) {
@@ -135,8 +117,8 @@ template <int Bits> struct add_edges {  // over the support list
   }
 };
 // Resolve every entry that sits alone in one of its cells (reads only).
-template <int Bits> struct peel_round {
-  decode_view<Bits> v;
+struct peel_round {
+  decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const std::uint32_t e = v.support[i];
     if (v.state[e] != entry_unresolved) return;
@@ -151,20 +133,19 @@ template <int Bits> struct peel_round {
   }
 };
 // Estimate what peeling left: the median of the three signed cells (reads only).
-template <int Bits> struct estimate_round {
-  decode_view<Bits> v;
+struct estimate_round {
+  decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const std::uint32_t e = v.support[i];
     if (v.state[e] != entry_unresolved) return;
     float s[3];
     for (int h = 0; h < 3; ++h) s[h] = v.sign(e, h) * v.cells[v.cell(e, h)];
-    v.out[e] = median3(s[0], s[1], s[2]);
-    v.state[e] = entry_resolved;
+    v.out[e] = median3(s[0], s[1], s[2]);  // stays entry_unresolved: it is retransmitted
   }
 };
 // Subtraction, serialised per cell: claim, apply where all three claims won, release.
-template <int Bits> struct claim_cells {
-  decode_view<Bits> v;
+struct claim_cells {
+  decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const std::uint32_t e = v.support[i];
     if (v.state[e] != entry_resolved) return;
@@ -173,8 +154,8 @@ template <int Bits> struct claim_cells {
           .fetch_min(e, cuda::memory_order_relaxed);
   }
 };
-template <int Bits> struct apply_resolved {
-  decode_view<Bits> v;
+struct apply_resolved {
+  decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const std::uint32_t e = v.support[i];
     if (v.state[e] != entry_resolved) return;
@@ -189,8 +170,8 @@ template <int Bits> struct apply_resolved {
     v.state[e] = entry_applied_now;
   }
 };
-template <int Bits> struct release_cells {
-  decode_view<Bits> v;
+struct release_cells {
+  decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const std::uint32_t e = v.support[i];
     const std::uint8_t s = v.state[e];
@@ -202,39 +183,50 @@ template <int Bits> struct release_cells {
   }
 };
 // Work left in the peeling loop: unresolved entries count twice (resolve + apply).
-template <int Bits> struct work_left {
-  decode_view<Bits> v;
+struct work_left {
+  decode_view v;
   TAGC_HOST_DEVICE unsigned long long operator()(std::uint32_t e) const {
     const std::uint8_t s = v.state[e];
     return s == entry_unresolved ? 2ull : s == entry_resolved ? 1ull : 0ull;
   }
 };
-template <int Bits> struct count_state {
-  decode_view<Bits> v;
+struct count_state {
+  decode_view v;
   std::uint8_t which;
   TAGC_HOST_DEVICE unsigned long long operator()(std::uint32_t e) const { return v.state[e] == which ? 1ull : 0ull; }
-};
-// After peeling: unresolved entries become pending; cells still holding them are kept.
-template <int Bits> struct mark_pending {  // over the support list
-  decode_view<Bits> v;
-  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::uint32_t e = v.support[i];
-    if (v.state[e] == entry_unresolved) v.pending[e] = 1;
-  }
-};
-template <int Bits> struct mark_keep {  // over cells
-  decode_view<Bits> v;
-  TAGC_HOST_DEVICE void operator()(std::size_t c) const { v.keep[c] = v.count[c] > 0 ? 1 : 0; }
-};
-template <int Bits> struct carry_leftover {  // over cells
-  decode_view<Bits> v;
-  TAGC_HOST_DEVICE void operator()(std::size_t c) const {
-    if (v.keep[c]) v.carry[c] += v.cells[c];
-  }
 };
 
 struct widen {
   TAGC_HOST_DEVICE unsigned long long operator()(std::uint8_t x) const { return x; }
+};
+
+// Unresolved entries of the owner's shard as a bitmap (one byte per call).
+struct unresolved_bitmap {
+  const std::uint8_t* state;
+  std::uint8_t* bits;
+  std::size_t shard_size;
+  TAGC_HOST_DEVICE void operator()(std::size_t byte) const {
+    unsigned b = 0;
+    for (int k = 0; k < 8; ++k) {
+      const std::size_t e = byte * 8 + std::size_t(k);
+      if (e < shard_size && state[e] == entry_unresolved) b |= 1u << k;
+    }
+    bits[byte] = std::uint8_t(b);
+  }
+};
+TAGC_HOST_DEVICE inline bool bitmap_has(const std::uint8_t* bits, std::size_t i) { return (bits[i / 8] >> (i % 8)) & 1u; }
+
+// The owner's estimates go into its own residual with the opposite sign, so
+// their error is corrected by the senders' retransmission.
+struct owe_estimates {
+  const std::uint8_t* state;
+  const float* out;       // unscaled estimates
+  float* residual;        // the owner's whole residual
+  std::size_t first;      // global index of the shard's first entry
+  std::size_t length;
+  TAGC_HOST_DEVICE void operator()(std::size_t e) const {
+    if (state[e] == entry_unresolved && first + e < length) residual[first + e] -= out[e];
+  }
 };
 
 struct scale_output {

@@ -1,17 +1,28 @@
 #pragma once
-// defines: tagc::IndexPolicy<Bits> and its kernels — the per-element bitmap of
-//          nonzero positions, reduced across ranks with integer SUM.
+// defines: tagc::IndexPolicy<Bits, Exchange>, tagc::ExactIndexPolicy, tagc::index_exchange
+//          and the index kernels — the per-element bitmap of nonzero positions,
+//          reduced across ranks with integer SUM.
 //
-// NCCL has no OR, so the index is summed. Counters are packed into bytes and
-// summed as uint8 (wrapping per byte, never across bytes):
-//  - IndexPolicy<4>: a nibble counter per element, exact for up to 15 ranks.
-//    More ranks are refused at construction (errc::unsupported_world_size), never
-//    silently corrupted.
+// NCCL has no OR, so the index is summed. Counters of `bits` bits are packed
+// into bytes and summed as uint8 (wrapping per byte, never across bytes):
+//  - IndexPolicy<4>: nibble counters, exact for up to 15 ranks; more ranks are
+//    refused at initialisation (errc::unsupported_world_size), never corrupted.
+//    IndexPolicy<2> (3 ranks) and IndexPolicy<8> (255 ranks) likewise.
 //  - IndexPolicy<1>: the paper's 1 bit per element. Two ranks marking the same
-//    element carry into its neighbour (1 + 1 = 10b), so the reduced index is not
-//    the union. The Reducer stays consistent anyway: a rank only sketches the
-//    values that the *reduced* index marks and returns the rest to its residual,
-//    so the decoder is never fed values it does not expect and nothing is lost.
+//    element carry into its neighbour (1 + 1 = 10b), so the summed index is not
+//    the union. At N = 2 it is repaired exactly: the other rank's bits are
+//    (sum - mine) mod 256, so union = mine | (sum - mine). For N > 2 the Reducer
+//    stays consistent anyway: a rank only sends values the *reduced* index marks
+//    and returns the rest to its residual, so the decoder never sees values it
+//    does not expect and nothing is lost.
+//  - ExactIndexPolicy (= IndexPolicy<index_auto>): the narrowest exact width for
+//    the world size: 1 bit (N <= 2, repaired), 2 (N <= 3), 4 (N <= 15), 8 (N <= 255).
+//
+// Exchange: the paper all-reduces the whole index (2b bits per element per rank
+// on a ring). With an exact index a sender's own entries are always marked, so
+// only the shard's owner needs the summed index of its shard:
+// index_exchange::reduce_scatter halves the index traffic. It requires an exact
+// width (checked at initialisation).
 
 #include <cstdint>
 
@@ -22,64 +33,65 @@
 
 TAGC_BEGIN_NAMESPACE
 
-template <int Bits>
+enum class index_exchange { all_reduce, reduce_scatter };
+inline constexpr int index_auto = 0;
+
+template <int Bits, index_exchange Exchange = index_exchange::all_reduce>
 struct IndexPolicy {
-  static_assert(Bits == 1 || Bits == 4, "tagc: IndexPolicy<Bits> supports 1 (paper) and 4 (nibble counters) bits");
+  static_assert(Bits == index_auto || Bits == 1 || Bits == 2 || Bits == 4 || Bits == 8,
+                "tagc: IndexPolicy<Bits>: Bits is 1 (paper), 2, 4, 8, or index_auto (chosen from the world size)");
   static constexpr int bits = Bits;
-  static constexpr int per_byte = 8 / Bits;
-  static constexpr std::uint8_t mask = std::uint8_t((1u << Bits) - 1u);
-  // Largest world whose counters cannot overflow; 0 = any world (consistent, not exact).
-  static constexpr int max_exact_world = Bits == 4 ? 15 : 0;
+  static constexpr index_exchange exchange = Exchange;
+
+  // Counter width for a world size; 0 when no byte-packed width can be exact.
+  static constexpr int width_for(int world) {
+    if constexpr (Bits != index_auto) return Bits;
+    return world <= 2 ? 1 : world <= 3 ? 2 : world <= 15 ? 4 : world <= 255 ? 8 : 0;
+  }
   // Whether the reduced index is exactly the union of the ranks' supports.
-  static constexpr bool exact_union = Bits == 4;
+  static constexpr bool exact(int width, int world) {
+    return width > 0 && (world <= (1 << width) - 1 || (width == 1 && world == 2));
+  }
 };
+
+using ExactIndexPolicy = IndexPolicy<index_auto>;
 
 namespace kernels {
 
 // Is element e of shard s marked in an index laid out shard by shard?
-template <int Bits>
-TAGC_HOST_DEVICE inline bool index_marked(const std::uint8_t* index, std::size_t index_bytes, std::size_t s,
-                                          std::size_t e) {
-  using P = IndexPolicy<Bits>;
-  const std::uint8_t byte = index[s * index_bytes + e / P::per_byte];
-  return ((byte >> ((e % P::per_byte) * Bits)) & P::mask) != 0;
+TAGC_HOST_DEVICE inline bool index_marked(const std::uint8_t* index, const layout& l, std::size_t s, std::size_t e) {
+  const int bits = l.index_bits;
+  const int per_byte = 8 / bits;
+  const std::uint8_t byte = index[s * l.index_bytes + e / std::size_t(per_byte)];
+  return ((byte >> ((e % std::size_t(per_byte)) * std::size_t(bits))) & ((1u << bits) - 1u)) != 0;
 }
 
-// Build this rank's index, one byte per call: bit/nibble = 1 where the entry is
-// kept. The owner of a shard also marks its *pending* entries (unpeeled
-// remainders it carries to this step, see policy/decode.hpp) so the reduced
-// index includes them.
-template <int Bits>
+// Build this rank's index, one byte per call: counter = 1 where the entry is kept.
 struct build_index {
-  using P = IndexPolicy<Bits>;
   const float* grad;
   const float* residual;
-  const kernels::select_state* state;
-  const std::uint8_t* pending;  // own shard's pending flags, or nullptr
+  const select_state* state;
   std::uint8_t* index;          // [shards][index_bytes]
   unsigned long long* kept_count;
   layout lay;
-  std::size_t own_shard;
 
   TAGC_HOST_DEVICE void operator()(std::size_t byte) const {
+    const int bits = lay.index_bits, per_byte = 8 / bits;
     const std::size_t s = byte / lay.index_bytes;
-    const std::size_t first = (byte % lay.index_bytes) * P::per_byte;
+    const std::size_t first = (byte % lay.index_bytes) * std::size_t(per_byte);
     const std::uint32_t threshold = state->threshold;
-    std::uint8_t out = 0;
+    unsigned out = 0;
     int kept = 0;
-    for (int k = 0; k < P::per_byte; ++k) {
+    for (int k = 0; k < per_byte; ++k) {
       const std::size_t e = first + std::size_t(k);
       if (e >= lay.shard_size) break;
       const std::size_t g = s * lay.shard_size + e;
-      bool mark = false;
       if (g < lay.length && is_kept(grad[g] + residual[g], threshold)) {
-        mark = true;
+        out |= 1u << (k * bits);
         ++kept;
       }
-      if (pending && s == own_shard && pending[e]) mark = true;
-      if (mark) out = std::uint8_t(out | (1u << (k * Bits)));
     }
-    index[byte] = out;
+    index[byte] = std::uint8_t(out);
     if (kept) {
       cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> c(*kept_count);
       c.fetch_add((unsigned long long)kept, cuda::memory_order_relaxed);
@@ -87,20 +99,82 @@ struct build_index {
   }
 };
 
-// Count marked entries of one byte of the reduced index (for statistics).
-template <int Bits>
+// The exact union at N = 2 from a 1-bit sum: the other rank's bits are sum - mine.
+struct repair_pair_index {
+  const std::uint8_t* mine;
+  std::uint8_t* summed;
+  TAGC_HOST_DEVICE void operator()(std::size_t byte) const {
+    summed[byte] = std::uint8_t(mine[byte] | std::uint8_t(summed[byte] - mine[byte]));
+  }
+};
+
+// Marked real entries (not padding) of one byte of a reduced index whose first
+// byte belongs to shard `first_shard`.
 struct count_marks {
-  using P = IndexPolicy<Bits>;
   const std::uint8_t* index;
   layout lay;
+  std::size_t first_shard;
   TAGC_HOST_DEVICE unsigned long long operator()(std::size_t byte) const {
-    const std::size_t first = (byte % lay.index_bytes) * P::per_byte;
+    const int bits = lay.index_bits, per_byte = 8 / bits;
+    const std::size_t s = first_shard + byte / lay.index_bytes;
+    const std::size_t first = (byte % lay.index_bytes) * std::size_t(per_byte);
     unsigned long long c = 0;
-    for (int k = 0; k < P::per_byte; ++k) {
-      if (first + std::size_t(k) >= lay.shard_size) break;
-      if ((index[byte] >> (k * Bits)) & P::mask) ++c;
+    for (int k = 0; k < per_byte; ++k) {
+      const std::size_t e = first + std::size_t(k);
+      if (e >= lay.shard_size || s * lay.shard_size + e >= lay.length) break;
+      if ((index[byte] >> (k * bits)) & ((1u << bits) - 1u)) ++c;
     }
     return c;
+  }
+};
+
+// The value this rank sends for padded element (s, e): the accumulated gradient
+// if it is kept and (unless the index is exact, when every kept entry is marked)
+// the reduced index marks it; else 0.
+struct contribution {
+  const float* grad;
+  const float* residual;
+  const std::uint8_t* reduced_index;  // whole reduced index, or nullptr when exact
+  const select_state* state;
+  layout lay;
+
+  TAGC_HOST_DEVICE float operator()(std::size_t s, std::size_t e) const {
+    const std::size_t g = s * lay.shard_size + e;
+    if (g >= lay.length) return 0.0f;
+    const float acc = grad[g] + residual[g];
+    if (!is_kept(acc, state->threshold)) return 0.0f;
+    return !reduced_index || index_marked(reduced_index, lay, s, e) ? acc : 0.0f;
+  }
+};
+
+// After the exchange: residual = acc where nothing was delivered, else 0. An
+// entry was not delivered if the reduced index did not mark it (1-bit carries:
+// `deferred`) or its owner could not resolve it (`retransmit`, one bitmap of
+// shard_size bits per shard: the sender keeps it and sends it again later).
+struct update_residual {
+  const float* grad;
+  float* residual;
+  const std::uint8_t* reduced_index;  // nullptr when exact
+  const std::uint8_t* retransmit;     // [shards][ceil(shard_size / 8)] or nullptr
+  const select_state* state;
+  unsigned long long* counters;       // [0] kept, [1] deferred, [2] retransmitted
+  layout lay;
+
+  TAGC_HOST_DEVICE void operator()(std::size_t g) const {
+    const float acc = grad[g] + residual[g];
+    bool delivered = false;
+    if (is_kept(acc, state->threshold)) {
+      const std::size_t s = g / lay.shard_size, e = g % lay.shard_size;
+      const bool marked = !reduced_index || index_marked(reduced_index, lay, s, e);
+      const std::size_t mask_bytes = (lay.shard_size + 7) / 8;
+      const bool resolved = !retransmit || !((retransmit[s * mask_bytes + e / 8] >> (e % 8)) & 1u);
+      delivered = marked && resolved;
+      if (!delivered) {
+        cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> d(counters[marked ? 2 : 1]);
+        d.fetch_add(1ull, cuda::memory_order_relaxed);
+      }
+    }
+    residual[g] = delivered ? 0.0f : acc;
   }
 };
 

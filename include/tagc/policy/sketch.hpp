@@ -89,33 +89,13 @@ inline sketch_buckets make_sketch_buckets(const layout& l) {
   return b;
 }
 
-// The value this rank contributes for padded element g: the accumulated
-// gradient if it is kept and the reduced index marks it, else 0.
-template <int Bits>
-struct contribution {
-  const float* grad;
-  const float* residual;
-  const std::uint8_t* reduced_index;
-  const select_state* state;
-  layout lay;
-
-  TAGC_HOST_DEVICE float operator()(std::size_t s, std::size_t e) const {
-    const std::size_t g = s * lay.shard_size + e;
-    if (g >= lay.length) return 0.0f;
-    const float acc = grad[g] + residual[g];
-    if (!is_kept(acc, state->threshold)) return 0.0f;
-    return index_marked<Bits>(reduced_index, lay.index_bytes, s, e) ? acc : 0.0f;
-  }
-};
-
 // One run of `chunk` consecutive cells of one sketch row per call, over all
 // shards. The per-block work (two hashes, sign, rotation) is done once per block
 // and shared by the chunk's lanes: a GPU launches one cell per thread (chunk 1,
 // coalesced across threads), a CPU thread takes a whole row (chunk = lanes, a
 // vectorisable inner loop). Cells are written exactly once, in a fixed order.
-template <int Bits>
 struct build_sketch {
-  contribution<Bits> value;
+  contribution value;
   const std::uint32_t* start;
   const std::uint32_t* order;
   float* sketch;      // [shards][cells]
@@ -154,31 +134,6 @@ struct build_sketch {
   static std::size_t calls(const layout& l, std::size_t chunk) {
     if (l.dense) return std::size_t(l.shards) * l.cells;
     return std::size_t(l.shards) * l.sketch_rows() * ((l.lanes + chunk - 1) / chunk);
-  }
-};
-
-// After the sketch is built: residual = acc where nothing was sent, else 0.
-template <int Bits>
-struct update_residual {
-  const float* grad;
-  float* residual;
-  const std::uint8_t* reduced_index;
-  const select_state* state;
-  unsigned long long* deferred;  // kept but not marked by the reduced index
-  layout lay;
-
-  TAGC_HOST_DEVICE void operator()(std::size_t g) const {
-    const float acc = grad[g] + residual[g];
-    bool sent = false;
-    if (is_kept(acc, state->threshold)) {
-      const std::size_t s = g / lay.shard_size, e = g % lay.shard_size;
-      sent = index_marked<Bits>(reduced_index, lay.index_bytes, s, e);
-      if (!sent) {
-        cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> d(*deferred);
-        d.fetch_add(1ull, cuda::memory_order_relaxed);
-      }
-    }
-    residual[g] = sent ? 0.0f : acc;
   }
 };
 

@@ -131,17 +131,31 @@ struct select_digit {
   }
 };
 
-// One thread: reset the selection state and the call's counters.
+// One thread each: reset the selection state and the call's counters; start a
+// search for the entry of rank `remaining`; or fix the threshold without one.
 struct init_select {
   select_state* state;
   unsigned long long* counters;
   std::size_t n_counters;
-  std::uint32_t remaining;  // rank searched for, 0 = no search (threshold fixed)
-  std::uint32_t threshold;  // used when remaining == 0
+  std::uint32_t remaining;
+  std::uint32_t threshold;
   TAGC_HOST_DEVICE void operator()(std::size_t) const {
     *state = select_state{0u, remaining, threshold, 0u};
     for (std::size_t i = 0; i < n_counters; ++i) counters[i] = 0ull;
   }
+};
+struct start_select {
+  select_state* state;
+  std::uint32_t remaining;
+  TAGC_HOST_DEVICE void operator()(std::size_t) const {
+    state->prefix = 0u;
+    state->remaining = remaining;
+  }
+};
+struct fix_threshold {
+  select_state* state;
+  std::uint32_t threshold;
+  TAGC_HOST_DEVICE void operator()(std::size_t) const { state->threshold = threshold; }
 };
 
 // Is element i of the accumulated gradient kept by the threshold?

@@ -1,0 +1,189 @@
+// Beyond the paper: exact index for any world size (and the N = 2 repair),
+// index reduce-scatter, packed exchange, adaptive sparsity — each against a
+// dense reference, with conservation and byte accounting.
+#include <doctest/doctest.h>
+
+#include "support/harness.hpp"
+
+using namespace tagc;
+using namespace tagc_test;
+
+namespace {
+
+template <class Index, class Values = SketchPolicy<10>, decode_mode Mode = decode_mode::peel_then_estimate>
+using reducer_of = Reducer<SparsifyPolicy, Index, Values, DecodePolicy<Mode>>;
+using scatter_index = IndexPolicy<index_auto, index_exchange::reduce_scatter>;
+
+// The reference of one step with an exact index: every kept entry arrives.
+void expect_dense_sum(const run_record& rec, int world, std::size_t n, double theta, int steps) {
+  dense_reference ref;
+  for (int t = 0; t < steps; ++t) {
+    std::vector<std::vector<float>> g(world);
+    for (int r = 0; r < world; ++r) g[r] = rec.in[r][t];
+    const auto want = ref.step(g, theta);
+    const double tol = 1e-5 * std::max(max_abs(want), 1e-30);
+    const std::size_t shard = rec.lay.shard_size;
+    for (int r = 0; r < world; ++r) {
+      REQUIRE(rec.stats[r][t].unresolved == 0);
+      REQUIRE(rec.stats[r][t].deferred == 0);
+      for (std::size_t e = 0; e < shard; ++e) {
+        const std::size_t gi = std::size_t(r) * shard + e;
+        const double w = gi < n ? want[gi] : 0.0;
+        if (std::fabs(rec.out[r][t][e] - w) > tol)
+          FAIL("rank " << r << " step " << t << " entry " << e << ": " << rec.out[r][t][e] << " vs " << w);
+      }
+    }
+  }
+  for (int r = 0; r < world; ++r) CHECK(rec.residual[r] == ref.residual[r]);
+}
+
+// Every rank nonzero at the same positions: counters reach the world size.
+input_fn identical_support(std::size_t n) {
+  return [n](int r, int t) {
+    std::vector<float> g(n, 0.0f);
+    for (std::size_t i = std::size_t(t) % 7; i < n; i += 50) g[i] = 0.25f * float(r + 1) + float(i % 3);
+    return g;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("ExactIndexPolicy: the narrowest exact width for every world size, exact at 2..16 and 31") {
+  const std::size_t n = 3000;
+  for (int world : {2, 3, 4, 5, 7, 8, 15, 16, 31}) {
+    CAPTURE(world);
+    auto rec = simulate<reducer_of<ExactIndexPolicy, SketchPolicy<2>>>(world, n, 0.0, 2, identical_support(n));
+    REQUIRE(rec.failures.empty());
+    const int want_bits = world <= 2 ? 1 : world <= 3 ? 2 : world <= 15 ? 4 : 8;
+    CHECK(rec.stats[0][0].index_bits == want_bits);
+    CHECK(rec.stats[0][0].exact_index);
+    expect_dense_sum(rec, world, n, 0.0, 2);
+  }
+  // Where the fixed 4-bit index must refuse, the exact one serves.
+  reducer_of<IndexPolicy<4>> nibble;
+  CHECK(nibble.initialize({.length = n, .world_size = 16, .rank = 0}).code() == errc::unsupported_world_size);
+  reducer_of<ExactIndexPolicy> any;
+  CHECK(any.initialize({.length = n, .world_size = 200, .rank = 0}).ok());
+  CHECK(any.initialize({.length = n, .world_size = 256, .rank = 0}).code() == errc::unsupported_world_size);
+}
+
+TEST_CASE("index reduce-scatter: same results as the all-reduce, half the index traffic") {
+  for (int world : {2, 3, 4, 8}) {
+    CAPTURE(world);
+    const std::size_t n = 100003;
+    const double theta = 1.0 - 0.6 / (double(world) * 10);
+    const input_fn in = [&](int r, int t) { return gradient(n, 13, r, t); };
+    auto ar = simulate<reducer_of<ExactIndexPolicy>>(world, n, theta, 2, in);
+    auto rs = simulate<reducer_of<scatter_index>>(world, n, theta, 2, in);
+    REQUIRE(ar.failures.empty());
+    REQUIRE(rs.failures.empty());
+    expect_dense_sum(rs, world, n, theta, 2);
+    for (int r = 0; r < world; ++r) {
+      CHECK(rs.out[r] == ar.out[r]);
+      CHECK(rs.stats[r][0].index_bytes == doctest::Approx(ar.stats[r][0].index_bytes / 2));
+    }
+  }
+  // The 1-bit index is exact only at N = 2: a reduce-scatter of it is refused beyond.
+  using one_bit_scatter = reducer_of<IndexPolicy<1, index_exchange::reduce_scatter>>;
+  one_bit_scatter ok, bad;
+  CHECK(ok.initialize({.length = 100, .world_size = 2, .rank = 0}).ok());
+  CHECK(bad.initialize({.length = 100, .world_size = 3, .rank = 0}).code() == errc::unsupported_world_size);
+}
+
+TEST_CASE("packed exchange: exact for every world size and length, no peeling") {
+  for (int world : {1, 2, 3, 4, 8})
+    for (std::size_t n : {1ul, 7ul, 1000ul, 1025ul, 65539ul}) {
+      CAPTURE(world); CAPTURE(n);
+      const double theta = 0.95;  // far above what a 10x sketch could peel at N = 8
+      const input_fn in = [&](int r, int t) { return gradient(n, 17, r, t); };
+      auto rec = simulate<reducer_of<ExactIndexPolicy, PackedPolicy>>(world, n, theta, 3, in);
+      REQUIRE(rec.failures.empty());
+      expect_dense_sum(rec, world, n, theta, 3);
+      // Bytes: every shard padded to the largest union, a ring reduce-scatter.
+      const auto& st = rec.stats[0][2];
+      CHECK(st.value_bytes == doctest::Approx(ring_bytes_sent(collective::reduce_scatter,
+                                                              double(world) * double(st.packed_slots) * 4, world)));
+      CHECK(st.packed_slots <= rec.lay.shard_size);
+    }
+  // With the 1-bit index (N = 4, carries) packed stays consistent: what is not
+  // marked waits in the residual, and nothing is lost.
+  const std::size_t n = 20000;
+  const input_fn in = [&](int r, int t) { return gradient(n, 5, r, t); };
+  auto rec = simulate<reducer_of<IndexPolicy<1>, PackedPolicy>>(4, n, 0.98, 4, in);
+  REQUIRE(rec.failures.empty());
+  std::vector<double> owed(rec.lay.padded(), 0.0);
+  for (int r = 0; r < 4; ++r) {
+    for (int t = 0; t < 4; ++t) {
+      for (std::size_t i = 0; i < n; ++i) owed[i] += rec.in[r][t][i];
+      for (std::size_t e = 0; e < rec.lay.shard_size; ++e) owed[std::size_t(r) * rec.lay.shard_size + e] -= rec.out[r][t][e];
+    }
+    for (std::size_t i = 0; i < n; ++i) owed[i] -= rec.residual[r][i];
+  }
+  for (double x : owed) REQUIRE(std::fabs(x) < 1e-4);
+  std::size_t deferred = 0;
+  for (int r = 0; r < 4; ++r) deferred += rec.stats[r][0].deferred;
+  CHECK(deferred > 0);  // the carries did happen
+}
+
+TEST_CASE("packed sends fewer bits per parameter than the 10x sketch at the paper's sparsity") {
+  const std::size_t n = 1u << 20;
+  const int world = 4;
+  const input_fn in = [&](int r, int t) { return gradient(n, 23, r, t); };
+  auto sketch = simulate<reducer_of<IndexPolicy<1>>>(world, n, 0.9875, 1, in);
+  auto packed = simulate<reducer_of<IndexPolicy<1>, PackedPolicy>>(world, n, 0.9875, 1, in);
+  const auto bits = [&](const run_record& r) { return r.stats[0][0].value_bytes * 8.0 / double(n); };
+  MESSAGE("value bits/param: sketch " << bits(sketch) << ", packed " << bits(packed));
+  CHECK(bits(packed) < 0.6 * bits(sketch));
+}
+
+TEST_CASE("adaptive sparsity steers the load under the peeling threshold, the same on every rank") {
+  const std::size_t n = 200000;
+  const int world = 4;
+  const input_fn in = [&](int r, int t) { return gradient(n, 31, r, t); };
+  const auto adaptive = [](reducer_arguments& a) { a.adapt.enabled = true; };
+  SUBCASE("from overload") {
+    auto rec = simulate<reducer_of<ExactIndexPolicy>>(world, n, 0.9, 8, in, topology::sharded, reduce_op::sum, adaptive);
+    REQUIRE(rec.failures.empty());
+    CHECK(rec.stats[0][0].load > 1.0);       // the start is overloaded
+    CHECK(rec.stats[0][0].unresolved > 0);
+    for (int r = 0; r < world; ++r) {
+      CHECK(rec.stats[r][7].theta == rec.stats[0][7].theta);
+      CHECK(rec.stats[r][7].load < 0.81);
+      CHECK(rec.stats[r][7].unresolved == 0);
+    }
+    CHECK(rec.stats[0][7].theta > 0.95);
+  }
+  SUBCASE("from underload") {
+    auto rec = simulate<reducer_of<ExactIndexPolicy>>(world, n, 0.9999, 8, in, topology::sharded, reduce_op::sum, adaptive);
+    REQUIRE(rec.failures.empty());
+    CHECK(rec.stats[0][0].load < 0.1);
+    CHECK(rec.stats[0][7].theta < 0.999);    // sends more once it learns the room it has
+    for (int r = 0; r < world; ++r) CHECK(rec.stats[r][7].unresolved == 0);
+  }
+  reducer_of<ExactIndexPolicy, PackedPolicy> packed;
+  CHECK(packed.initialize({.length = n, .world_size = 1, .rank = 0, .adapt = {.enabled = true}}).code() ==
+        errc::invalid_argument);
+}
+
+TEST_CASE("checkpoint keeps theta and the loads adaptive sparsity steers by") {
+  const std::size_t n = 50000;
+  using R = reducer_of<ExactIndexPolicy>;
+  on_ranks(2, [&](local_communicator& comm) {
+    const reducer_arguments args{.length = n, .world_size = 2, .rank = comm.rank(), .sparsity = 0.9, .adapt = {.enabled = true}};
+    R a, b;
+    REQUIRE(a.initialize(args).ok());
+    REQUIRE(b.initialize(args).ok());
+    std::vector<float> out(a.output_size()), out_b(a.output_size());
+    for (int t = 0; t < 3; ++t) {
+      const auto g = gradient(n, 2, comm.rank(), t);
+      REQUIRE(a.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).ok());
+    }
+    REQUIRE(b.load_state(a.save_state()).ok());
+    CHECK(b.sparsity() == a.sparsity());
+    const auto g = gradient(n, 2, comm.rank(), 3);
+    REQUIRE(a.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).ok());
+    REQUIRE(b.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out_b)).ok());
+    CHECK(out == out_b);
+    CHECK(a.sparsity() == b.sparsity());
+  });
+}
