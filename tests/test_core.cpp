@@ -101,3 +101,17 @@ TEST_CASE("threshold meets the target sparsity exactly (radix select == sort)") 
       for (std::size_t i = 0; i < n; ++i) REQUIRE(res[i] == (keep[i] ? 0.0f : g[i]));
     }
 }
+
+TEST_CASE("cost model: compression pays on slow links for large units, not for small ones or fast links") {
+  const tagc::codec_model codec{.compress_bytes_per_second = 0.5e9, .decode_bytes_per_second = 1e9};
+  const tagc::link_model slow{.bytes_per_second = 12.5e6, .latency_seconds = 200e-6};  // 100 Mbit/s
+  const tagc::link_model fast{.bytes_per_second = 12.5e9, .latency_seconds = 5e-6};    // 100 Gbit/s
+  const double bits = 5.2;  // 10x sketch + 1-bit index, the paper's accounting
+  const auto big_slow = tagc::estimate_reduce_scatter(1u << 24, 2, bits, slow, codec);
+  CHECK(big_slow.pays());
+  CHECK(big_slow.speedup() > 3.0);
+  // Hand check of the formula: dense = a + (1/2) 4n/B.
+  CHECK(big_slow.dense_seconds == doctest::Approx(200e-6 + 0.5 * 4.0 * double(1u << 24) / 12.5e6));
+  CHECK_FALSE(tagc::estimate_reduce_scatter(1u << 24, 2, bits, fast, codec).pays());  // the codec is the bottleneck
+  CHECK_FALSE(tagc::estimate_reduce_scatter(256, 2, bits, slow, codec).pays());       // latency of 4 collectives
+}

@@ -26,6 +26,7 @@
 #include "comm/communicator.hpp"
 #include "comm/counting.hpp"
 #include "comm/local.hpp"
+#include "cost_model.hpp"
 #include "exec/host.hpp"
 #include "policy/decode.hpp"
 #include "policy/index.hpp"
