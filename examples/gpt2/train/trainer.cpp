@@ -148,11 +148,7 @@ void Trainer::enqueue_reduce(int u) {
                                  std::span<float>(grad_shard_.data() + g.owned, g.shard),
                                  &stats_[size_t(u)][size_t(s)]));
     }
-    double uncounted = 0.0;
-    for (auto& r : reducers_[size_t(u)])
-      if (r) uncounted += r->take_uncounted_bytes();
-    grad_bytes_ += comm_.counters().total_bytes_sent() - before + uncounted;
-    uncounted_bytes_ += uncounted;
+    grad_bytes_ += comm_.counters().total_bytes_sent() - before;
     return {};
   });
 }
@@ -189,7 +185,6 @@ StepMetrics Trainer::train_step() {
   (void)worker_.take_wait_seconds();
   const tagc::traffic before = comm_.counters();  // the worker is idle between steps
   grad_bytes_ = 0.0;
-  uncounted_bytes_ = 0.0;
   for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0f);
 
   double loss_sum = 0.0;
@@ -259,7 +254,6 @@ StepMetrics Trainer::train_step() {
     a.payload_bytes -= b.payload_bytes;
     a.seconds -= b.seconds;
   }
-  m.traffic[tagc::collective::reduce_scatter].bytes_sent += uncounted_bytes_;  // the bf16 path
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s)
       if (reducers_[size_t(u)][size_t(s)] && reducers_[size_t(u)][size_t(s)]->compressed())

@@ -119,7 +119,6 @@ class Trainer {
   std::vector<std::array<tagc::reduce_stats, 2>> stats_;
   std::vector<int32_t> inputs_, targets_;
   double grad_bytes_ = 0.0;  // written by the worker, read after wait_all
-  double uncounted_bytes_ = 0.0;  // bf16 reduce-scatter bytes (not seen by comm_)
   int step_ = 0;
   uint64_t rng_state_ = 0;
 

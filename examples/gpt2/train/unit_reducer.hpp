@@ -39,8 +39,6 @@ class UnitReducer {
   virtual tagc::status load_state(std::span<const std::byte> state) = 0;
   // Per-stage seconds in reduce_stats::seconds (tagc::Reducer only; host timing is cheap).
   virtual void set_profiling(bool on) = 0;
-  // Bytes sent outside tagc::counting_communicator since the last call (bf16 path).
-  virtual double take_uncounted_bytes() { return 0.0; }
 };
 
 // Entries of this rank's shard whose delivery was deferred to a later step: the
