@@ -95,6 +95,11 @@ const std::map<std::string, Flag>& flags() {
          else if (v == "peel-estimate") a.decoder = DecoderMode::peel_estimate;
          else throw ArgsError("--decoder: expected peel|estimate|peel-estimate, got '" + v + "'");
        }, "peel|estimate|peel-estimate (peel-estimate)"}},
+      {"adaptive", {true, [](A& a, S) { a.adaptive = true; }, "adaptive theta per segment (tagc::adaptive_sparsity)"}},
+      {"target-load", {false, [](A& a, S v) {
+         a.target_load = number<double>("target-load", v);
+         if (!(a.target_load > 0.0 && a.target_load < 0.82)) throw ArgsError("--target-load: expected (0, 0.82), got " + v);
+       }, "adaptive theta's sketch load target (0.6)"}},
       {"check-collectives", {true, [](A& a, S) { a.check_collectives = true; }, "MPI cross-rank argument check per collective"}},
       {"train-data", {false, [](A& a, S v) { a.train_data = v; }, "train shard file or dir"}},
       {"val-data", {false, [](A& a, S v) { a.val_data = v; }, "val shard file or dir"}},

@@ -50,6 +50,8 @@ struct Args {
   int ratio = 10, index_bits = 4;
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
   DecoderMode decoder = DecoderMode::peel_estimate;
+  bool adaptive = false;      // tagc adaptive theta: steer each segment's largest sketch load
+  double target_load = 0.6;   // ... towards this (peeling is exact below ~0.81)
   bool check_collectives = false;  // tagc::mpi_communicator's cross-rank argument check
 
   // data

@@ -27,6 +27,7 @@ CheckpointHeader run_header(const gpt2::Config& cfg, const Args& a, int world, i
   h.ratio = a.ratio;
   h.index_bits = a.index_bits;
   h.decoder = int32_t(a.decoder);
+  h.adaptive = a.adaptive ? 1 : 0;
   h.sparsity = a.sparsity;
   h.owned_size = owned_size;
   return h;
@@ -67,6 +68,8 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
     if (got.decoder != want.decoder)
       return std::string("--decoder ") + to_string(DecoderMode(got.decoder)) + ", this run " +
              to_string(DecoderMode(want.decoder));
+    if (got.adaptive != want.adaptive)
+      return std::string("--adaptive ") + (got.adaptive ? "on" : "off") + ", this run " + (want.adaptive ? "on" : "off");
   }
   if (got.owned_size != want.owned_size) return num("owned shard size", got.owned_size, want.owned_size);
   return {};

@@ -28,7 +28,7 @@ struct CheckpointHeader {
   int32_t world = 1, rank = 0;
   int32_t L = 0, C = 0, NH = 0, maxT = 0, V = 0, Vp = 0;
   int32_t B = 0, T = 0, accum = 1;
-  int32_t compress = 0, ratio = 0, index_bits = 0, decoder = 0;
+  int32_t compress = 0, ratio = 0, index_bits = 0, decoder = 0, adaptive = 0;
   double sparsity = -1.0;
   uint64_t owned_size = 0;
   uint64_t step = 0;

@@ -51,6 +51,7 @@ int cmd_train(const Args& a) {
                       {"index_bits", a.index_bits},
                       {"decoder", to_string(a.decoder)},
                       {"sparsity", a.sparsity},
+                      {"adaptive", a.adaptive},
                       {"zero2", a.zero2},
                       {"resumed_at", t->step()}});
     metrics.message("tagc-gpt2: " + std::to_string(world) + " rank(s), " + a.model + " (" +

@@ -39,7 +39,7 @@ nlohmann::json step_json(const StepMetrics& m) {
     pending += deferred_entries(r);
     if (!r.dense && r.load > 0) cells += double(r.support) / r.load;
     load_max = std::max(load_max, r.load);
-    units.push_back({{"unit", s.unit}, {"seg", s.segment}, {"sparsity", r.sparsity}, {"load", r.load},
+    units.push_back({{"unit", s.unit}, {"seg", s.segment}, {"sparsity", r.sparsity}, {"theta", r.theta}, {"load", r.load},
                      {"support", r.support}, {"unresolved", r.unresolved}, {"deferred", deferred_entries(r)},
                      {"dense", r.dense}});
   }

@@ -73,7 +73,7 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
     gather_bufs_.emplace_back(slot, 0.0f);
   }
 
-  CompressOptions co{args_.ratio, args_.index_bits, args_.decoder, args_.sparsity};
+  CompressOptions co{args_.ratio, args_.index_bits, args_.decoder, args_.sparsity, args_.adaptive, args_.target_load};
   reducers_.resize(size_t(U));
   stats_.resize(size_t(U));
   agree("reducer setup", [&] {

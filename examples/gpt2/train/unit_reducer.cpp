@@ -21,14 +21,16 @@ class TagcUnitReducer final : public UnitReducer {
   using R = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<Bits>, tagc::SketchPolicy<Ratio>,
                           tagc::DecodePolicy<Mode>>;
 
-  TagcUnitReducer(size_t length, int world, int rank, double sparsity) {
+  TagcUnitReducer(size_t length, int world, int rank, const CompressOptions& o) {
     tagc::reducer_arguments a;
     a.length = length;
     a.world_size = world;
     a.rank = rank;
     a.topo = tagc::topology::sharded;
     a.op = tagc::reduce_op::mean;
-    a.sparsity = sparsity;
+    a.sparsity = o.sparsity;
+    a.adapt.enabled = o.adaptive;
+    a.adapt.target_load = o.target_load;
     if (auto s = r_.initialize(a); !s.ok()) throw std::runtime_error("tagc reducer: " + s.what());
     verify_ = std::getenv("TAGC_GPT2_VERIFY") != nullptr;
   }
@@ -71,14 +73,14 @@ class TagcUnitReducer final : public UnitReducer {
 };
 
 template <int Bits, int Ratio>
-std::unique_ptr<UnitReducer> by_mode(DecoderMode m, size_t n, int w, int r, double th) {
-  switch (m) {
+std::unique_ptr<UnitReducer> by_mode(const CompressOptions& o, size_t n, int w, int r) {
+  switch (o.decoder) {
     case DecoderMode::peel:
-      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::peel>>(n, w, r, th);
+      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::peel>>(n, w, r, o);
     case DecoderMode::estimate:
-      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::estimate>>(n, w, r, th);
+      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::estimate>>(n, w, r, o);
     case DecoderMode::peel_estimate:
-      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::peel_then_estimate>>(n, w, r, th);
+      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::peel_then_estimate>>(n, w, r, o);
   }
   throw std::logic_error("unknown decoder");
 }
@@ -86,9 +88,9 @@ std::unique_ptr<UnitReducer> by_mode(DecoderMode m, size_t n, int w, int r, doub
 template <int Bits>
 std::unique_ptr<UnitReducer> by_ratio(const CompressOptions& o, size_t n, int w, int r) {
   switch (o.ratio) {
-    case 2: return by_mode<Bits, 2>(o.decoder, n, w, r, o.sparsity);
-    case 4: return by_mode<Bits, 4>(o.decoder, n, w, r, o.sparsity);
-    case 10: return by_mode<Bits, 10>(o.decoder, n, w, r, o.sparsity);
+    case 2: return by_mode<Bits, 2>(o, n, w, r);
+    case 4: return by_mode<Bits, 4>(o, n, w, r);
+    case 10: return by_mode<Bits, 10>(o, n, w, r);
   }
   throw std::runtime_error("sketch ratio " + std::to_string(o.ratio) + " not built (expected 2, 4 or 10)");
 }

@@ -56,7 +56,9 @@ struct CompressOptions {
   int ratio = 10;
   int index_bits = 4;
   DecoderMode decoder = DecoderMode::peel_estimate;
-  double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
+  double sparsity = -1.0;  // < 0: the paper's pairing for the ratio (the start, when adaptive)
+  bool adaptive = false;
+  double target_load = 0.6;
 };
 
 // A tagc::Reducer (topology::sharded, reduce_op::mean) for a segment of `length`.
