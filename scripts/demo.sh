@@ -66,8 +66,8 @@ launch=(scripts/mpirun_local.sh -np "$NP")
 
 say "baseline: fp32 reduce-scatter of every gradient ($NP ranks${RATE:+, link $RATE})"
 "${launch[@]}" "$EXE" "${common[@]}" --compress none --log "$OUT/baseline.jsonl"
-say "TAGC: non-attention layers, sketch 10x, 1-bit index, peel+estimate ($NP ranks${RATE:+, link $RATE})"
-"${launch[@]}" "$EXE" "${common[@]}" --compress non-attention --ratio 10 --index-bits 1 --decoder peel-estimate \
+say "TAGC: non-attention layers, sketch 10x, 1-bit index, adaptive theta, peel+estimate ($NP ranks${RATE:+, link $RATE})"
+"${launch[@]}" "$EXE" "${common[@]}" --compress non-attention --ratio 10 --index-bits 1 --adaptive --decoder peel-estimate \
   --log "$OUT/tagc.jsonl"
 
 # 4. the table.
