@@ -115,7 +115,9 @@ constexpr ncclDataType_t nccl_type_of() noexcept {
   else if constexpr (std::is_same_v<T, std::int32_t>) return ncclInt32;
   else if constexpr (std::is_same_v<T, std::uint32_t>) return ncclUint32;
   else if constexpr (std::is_same_v<T, std::int64_t>) return ncclInt64;
-  else return ncclUint64;
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return ncclUint64;
+  else if constexpr (std::is_same_v<T, bfloat16>) return ncclBfloat16;
+  else static_assert(sizeof(T) == 0, "tagc: no NCCL datatype for this element type");
 }
 
 // "all_reduce: unhandled system error (run with NCCL_DEBUG=INFO for details) (last NCCL error: ...)"
