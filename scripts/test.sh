@@ -26,10 +26,11 @@ ctest --test-dir build --output-on-failure -j1 --timeout 900
 [[ $quick == 1 ]] && exit 0
 
 section "core tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-san_opts=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF -DTAGC_WITH_MPI=OFF)
+san_opts=(-G Ninja -DCMAKE_BUILD_TYPE=Debug -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF -DTAGC_WITH_MPI=OFF)
 cmake -S . -B build-asan "${san_opts[@]}" \
-  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer" >/dev/null
-cmake --build build-asan -j"$jobs" --target tagc_core tagc_reducer tagc_beyond tagc_comm tagc_readme_example
+  -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer" >/dev/null
+cmake --build build-asan -j"$jobs" --target tagc_core tagc_reducer tagc_conservation tagc_beyond tagc_comm \
+  tagc_readme_example tagc_bf16
 # halt_on_error: any UBSan report fails the test (the suppressions file names
 # the one Thrust idiom it must ignore; recoverable mode is what makes it apply).
 ASAN_OPTIONS=detect_leaks=1 \
@@ -37,8 +38,8 @@ UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tests/ubsan.
   ctest --test-dir build-asan --output-on-failure -L core -E readme_in_sync
 
 section "in-process communicator under ThreadSanitizer"
-cmake -S . -B build-tsan "${san_opts[@]}" -DCMAKE_CXX_FLAGS="-fsanitize=thread -fno-omit-frame-pointer" >/dev/null
-cmake --build build-tsan -j"$jobs" --target tagc_comm
+cmake -S . -B build-tsan "${san_opts[@]}" -DCMAKE_CXX_FLAGS="-O1 -fsanitize=thread -fno-omit-frame-pointer" >/dev/null
+cmake --build build-tsan -j"$jobs" --target tagc_comm tagc_bf16
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -L comm
 
 section "CUDA compile check (nvcc; cannot run without a GPU)"
