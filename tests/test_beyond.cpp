@@ -187,3 +187,55 @@ TEST_CASE("checkpoint keeps theta and the loads adaptive sparsity steers by") {
     CHECK(a.sparsity() == b.sparsity());
   });
 }
+
+TEST_CASE("bf16 packed values: half the value bytes, each rank's rounding error kept in its residual") {
+  const std::size_t n = 40000;
+  const int world = 3;
+  const double theta = 0.95;
+  const input_fn in = [&](int r, int t) { return gradient(n, 41, r, t); };
+  auto f32 = simulate<reducer_of<ExactIndexPolicy, PackedPolicy>>(world, n, theta, 3, in);
+  auto b16 = simulate<reducer_of<ExactIndexPolicy, PackedBf16Policy>>(world, n, theta, 3, in);
+  REQUIRE(f32.failures.empty());
+  REQUIRE(b16.failures.empty());
+  CHECK(b16.stats[0][0].value_bytes == doctest::Approx(f32.stats[0][0].value_bytes / 2));
+  // Step 0 selects the same entries (residuals start at 0): the results agree to
+  // bf16 precision (8 bits of mantissa, rounded per rank and per reduction step).
+  // A value is a sum of terms of both signs, so its error is relative to the
+  // terms, not to the (possibly cancelled) sum: compare against the largest value.
+  float big = 0.0f;
+  for (int r = 0; r < world; ++r)
+    for (float a : f32.out[r][0]) big = std::max(big, std::fabs(a));
+  std::size_t differ = 0;
+  for (int r = 0; r < world; ++r)
+    for (std::size_t e = 0; e < f32.out[r][0].size(); ++e) {
+      const float a = f32.out[r][0][e], b = b16.out[r][0][e];
+      REQUIRE(std::fabs(a - b) <= 0.01f * big);
+      REQUIRE((a == 0.0f) == (b == 0.0f));  // same support
+      differ += a != b;
+    }
+  CHECK(differ > 0);  // it really is rounded
+  // Nothing a rank contributed is lost: inputs = delivered + residuals, up to the
+  // bf16 rounding of the cross-rank sums (not attributable to any rank).
+  std::vector<double> owed(b16.lay.padded(), 0.0);
+  double mass = 0.0;
+  for (int r = 0; r < world; ++r)
+    for (int t = 0; t < 3; ++t) {
+      for (std::size_t i = 0; i < n; ++i) owed[i] += b16.in[r][t][i];
+      for (std::size_t e = 0; e < b16.lay.shard_size; ++e) {
+        owed[std::size_t(r) * b16.lay.shard_size + e] -= b16.out[r][t][e];
+        mass += std::fabs(b16.out[r][t][e]);
+      }
+    }
+  for (int r = 0; r < world; ++r)
+    for (std::size_t i = 0; i < n; ++i) owed[i] -= b16.residual[r][i];
+  double lost = 0.0;
+  for (double x : owed) lost += std::fabs(x);
+  MESSAGE("bf16 sum rounding not fed back: " << lost / mass << " of the delivered mass");
+  CHECK(lost < 0.01 * mass);
+  // Residuals hold the per-rank rounding errors: nonzero where entries were sent.
+  std::size_t tiny_nonzero = 0;
+  for (float x : b16.residual[0]) tiny_nonzero += x != 0.0f;
+  std::size_t f32_nonzero = 0;
+  for (float x : f32.residual[0]) f32_nonzero += x != 0.0f;
+  CHECK(tiny_nonzero > f32_nonzero);
+}

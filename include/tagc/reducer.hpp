@@ -90,6 +90,8 @@ inline constexpr bool tagc_dependent_false = false;
 
 template <class V> struct is_sketch_policy : std::false_type {};
 template <int R, int L> struct is_sketch_policy<SketchPolicy<R, L>> : std::true_type {};
+template <class V> struct is_packed_policy : std::false_type {};
+template <class T> struct is_packed_policy<PackedValuesPolicy<T>> : std::true_type {};
 
 // Primary template: only the combinations specialised below exist.
 template <class Sparsify, class Index, class Values, class Decode, class Exec = exec::host>
@@ -102,8 +104,8 @@ class Reducer {
 template <int Bits, index_exchange IX, class Values, decode_mode Mode, class Exec>
 class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec> {
   static constexpr bool sketched = is_sketch_policy<Values>::value;
-  static_assert(sketched || std::is_same_v<Values, PackedPolicy>,
-                "tagc: the third Reducer policy is SketchPolicy<ratio[, lanes]> or PackedPolicy");
+  static_assert(sketched || is_packed_policy<Values>::value,
+                "tagc: the third Reducer policy is SketchPolicy<ratio[, lanes]> or PackedValuesPolicy<float|bfloat16>");
   static_assert(sketched || IX == index_exchange::all_reduce,
                 "tagc: PackedPolicy needs every rank to hold the whole reduced index: use index_exchange::all_reduce");
 
@@ -111,6 +113,10 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   template <int R, int L> struct sketch_params<SketchPolicy<R, L>> { static constexpr int ratio = R, lanes = L; };
   static constexpr int Ratio = sketch_params<Values>::ratio;
   static constexpr int Lanes = sketch_params<Values>::lanes;
+  // The element type on the wire: float cells for a sketch, the packed type otherwise.
+  template <class V> struct wire_of { using type = float; };
+  template <class T> struct wire_of<PackedValuesPolicy<T>> { using type = T; };
+  using wire_t = typename wire_of<Values>::type;
 
  public:
   using sparsify_policy = SparsifyPolicy;
@@ -185,8 +191,8 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     control_recv_.assign(control_words * std::size_t(args.world_size), 0);
     if constexpr (sketched) {
       const std::size_t cells = lay_.dense ? lay_.shard_size : lay_.cells;
-      values_send_.assign(cells * std::size_t(shards), 0.0f);
-      values_recv_.assign(cells, 0.0f);
+      values_send_.assign(cells * std::size_t(shards), wire_t(0.0f));
+      values_recv_.assign(cells, wire_t(0.0f));
       if (!lay_.dense) {
         count_.assign(lay_.cells, 0u);
         ids_.assign(lay_.cells, 0u);
@@ -204,8 +210,8 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
       }
     } else {
       // Worst case every entry of a shard is in the union: room for whole shards.
-      values_send_.assign(lay_.padded(), 0.0f);
-      values_recv_.assign(lay_.shard_size, 0.0f);
+      values_send_.assign(lay_.padded(), wire_t(0.0f));
+      values_recv_.assign(lay_.shard_size, wire_t(0.0f));
       offsets_.assign(index_all + 1, 0u);
       starts_.assign(std::size_t(shards) + 1, 0u);
     }
@@ -398,7 +404,8 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   template <communicator C>
   status check_agreement(C& comm, std::size_t grad_len, std::size_t out_len, std::uint32_t nonfinite) {
     const std::int64_t config = std::int64_t(lay_.index_bits) * 1000003 + std::int64_t(IX) * 100003 +
-                                Ratio * 1009 + int(args_.topo) * 7 + int(args_.op) + (sketched ? 0 : 500009);
+                                Ratio * 1009 + int(args_.topo) * 7 + int(args_.op) + (sketched ? 0 : 500009) +
+                                std::int64_t(sizeof(wire_t)) * 50021;
     const std::int64_t mine[control_words] = {std::int64_t(grad_len), std::int64_t(out_len), std::int64_t(nonfinite),
                                               config, last_load_ppm_, last_unresolved_};
     TAGC_TRY(exec_.copy_from_host(mine, raw(control_send_), control_words));
@@ -539,7 +546,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
         clock.mark(&S::value_exchange);
       }
       // From here on the step cannot fail.
-      launch(n, kernels::update_residual{g, r, sender_check, retransmit, st, cnt, lay_});
+      launch(n, kernels::update_residual<>{g, r, sender_check, retransmit, st, cnt, lay_});
       if (last_decode_.unresolved && decode_policy::estimates && owes_estimates()) {
         launch(lay_.shard_size, kernels::owe_estimates{raw(entry_state_), o, r, own_shard_ * lay_.shard_size, n});
       }
@@ -555,13 +562,13 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
       std::size_t slots = 0;
       for (std::size_t s = 0; s + 1 < starts.size(); ++s) slots = std::max<std::size_t>(slots, starts[s + 1] - starts[s]);
       const std::size_t shards = std::size_t(lay_.shards);
-      launch(shards * slots, kernels::zero_padding_slots{raw(starts_), raw(values_send_), slots});
-      launch(index_all, kernels::pack_values{value, idx, raw(offsets_), raw(starts_), raw(values_send_), slots});
+      launch(shards * slots, kernels::zero_padding_slots<wire_t>{raw(starts_), raw(values_send_), slots});
+      launch(index_all, kernels::pack_values<wire_t>{value, idx, raw(offsets_), raw(starts_), raw(values_send_), slots});
       clock.mark(&S::sketch);
       TAGC_TRY(exchange_values(comm, shards * slots, slots));
       clock.mark(&S::value_exchange);
-      launch(n, kernels::update_residual{g, r, sender_check, nullptr, st, cnt, lay_});
-      launch(lay_.index_bytes, kernels::unpack_values{idx, raw(offsets_), raw(starts_), raw(values_recv_), o, scale,
+      launch(n, kernels::update_residual<wire_t>{g, r, sender_check, nullptr, st, cnt, lay_});
+      launch(lay_.index_bytes, kernels::unpack_values<wire_t>{idx, raw(offsets_), raw(starts_), raw(values_recv_), o, scale,
                                                       lay_, own_shard_});
       last_slots_ = slots;
     }
@@ -579,9 +586,9 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
 
   template <communicator C>
   status exchange_values(C& comm, std::size_t send_count, std::size_t recv_count) {
-    last_value_bytes_ = send_count * sizeof(float);
-    const std::span<const float> send(raw(values_send_), send_count);
-    const std::span<float> recv(raw(values_recv_), recv_count);
+    last_value_bytes_ = send_count * sizeof(wire_t);
+    const std::span<const wire_t> send(raw(values_send_), send_count);
+    const std::span<wire_t> recv(raw(values_recv_), recv_count);
     if (args_.topo == topology::sharded) return comm.reduce_scatter(send, recv);
     return comm.all_reduce(send, recv);
   }
@@ -718,8 +725,8 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   vector<float> residual_;             // [length]   error feedback (the state)
   vector<std::uint8_t> index_local_;   // [shards][index_bytes] this rank's marks
   vector<std::uint8_t> index_;         // summed: all shards, or this shard's (index reduce-scatter)
-  vector<float> values_send_;          // sketch [shards][cells] or packed [shards][slots]
-  vector<float> values_recv_;          // this shard's summed cells or slots
+  vector<wire_t> values_send_;         // sketch [shards][cells] or packed [shards][slots]
+  vector<wire_t> values_recv_;         // this shard's summed cells or slots
   vector<std::uint32_t> hist_;         // radix-select histograms
   vector<kernels::select_state> state_;
   vector<unsigned long long> counters_;

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 
+#include "../core/bfloat16.hpp"
 #include "../core/bits.hpp"
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
@@ -151,6 +152,7 @@ struct contribution {
 // entry was not delivered if the reduced index did not mark it (1-bit carries:
 // `deferred`) or its owner could not resolve it (`retransmit`, one bitmap of
 // shard_size bits per shard: the sender keeps it and sends it again later).
+template <class Value = float>
 struct update_residual {
   const float* grad;
   float* residual;
@@ -174,7 +176,9 @@ struct update_residual {
         d.fetch_add(1ull, cuda::memory_order_relaxed);
       }
     }
-    residual[g] = delivered ? 0.0f : acc;
+    // What was delivered is the value as sent: with bf16 values the rounding
+    // error stays here (for float it is exactly 0).
+    residual[g] = delivered ? acc - float(Value(acc)) : acc;
   }
 };
 
