@@ -26,6 +26,9 @@ expect 2 "expected 1|4" -- train --index-bits 2
 expect 2 "expected a number" -- train --B four
 expect 2 "missing value" -- train --steps
 expect 2 "expected fp32|bf16" -- train --baseline-dtype fp16
+expect 2 "expected non-attention|all|none|auto" -- train --compress some
+expect 2 "link-mbps: expected a bandwidth > 0" -- train --compress auto --link-mbps 0
+expect 2 "link-latency-us: expected a latency >= 0" -- train --compress auto --link-latency-us -5
 expect 1 "divisible" -- train --C 100 --NH 3
 expect 1 "max_seq_len" -- train --T 2048
 expect 1 "missing_dir" -- train --train-data /nonexistent/missing_dir --steps 1

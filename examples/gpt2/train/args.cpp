@@ -71,8 +71,19 @@ const std::map<std::string, Flag>& flags() {
          if (v == "none") a.compress = CompressMode::none;
          else if (v == "non-attention") a.compress = CompressMode::non_attention;
          else if (v == "all") a.compress = CompressMode::all;
-         else throw ArgsError("--compress: expected non-attention|all|none, got '" + v + "'");
-       }, "non-attention|all|none (non-attention)"}},
+         else if (v == "auto") a.compress = CompressMode::automatic;
+         else throw ArgsError("--compress: expected non-attention|all|none|auto, got '" + v + "'");
+       }, "non-attention|all|none|auto (non-attention); auto: the cost model picks per segment"}},
+      {"link-mbps", {false, [](A& a, S v) {
+         a.link_mbps = number<double>("link-mbps", v);
+         if (!(a.link_mbps > 0.0 && std::isfinite(a.link_mbps)))
+           throw ArgsError("--link-mbps: expected a bandwidth > 0 (Mbit/s), got " + v);
+       }, "--compress auto: assume this link bandwidth per rank, Mbit/s (default: measured)"}},
+      {"link-latency-us", {false, [](A& a, S v) {
+         a.link_latency_us = number<double>("link-latency-us", v);
+         if (!(a.link_latency_us >= 0.0 && std::isfinite(a.link_latency_us)))
+           throw ArgsError("--link-latency-us: expected a latency >= 0 (microseconds), got " + v);
+       }, "--compress auto: assume this per-collective latency, us (default: measured)"}},
       {"baseline-dtype", {false, [](A& a, S v) {
          if (v != "fp32" && v != "bf16") throw ArgsError("--baseline-dtype: expected fp32|bf16, got '" + v + "'");
          a.baseline_dtype = v;
@@ -177,6 +188,7 @@ const char* to_string(CompressMode m) {
     case CompressMode::none: return "none";
     case CompressMode::non_attention: return "non-attention";
     case CompressMode::all: return "all";
+    case CompressMode::automatic: return "auto";
   }
   return "?";
 }

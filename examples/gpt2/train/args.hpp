@@ -20,7 +20,8 @@ class ArgsError : public std::runtime_error {
   explicit ArgsError(const std::string& what) : std::runtime_error(what) {}
 };
 
-enum class CompressMode { none, non_attention, all };
+// automatic ("--compress auto"): per segment, the cost model decides (auto_select.hpp).
+enum class CompressMode { none, non_attention, all, automatic };
 enum class Schedule { constant, cosine };
 enum class DecoderMode { peel, estimate, peel_estimate };
 
@@ -53,6 +54,9 @@ struct Args {
   bool adaptive = false;      // tagc adaptive theta: steer each segment's largest sketch load
   double target_load = 0.6;   // ... towards this (peeling is exact below ~0.81)
   bool check_collectives = false;  // tagc::mpi_communicator's cross-rank argument check
+  // --compress auto: what-if overrides of the measured link (< 0: measure at start-up)
+  double link_mbps = -1.0;        // link bandwidth per rank, Mbit/s
+  double link_latency_us = -1.0;  // per-collective latency, microseconds
 
   // data
   std::string train_data = "data/tokens/corpus_train.bin";

@@ -87,6 +87,11 @@ void write_checkpoint(const fs::path& dir, const CheckpointData& d) {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw std::runtime_error("cannot write checkpoint " + tmp.string());
     put(f, &d.header, sizeof d.header);
+    const uint64_t np = d.segment_paths.size(), nj = d.auto_json.size();
+    put(f, &np, sizeof np);
+    put(f, d.segment_paths.data(), np);
+    put(f, &nj, sizeof nj);
+    put(f, d.auto_json.data(), nj);
     for (const auto* vec : {&d.params, &d.m, &d.v}) put(f, vec->data(), vec->size() * sizeof(float));
     const uint64_t n = d.reducer_states.size();
     put(f, &n, sizeof n);
@@ -102,9 +107,10 @@ void write_checkpoint(const fs::path& dir, const CheckpointData& d) {
   if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
 }
 
-CheckpointData read_checkpoint(const fs::path& dir, const CheckpointHeader& expect) {
-  const fs::path path = rank_checkpoint_path(dir, expect.rank);
-  std::ifstream f(path, std::ios::binary);
+namespace {
+
+// Opens dir/rank<r>.ckpt, reads and checks the header, reads the segment plan.
+CheckpointData read_head(std::ifstream& f, const fs::path& path, const CheckpointHeader& expect) {
   if (!f)
     throw std::runtime_error("cannot open checkpoint " + path.string() +
                              " (missing: was it written with fewer ranks, or to another directory?)");
@@ -113,11 +119,37 @@ CheckpointData read_checkpoint(const fs::path& dir, const CheckpointHeader& expe
   const CheckpointHeader want;
   if (std::memcmp(d.header.magic, want.magic, sizeof want.magic) != 0)
     throw std::runtime_error(path.string() + " is not a tagc-gpt2 checkpoint (bad magic)");
-  if (d.header.version != want.version)
+  if (d.header.version != want.version && d.header.version != 1)
     throw std::runtime_error(path.string() + ": checkpoint version " + std::to_string(d.header.version) +
-                             ", this program reads version " + std::to_string(want.version));
+                             ", this program reads versions 1 and " + std::to_string(want.version));
   if (const std::string m = mismatch(d.header, expect); !m.empty())
     throw std::runtime_error("checkpoint " + path.string() + " is from another configuration: " + m);
+  if (d.header.version >= 2) {
+    uint64_t np = 0, nj = 0;
+    get(f, &np, sizeof np, path);
+    if (np > (1u << 20)) throw std::runtime_error(path.string() + ": corrupt segment count");
+    d.segment_paths.resize(np);
+    get(f, d.segment_paths.data(), np, path);
+    get(f, &nj, sizeof nj, path);
+    if (nj > (1u << 26)) throw std::runtime_error(path.string() + ": corrupt segment plan");
+    d.auto_json.resize(nj);
+    get(f, d.auto_json.data(), nj, path);
+  }
+  return d;
+}
+
+}  // namespace
+
+CheckpointData read_checkpoint_plan(const fs::path& dir, const CheckpointHeader& expect) {
+  const fs::path path = rank_checkpoint_path(dir, expect.rank);
+  std::ifstream f(path, std::ios::binary);
+  return read_head(f, path, expect);
+}
+
+CheckpointData read_checkpoint(const fs::path& dir, const CheckpointHeader& expect) {
+  const fs::path path = rank_checkpoint_path(dir, expect.rank);
+  std::ifstream f(path, std::ios::binary);
+  CheckpointData d = read_head(f, path, expect);
   const size_t n = d.header.owned_size;
   for (auto* vec : {&d.params, &d.m, &d.v}) {
     vec->resize(n);

@@ -4,8 +4,11 @@
 //
 // File D/rank<r>.ckpt (little-endian):
 //   CheckpointHeader (magic "TGPT2CK\0", version, the run's shape: model config, batch,
-//   compression, world size, rank) | params | m | v (owned_size floats each) |
+//   compression, world size, rank) | segment plan (version 2: segment count + one
+//   byte per segment, train::SegmentPath; byte count + the --compress auto decision
+//   as JSON, empty for the other modes) | params | m | v (owned_size floats each) |
 //   reducer count, then per reducer: byte count + bytes (tagc::Reducer::save_state()).
+// Version 1 files (no segment plan) are still read.
 // Written to "<file>.tmp", flushed and renamed, so a crash mid-save leaves the previous
 // checkpoint intact. Every rank writes its own file; the step in each header lets a
 // resume check that all ranks' files belong to the same save.
@@ -24,7 +27,7 @@ namespace train {
 
 struct CheckpointHeader {
   char magic[8] = {'T', 'G', 'P', 'T', '2', 'C', 'K', '\0'};
-  uint32_t version = 1;
+  uint32_t version = 2;
   int32_t world = 1, rank = 0;
   int32_t L = 0, C = 0, NH = 0, maxT = 0, V = 0, Vp = 0;
   int32_t B = 0, T = 0, accum = 1;
@@ -38,6 +41,8 @@ struct CheckpointHeader {
 
 struct CheckpointData {
   CheckpointHeader header;
+  std::vector<uint8_t> segment_paths;  // empty in version 1 files
+  std::string auto_json;               // --compress auto: the decision (to_json(AutoPlan))
   std::vector<float> params, m, v;
   std::vector<std::vector<std::byte>> reducer_states;
 };
@@ -51,5 +56,7 @@ void write_checkpoint(const std::filesystem::path& dir, const CheckpointData& da
 // Reads dir/rank<r>.ckpt and checks it against `expect` (a run_header of this run):
 // throws std::runtime_error saying which field differs ("world size 2, this run 1").
 CheckpointData read_checkpoint(const std::filesystem::path& dir, const CheckpointHeader& expect);
+// The same, header and segment plan only (params, m, v and reducer states left empty).
+CheckpointData read_checkpoint_plan(const std::filesystem::path& dir, const CheckpointHeader& expect);
 
 }  // namespace train

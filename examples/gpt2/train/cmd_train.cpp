@@ -36,24 +36,27 @@ int cmd_train(const Args& a) {
 
     Metrics metrics(a, rank == 0, t->step());
     const auto& c = t->config();
-    metrics.run_info({{"world", world},
-                      {"model", a.model},
-                      {"L", c.num_layers},
-                      {"C", c.channels},
-                      {"NH", c.num_heads},
-                      {"params", t->num_parameters()},
-                      {"B", a.B},
-                      {"T", a.T},
-                      {"accum", a.accum},
-                      {"steps", a.steps},
-                      {"compress", to_string(a.compress)},
-                      {"ratio", a.ratio},
-                      {"index_bits", a.index_bits},
-                      {"decoder", to_string(a.decoder)},
-                      {"sparsity", a.sparsity},
-                      {"adaptive", a.adaptive},
-                      {"zero2", a.zero2},
-                      {"resumed_at", t->step()}});
+    nlohmann::json info = {{"world", world},
+                           {"model", a.model},
+                           {"L", c.num_layers},
+                           {"C", c.channels},
+                           {"NH", c.num_heads},
+                           {"params", t->num_parameters()},
+                           {"B", a.B},
+                           {"T", a.T},
+                           {"accum", a.accum},
+                           {"steps", a.steps},
+                           {"compress", to_string(a.compress)},
+                           {"ratio", a.ratio},
+                           {"index_bits", a.index_bits},
+                           {"decoder", to_string(a.decoder)},
+                           {"sparsity", a.sparsity},
+                           {"adaptive", a.adaptive},
+                           {"zero2", a.zero2},
+                           {"resumed_at", t->step()}};
+    // --compress auto: the decision per segment, in the first line of the log
+    if (const AutoPlan* p = t->auto_plan()) info["auto"] = to_json(*p);
+    metrics.run_info(info);
     metrics.message("tagc-gpt2: " + std::to_string(world) + " rank(s), " + a.model + " (" +
                     std::to_string(t->num_parameters()) + " params), B=" + std::to_string(a.B) +
                     " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
@@ -62,6 +65,7 @@ int cmd_train(const Args& a) {
                          ? " ratio=" + std::to_string(a.ratio) + " index-bits=" + std::to_string(a.index_bits)
                          : std::string()) +
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
+    if (const AutoPlan* p = t->auto_plan()) metrics.message(format_table(*p));
     training = true;
 
     while (t->step() < a.steps) {

@@ -73,6 +73,33 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
     gather_bufs_.emplace_back(slot, 0.0f);
   }
 
+  // Which path each segment takes: fixed by the mode, or measured (--compress auto).
+  paths_.assign(size_t(2 * U), path_none);
+  for (int u = 0; u < U; ++u)
+    for (int s = 0; s < 2; ++s) {
+      const Segment& g = plan_.unit(u).seg[s];
+      if (g.length == 0) continue;  // e.g. lnf has no compressible prefix: no collective at all
+      const bool compress = args_.compress == CompressMode::all ||
+                            (args_.compress == CompressMode::non_attention && g.compressible);
+      paths_[size_t(2 * u + s)] = compress ? path_tagc : path_plain;
+    }
+  if (args_.compress == CompressMode::automatic) {
+    if (!args_.resume.empty()) {
+      // A resumed run keeps the decision it was checkpointed with.
+      agree("--resume", [&] {
+        const CheckpointData d =
+            read_checkpoint_plan(args_.resume, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
+        if (d.auto_json.empty() || d.segment_paths.size() != paths_.size())
+          throw std::runtime_error("checkpoint in " + args_.resume + " holds no --compress auto decision");
+        auto_ = auto_plan_from_json(nlohmann::json::parse(d.auto_json));
+        auto_->source = "checkpoint";
+        paths_ = d.segment_paths;
+      });
+    } else {
+      decide_auto();
+    }
+  }
+
   CompressOptions co{args_.ratio, args_.index_bits, args_.decoder, args_.sparsity, args_.adaptive, args_.target_load};
   reducers_.resize(size_t(U));
   stats_.resize(size_t(U));
@@ -80,11 +107,10 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
     for (int u = 0; u < U; ++u)
       for (int s = 0; s < 2; ++s) {
         const Segment& g = plan_.unit(u).seg[s];
-        if (g.length == 0) continue;  // e.g. lnf has no compressible prefix: no collective at all
-        const bool compress = args_.compress == CompressMode::all ||
-                              (args_.compress == CompressMode::non_attention && g.compressible);
+        const uint8_t path = paths_[size_t(2 * u + s)];
+        if (path == path_none) continue;
         auto& r = reducers_[size_t(u)][size_t(s)];
-        if (compress) r = make_tagc_reducer(co, g.length, world(), rank());
+        if (path == path_tagc) r = make_tagc_reducer(co, g.length, world(), rank());
         else if (args_.baseline_dtype == "bf16") r = make_plain_bf16_reducer(g.length, world(), rank());
         else r = make_plain_reducer(g.length, world(), rank());
         r->set_profiling(true);  // stage timings for the log; on the CPU it only reads the clock
@@ -99,6 +125,10 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
 Trainer::~Trainer() = default;
 
 size_t Trainer::num_parameters() const { return gpt2::num_parameters(cfg_); }
+
+std::string Trainer::segment_name(size_t i) const {
+  return plan_.unit(int(i / 2)).name + (i % 2 == 0 ? "/prefix" : "/suffix");
+}
 
 void Trainer::check(const tagc::status& s, const char* what) const {
   if (!s.ok()) throw std::runtime_error(std::string(what) + ": " + s.what());
@@ -315,6 +345,8 @@ void Trainer::save_checkpoint(const std::string& dir) {
     d.header.loader_shard = train_loader_->position().shard;
     d.header.loader_offset = train_loader_->position().offset;
     d.header.rng_state = rng_state_;
+    d.segment_paths = paths_;
+    if (auto_) d.auto_json = to_json(*auto_).dump();
     d.params = params_;
     d.m = m_;
     d.v = v_;
@@ -328,6 +360,20 @@ void Trainer::save_checkpoint(const std::string& dir) {
 void Trainer::load_checkpoint(const std::string& dir) {
   agree("--resume", [&] {
     CheckpointData d = read_checkpoint(dir, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
+    // The same segments must go through the same paths (error feedback is per path).
+    if (!d.segment_paths.empty() && d.segment_paths != paths_) {
+      size_t i = 0;
+      while (i < paths_.size() && i < d.segment_paths.size() && d.segment_paths[i] == paths_[i]) ++i;
+      const auto path = [](size_t k, const std::vector<uint8_t>& p) -> std::string {
+        if (k >= p.size()) return "absent";
+        return p[k] == path_tagc ? "compressed (tagc)" : p[k] == path_plain ? "plain" : "no collective";
+      };
+      throw std::runtime_error(
+          "checkpoint in " + dir + " was written with segment " + (i < paths_.size() ? segment_name(i) : "?") + " " +
+          path(i, d.segment_paths) + ", this run has it " + path(i, paths_) +
+          ": a resumed --compress auto run must keep the checkpoint's decision (pass --resume so the trainer "
+          "takes it from the checkpoint instead of measuring)");
+    }
     size_t n = 0;
     for (const auto& pair : reducers_)
       for (const auto& r : pair) n += r != nullptr;

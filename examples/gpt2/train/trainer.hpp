@@ -19,6 +19,7 @@
 #pragma once
 
 #include "args.hpp"
+#include "auto_select.hpp"
 #include "checkpoint.hpp"
 #include "comm_worker.hpp"
 #include "sharding.hpp"
@@ -30,6 +31,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,11 @@ class Trainer {
   int step() const { return step_; }
   const gpt2::Config& config() const { return cfg_; }
   size_t num_parameters() const;
+  // --compress auto: the per-segment decision (measured, or from --resume's checkpoint);
+  // null for the other modes.
+  const AutoPlan* auto_plan() const { return auto_ ? &*auto_ : nullptr; }
+  // Per segment (unit by unit, prefix then suffix): path_none / path_plain / path_tagc.
+  const std::vector<uint8_t>& segment_paths() const { return paths_; }
 
   // --- setup (every rank calls these together; a failure on any rank throws on all) ---
   void init_from_seed();
@@ -101,6 +108,8 @@ class Trainer {
   void check(const tagc::status& s, const char* what) const;
   void agree_flag(bool failed, const std::string& message, const char* what);
   double all_reduce_sum(double x);
+  void decide_auto();  // auto_select.cpp: measure, fill auto_ and paths_
+  std::string segment_name(size_t i) const;
 
   Args args_;
   gpt2::Config cfg_;
@@ -117,6 +126,8 @@ class Trainer {
   std::vector<std::vector<float>> gather_bufs_;  // see gathered()
   std::vector<std::array<std::unique_ptr<UnitReducer>, 2>> reducers_;
   std::vector<std::array<tagc::reduce_stats, 2>> stats_;
+  std::vector<uint8_t> paths_;  // see segment_paths()
+  std::optional<AutoPlan> auto_;
   std::vector<int32_t> inputs_, targets_;
   double grad_bytes_ = 0.0;  // written by the worker, read after wait_all
   int step_ = 0;

@@ -1,0 +1,212 @@
+// test_train_auto.cpp: "--compress auto" (cost-model layer selection), under mpiexec
+// with 2 ranks. Tiny model (L=2, C=64, NH=2, T=32) on synthetic tokens, as
+// test_train.cpp. The link is forced (--link-mbps); the codec is measured.
+//   slow link (10 Mbit/s): the large segments (wte, the mlp weights) are compressed,
+//                          the norm/bias segments are not; the run learns.
+//   fast link (100 Gbit/s): nothing is compressed; the run learns.
+//   checkpoint: a resumed run takes the decision from the checkpoint and continues
+//               bit-identically; a run that measured another decision is refused.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include "args.hpp"
+#include "trainer.hpp"
+#include "token_shard.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using train::Args;
+using train::CompressMode;
+using train::Trainer;
+
+namespace {
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+const fs::path& scratch() {
+  static fs::path dir = [] {
+    long id = world_rank() == 0 ? long(getpid()) : 0;
+    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    return fs::temp_directory_path() / ("tagc_gpt2_train_auto_test_" + std::to_string(id));
+  }();
+  return dir;
+}
+
+void make_data() {
+  if (world_rank() == 0) {
+    fs::create_directories(scratch());
+    std::vector<uint32_t> tokens;
+    uint32_t x = 12345;
+    for (int i = 0; i < 40000; ++i) {
+      if (i % 16 == 0) x = x * 1103515245u + 12345u;
+      tokens.push_back(100 + ((x >> 8) % 23 + uint32_t(i % 16) * 5) % 200);
+    }
+    gpt2::write_shard(scratch() / "t_train.bin", tokens);
+    gpt2::write_shard(scratch() / "t_val.bin", std::span(tokens).subspan(0, 8000));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+Args tiny_auto(double mbps, int steps) {
+  static bool made = (make_data(), true);
+  (void)made;
+  Args a;
+  a.command = "train";
+  a.model = "d2";
+  a.L = 2;
+  a.C = 64;
+  a.NH = 2;
+  a.maxT = 64;
+  a.T = 32;
+  a.B = 2;
+  a.steps = steps;
+  a.lr = 3e-3f;
+  a.warmup = 1;
+  a.compress = CompressMode::automatic;
+  a.link_mbps = mbps;
+  a.train_data = (scratch() / "t_train.bin").string();
+  a.val_data = (scratch() / "t_val.bin").string();
+  a.val_batches = 1;
+  return a;
+}
+
+const train::AutoSegment& find(const train::AutoPlan& p, const std::string& name) {
+  for (const auto& s : p.segments)
+    if (s.name == name) return s;
+  FAIL("no segment " << name);
+  return p.segments.front();
+}
+
+std::vector<double> train_steps(Trainer& t, int n) {
+  std::vector<double> loss;
+  for (int i = 0; i < n; ++i) loss.push_back(t.train_step().loss);
+  return loss;
+}
+
+void check_learns(const std::vector<double>& loss) {
+  INFO("first " << loss.front() << " last " << loss.back());
+  for (double l : loss) CHECK(std::isfinite(l));
+  CHECK(loss.back() < loss.front() - 0.5);
+}
+
+}  // namespace
+
+TEST_CASE("gpt2_train auto: a slow link compresses the large segments, not the norms and biases") {
+  Args a = tiny_auto(10.0, 8);
+  a.link_latency_us = 100.0;  // fixed too, so the middle-sized segments do not depend on the machine
+  tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+  Trainer t(a, mpi);
+  t.init_from_seed();
+  const train::AutoPlan* p = t.auto_plan();
+  REQUIRE(p != nullptr);
+  CHECK(p->source == "measured");
+  CHECK(p->bandwidth_from == "--link-mbps");
+  CHECK(p->bytes_per_second == doctest::Approx(10e6 / 8));
+  // every non-empty segment is a candidate (lnf has no prefix)
+  CHECK(p->segments.size() == 2 * 6 - 1);
+  for (const char* big : {"embed/prefix", "mlp.0/prefix", "mlp.1/prefix"}) {
+    INFO(std::string(big));
+    CHECK(find(*p, big).compress);
+    CHECK(find(*p, big).bits_per_param < 16.0);
+  }
+  for (const char* small : {"lnf/suffix", "mlp.0/suffix", "mlp.1/suffix"}) {  // norms and biases
+    INFO(std::string(small));
+    CHECK_FALSE(find(*p, small).compress);
+    CHECK(find(*p, small).compressed_ms > find(*p, small).dense_ms);
+  }
+  for (const auto& s : p->segments)
+    CHECK(t.segment_paths()[size_t(2 * s.unit + s.seg)] == (s.compress ? train::path_tagc : train::path_plain));
+  const auto loss = train_steps(t, a.steps);
+  check_learns(loss);
+  if (world_rank() == 0) MESSAGE(train::format_table(*p));
+}
+
+TEST_CASE("gpt2_train auto: a fast link compresses nothing") {
+  Args a = tiny_auto(100000.0, 8);  // latency measured
+  tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+  Trainer t(a, mpi);
+  t.init_from_seed();
+  const train::AutoPlan* p = t.auto_plan();
+  REQUIRE(p != nullptr);
+  CHECK(p->latency_from == "measured");
+  CHECK(p->latency_seconds > 0);
+  for (const auto& s : p->segments) {
+    INFO(s.name);
+    CHECK_FALSE(s.compress);
+  }
+  std::vector<double> loss;
+  for (int i = 0; i < a.steps; ++i) {
+    const auto m = t.train_step();
+    CHECK(m.compression.empty());
+    loss.push_back(m.loss);
+  }
+  check_learns(loss);
+}
+
+TEST_CASE("gpt2_train auto: the checkpoint keeps the decision") {
+  const std::string dir = (scratch() / "ckpt").string();
+  Args slow = tiny_auto(10.0, 4);
+  slow.link_latency_us = 100.0;
+  std::vector<double> whole, resumed;
+  std::vector<uint8_t> decided;
+  {
+    tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+    Trainer t(slow, mpi);
+    t.init_from_seed();
+    decided = t.segment_paths();
+    resumed = train_steps(t, 2);
+    t.save_checkpoint(dir);
+    const auto rest = train_steps(t, 2);
+    whole = resumed;
+    whole.insert(whole.end(), rest.begin(), rest.end());
+  }
+  {  // --resume: no measurement, the checkpoint's decision (even with another --link-mbps)
+    Args r = tiny_auto(100000.0, 4);
+    r.resume = dir;
+    tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+    Trainer t(r, mpi);
+    t.load_checkpoint(dir);
+    REQUIRE(t.auto_plan() != nullptr);
+    CHECK(t.auto_plan()->source == "checkpoint");
+    CHECK(t.segment_paths() == decided);
+    const auto rest = train_steps(t, 2);
+    resumed.insert(resumed.end(), rest.begin(), rest.end());
+    for (size_t i = 0; i < whole.size(); ++i) {
+      INFO("step " << i + 1);
+      CHECK(resumed[i] == whole[i]);
+    }
+  }
+  {  // a run that measured (fast link: nothing compressed) must not load it
+    Args fast = tiny_auto(100000.0, 4);
+    tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+    Trainer t(fast, mpi);
+    CHECK_THROWS_WITH(t.load_checkpoint(dir), doctest::Contains("must keep the checkpoint's decision"));
+  }
+}
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  const int rank = world_rank();
+  doctest::Context ctx;
+  ctx.applyCommandLine(argc, argv);
+  if (rank != 0) ctx.setOption("minimal", true);
+  const int failed = ctx.run() != 0 ? 1 : 0;
+  int any = failed;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) fs::remove_all(scratch());
+  MPI_Finalize();
+  return any;
+}
