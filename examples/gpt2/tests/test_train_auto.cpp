@@ -125,6 +125,11 @@ TEST_CASE("gpt2_train auto: a slow link compresses the large segments, not the n
     CHECK_FALSE(find(*p, small).compress);
     CHECK(find(*p, small).compressed_ms > find(*p, small).dense_ms);
   }
+  // every rank decided the same (from the same all-gathered figures)
+  std::vector<uint8_t> lo(t.segment_paths().size()), hi(lo.size());
+  MPI_Allreduce(t.segment_paths().data(), lo.data(), int(lo.size()), MPI_UINT8_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(t.segment_paths().data(), hi.data(), int(hi.size()), MPI_UINT8_T, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi);
   for (const auto& s : p->segments)
     CHECK(t.segment_paths()[size_t(2 * s.unit + s.seg)] == (s.compress ? train::path_tagc : train::path_plain));
   const auto loss = train_steps(t, a.steps);

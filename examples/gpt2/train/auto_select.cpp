@@ -75,7 +75,7 @@ std::string format_table(const AutoPlan& p) {
   char line[256];
   std::string out;
   std::snprintf(line, sizeof line,
-                "compress auto (%s): link %.4g Mbit/s per rank (%s), latency %.1f us (%s), %d rank(s), "
+                "compress auto (%s): link %.6g Mbit/s per rank (%s), latency %.1f us (%s), %d rank(s), "
                 "baseline %s\n",
                 p.source == "checkpoint" ? "from the checkpoint" : "measured at start-up",
                 p.bytes_per_second * 8e-6, p.bandwidth_from.c_str(), p.latency_seconds * 1e6,
@@ -140,7 +140,7 @@ void Trainer::decide_auto() {
     std::vector<double> all(local.size() * size_t(N));
     check(worker_.run([&] { return comm_.all_gather(std::span<const double>(local), std::span<double>(all)); }),
           "--compress auto: all-gather");
-    for (int r = 1; r < N; ++r)
+    for (int r = 0; r < N; ++r)
       for (size_t i = 0; i < local.size(); ++i) local[i] = std::max(local[i], all[size_t(r) * local.size() + i]);
     return local;
   };
@@ -241,6 +241,12 @@ void Trainer::decide_auto() {
     a.compress = e.pays();
     paths_[size_t(2 * a.unit + a.seg)] = a.compress ? path_tagc : path_plain;
   }
+  // Defensive: a rank that decided otherwise would issue other collectives (and hang or
+  // fail in MPI). Equal on all ranks iff sum^2 == N * sum of squares.
+  double h = 0;
+  for (size_t i = 0; i < paths_.size(); ++i) h += double(paths_[i]) * double(i + 1);
+  const double s1 = all_reduce_sum(h), s2 = all_reduce_sum(h * h);
+  if (s1 * s1 != double(N) * s2) throw std::logic_error("--compress auto: the ranks reached different decisions");
   auto_ = std::move(p);
 }
 
