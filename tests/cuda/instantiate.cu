@@ -34,6 +34,15 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
   wide w;
   TAGC_TRY(w.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
   TAGC_TRY(w.reduce_scatter(c, g, out));
+  // Not yet here: Reducer<..., PackedBf16Policy, ..., exec::cuda>. nvcc 13 rejects
+  // it ("calling a __host__ function ... from a __host__ __device__ function",
+  // pointing at bfloat16's conversion operator); to be investigated. The float
+  // packed path and the bf16 collectives themselves do compile.
+  using scattered = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<tagc::index_auto, tagc::index_exchange::reduce_scatter>,
+                                  tagc::SketchPolicy<4>, tagc::DecodePolicy<tagc::decode_mode::estimate>, tagc::exec::cuda>;
+  scattered sc;
+  TAGC_TRY(sc.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
+  TAGC_TRY(sc.reduce_scatter(c, g, out));
   narrow n;
   TAGC_TRY(n.initialize(
       {.length = g.size(), .world_size = c.size(), .rank = c.rank(), .topo = tagc::topology::replicated},
