@@ -36,6 +36,7 @@ set title 'Train loss (mean over ranks) vs step ($title)'
 set xlabel 'step'; set ylabel 'train loss'
 plot $(curves train 1 3)
 set output '$d/breakdown.png'
+set terminal pngcairo size 1100,600 font ',10' noenhanced
 set title 'Step time breakdown, mean ms per step ($title)'
 set style data histograms
 set style histogram rowstacked
@@ -43,14 +44,15 @@ set style fill solid 0.8 border -1
 set boxwidth 0.7
 set xtics rotate by -30
 set ylabel 'ms'; set xlabel ''
-set key outside right title 'left bar: step = compute + wait'
+set key inside right top title 'left: step = compute + wait; right: comm thread'
 plot newhistogram 'step' lt 1, '$d/breakdown.dat' using 2:xtic(1) title 'compute (not blocked)', '' using 3 title 'wait (compute blocked on comm)', \
      newhistogram 'comm thread busy' lt 3, '' using 4:xtic(1) title 'param all-gather (est.)', '' using 5 title 'plain reduce-scatter', \
      '' using 6 title 'TAGC collectives', '' using 7 title 'TAGC encode+decode'
 set output '$d/bits.png'
-set title 'Gradient bits per parameter per rank ((N-1)/N x paper accounting; $title)'
+set title 'Gradient bits / parameter / rank, (N-1)/N x paper accounting ($title)'
 set style histogram clustered gap 1
-set key outside right title ''
+set key inside right top title ''
+set yrange [0:*]
 set ylabel 'bits / parameter / rank'
 plot '$d/bits.dat' using 2:xtic(1) title 'paper Fig. 2: (2b + 32/ratio)(N-1)/N', '' using 3 title 'measured, compressed params only', \
      '' using 4 title 'paper formula, whole model (plain part at 32)', '' using 5 title 'measured, whole model'
