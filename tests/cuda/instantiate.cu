@@ -37,9 +37,14 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
   // Not yet here: Reducer<..., PackedBf16Policy, ..., exec::cuda>. nvcc 13 rejects
   // it ("calling a __host__ function ... from a __host__ __device__ function",
   // pointing at bfloat16's conversion operator); to be investigated. The float
-  // packed path and the bf16 collectives themselves do compile.
+  // packed path (below) and the bf16 collectives themselves do compile.
   using scattered = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<tagc::index_auto, tagc::index_exchange::reduce_scatter>,
                                   tagc::SketchPolicy<4>, tagc::DecodePolicy<tagc::decode_mode::estimate>, tagc::exec::cuda>;
+  using packed_f32 = tagc::Reducer<tagc::SparsifyPolicy, tagc::ExactIndexPolicy, tagc::PackedPolicy,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>;
+  packed_f32 pf;
+  TAGC_TRY(pf.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
+  TAGC_TRY(pf.reduce_scatter(c, g, out));
   scattered sc;
   TAGC_TRY(sc.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
   TAGC_TRY(sc.reduce_scatter(c, g, out));
