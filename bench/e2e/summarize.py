@@ -8,8 +8,9 @@ Means leave out step 1 (first-touch, TCP connection set-up). Per-rank figures ar
 (the trainer logs rank 0; shards are equal-sized). Definitions:
   codec_ms          TAGC encode + decode on the comm thread (reducer_ms sparsify+index+sketch+decode)
   tagc_xchg_ms      TAGC collectives (reducer_ms check+index_exchange+value_exchange)
-  ag_ms_est         parameter all-gathers, not logged separately by the trainer: all-gather
-                    bytes / the link throughput of the fp32 run (its bytes / its comm_ms)
+  ag_ms_est         parameter all-gathers, not logged separately by the trainer: from the TAGC
+                    runs, comm_ms - sum(reducer_ms) split by bytes between the all-gathers and the
+                    plain suffix reduce-scatter; the same figure for every run of the folder
   grad_xchg_ms      comm_ms - ag_ms_est: everything the comm thread spent on gradients
                     (plain reduce-scatters, TAGC collectives and TAGC codec)
   ms_per_MB         grad_xchg_ms / fp32 gradient MB (params x 4 / 1e6), the paper's Table 2 unit
@@ -74,7 +75,26 @@ data = {n: v for n, v in data.items() if v[0] is not None and v[1]}
 names = [n for n in names if n in data]
 
 ring = (np_ - 1) / np_
-thr = None  # link bytes per ms, from the fp32 run
+# Parameter all-gather time (the trainer does not time collectives one by one). In a TAGC
+# run the comm thread's time outside the Reducer (comm_ms - sum of reducer_ms) is the
+# all-gathers plus the small plain reduce-scatter of the uncompressed suffix; split it by
+# bytes. The all-gather bytes are the same in every run, so the mean over the TAGC runs
+# is used for all. Without a TAGC run: fp32 throughput (bytes logged / comm_ms).
+def ncomp_of(run):
+    comp = run.get("compress", "none")
+    if comp == "none": return 0
+    if comp == "all": return run["params"]
+    return 50304 * run["C"] + run["L"] * 9 * run["C"] ** 2  # wte + attprojw + fcw + fcprojw (gpt2 layout.cpp)
+ag_est = []
+for n, (run, steps, vals) in data.items():
+    if run.get("compress", "none") == "none": continue
+    s = steps[1:] or steps
+    outside = mean(x["comm_ms"] - sum(x.get("reducer_ms", {}).values()) for x in s)
+    agb = mean(x["bytes"].get("all_gather", 0.0) for x in s)
+    plain = ring * 4 * (run["params"] - ncomp_of(run))
+    ag_est.append(outside * agb / (agb + plain))
+AG_MS = mean(ag_est) if ag_est else None
+thr = None
 if "fp32" in data:
     s = data["fp32"][1][1:] or data["fp32"][1]
     thr = mean(nbytes(x) for x in s) / mean(x["comm_ms"] for x in s)
@@ -100,7 +120,7 @@ for n in names:
     comm = mean(x["comm_ms"] for x in s)
     agb = mean(x["bytes"].get("all_gather", 0.0) for x in s)
     gb = mean(x["grad_bytes"] for x in s)
-    ag_ms = agb / thr if thr else float("nan")
+    ag_ms = AG_MS if AG_MS is not None else (agb / thr if thr else float("nan"))
     gx = comm - ag_ms
     bits_meas = gb * 8 / P / ring
     if comp == "none":

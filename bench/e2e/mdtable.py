@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""bench/e2e/mdtable.py summary.csv -- the paper's Table 2 layout (plus our columns) as markdown."""
+import csv, sys
+
+LAYERS = {"none": "-", "non-attention": "non-attn", "all": "all"}
+for path in sys.argv[1:]:
+    rows = list(csv.DictReader(open(path)))
+    print(f"<!-- {path} -->")
+    print("| algorithm | compressed layers | iteration ms | speedup vs fp32 / bf16 | grad exchange ms | ms/MB | "
+          "grad MB/rank/step | bits/param (meas / paper) | TAGC codec ms | val loss | gap vs fp32 / bf16 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        c = r["config"]
+        if r["compress"] == "none":
+            alg = "FSDP-like " + c
+        else:
+            alg = f"TAGC {r['ratio']}x {r['index_bits']}-bit" + (" adaptive" if r["adaptive"] == "1" else "")
+        g = lambda k: r.get(k, "")
+        print(f"| {alg} | {LAYERS.get(r['compress'], r['compress'])} | {float(g('step_ms')):.0f} | "
+              f"{float(g('speedup_vs_fp32')):.2f} / {float(g('speedup_vs_bf16')):.2f} | {float(g('grad_xchg_ms')):.0f} | "
+              f"{float(g('ms_per_MB')):.1f} | {float(g('grad_MB_per_rank')):.2f} | {float(g('bits_meas')):.2f} / {float(g('bits_paper_model')):.2f} | "
+              f"{float(g('codec_ms')):.0f} | {float(g('final_val_loss')):.3f} | "
+              f"{float(g('val_gap_vs_fp32_pct')):+.1f}% / {float(g('val_gap_vs_bf16_pct')):+.1f}% |")
+    print()
