@@ -3,6 +3,16 @@
 // same run (so the ratio is meaningful on a shared or throttled machine).
 //
 //   build/bench/tagc_bench_codec [--benchmark_filter=16M]
+//   OMP_NUM_THREADS=1 build/bench/tagc_bench_codec --benchmark_out=codec.json --benchmark_out_format=json
+//
+// Sizes 1M, 4M, 16M, 64M elements (64M = 256 MB of fp32; one timed iteration from 16M on,
+// the codec runs at tens of MB/s per thread). Per stage (the Reducer's own profiling,
+// reduce_stats::seconds): sparsify (threshold + error feedback), index (bitmap build),
+// sketch (count-sketch values), decode (residual commit + peeling), each as GB/s of the
+// fp32 gradient bytes it covers (decode: the shard, = the whole gradient at world 1) and
+// as x memcpy = memcpy time of the same bytes / stage time (1.0 = as fast as a copy).
+// bench/e2e/overhead.sh turns compress/decode GB/s into the communication-time
+// break-even at each link bandwidth (tagc::estimate_reduce_scatter).
 //
 // One rank (the in-process communicator with a world of 1): compress = sparsify
 // + index + sketch over the whole gradient, decode = peeling the shard; the
@@ -41,8 +51,14 @@ void codec(benchmark::State& state) {
   red.set_profiling(true);
   const auto g = make_gradient(n, 1);
   std::vector<float> out(red.output_size()), copy(n);
-  double compress = 0, decode = 0, memcpy_s = 0;
+  double compress = 0, decode = 0, memcpy_s = 0, sparsify = 0, index = 0, sketch = 0;
   tagc::reduce_stats st;
+  // Untimed warm-up: first-touch of the Reducer's buffers and of the copy target.
+  if (auto s = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out), &st); !s.ok()) {
+    state.SkipWithError(s.what().c_str());
+    return;
+  }
+  std::memcpy(copy.data(), g.data(), n * sizeof(float));
   for (auto _ : state) {
     if (auto s = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out), &st); !s.ok()) {
       state.SkipWithError(s.what().c_str());
@@ -50,6 +66,9 @@ void codec(benchmark::State& state) {
     }
     compress += st.seconds.compress();
     decode += st.seconds.decode;
+    sparsify += st.seconds.sparsify;
+    index += st.seconds.index;
+    sketch += st.seconds.sketch;
     const auto t0 = std::chrono::steady_clock::now();
     std::memcpy(copy.data(), g.data(), n * sizeof(float));
     benchmark::DoNotOptimize(copy.data());
@@ -61,6 +80,12 @@ void codec(benchmark::State& state) {
   state.counters["memcpy_GBps"] = bytes / memcpy_s / 1e9;
   state.counters["compress/memcpy"] = memcpy_s / compress;
   state.counters["decode/memcpy"] = memcpy_s / decode;
+  state.counters["sparsify_GBps"] = bytes / sparsify / 1e9;
+  state.counters["index_GBps"] = bytes / index / 1e9;
+  state.counters["sketch_GBps"] = bytes / sketch / 1e9;
+  state.counters["sparsify/memcpy"] = memcpy_s / sparsify;
+  state.counters["index/memcpy"] = memcpy_s / index;
+  state.counters["sketch/memcpy"] = memcpy_s / sketch;
   state.counters["unresolved"] = double(st.unresolved);
   state.counters["bits/param"] = (st.index_bytes + st.value_bytes) * 8.0 / double(n);  // 0 at world 1: no traffic
 }
@@ -69,7 +94,9 @@ void codec(benchmark::State& state) {
 
 #define TAGC_CODEC_BENCH(B, R)                                                   \
   BENCHMARK(codec<B, R>)->Name("codec/index" #B "/sketch" #R "x")                \
-      ->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kMillisecond)->UseRealTime()
+      ->Arg(1 << 20)->Arg(1 << 22)->Unit(benchmark::kMillisecond)->UseRealTime();     \
+  BENCHMARK(codec<B, R>)->Name("codec/index" #B "/sketch" #R "x")                \
+      ->Arg(1 << 24)->Arg(1 << 26)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()
 TAGC_CODEC_BENCH(1, 2);
 TAGC_CODEC_BENCH(1, 4);
 TAGC_CODEC_BENCH(1, 10);
