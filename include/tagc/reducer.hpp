@@ -202,6 +202,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
         unresolved_mask_.assign(mask_bytes_ * std::size_t(shards), 0);
         unresolved_total_.assign(1, 0);
         support_.assign(lay_.shard_size, 0u);
+        edges_.assign(3 * lay_.shard_size, 0u);
         const auto b = kernels::make_sketch_buckets(lay_);
         bucket_start_.resize(b.start.size());
         bucket_order_.resize(b.order.size());
@@ -648,8 +649,9 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   // tells afterwards which entries stayed unresolved.
   void decode(float* out, const std::uint8_t* own_index) {
     const std::size_t S = lay_.shard_size, C = lay_.cells;
-    const kernels::decode_view v{lay_,       own_shard_,        own_index,    raw(values_recv_), raw(count_),
-                                 raw(ids_),  raw(writer_),      raw(entry_state_), raw(support_), out};
+    const kernels::decode_view v{lay_,      own_shard_,   own_index,         raw(values_recv_), raw(count_),
+                                 raw(ids_), raw(writer_), raw(entry_state_), raw(support_),     raw(edges_),
+                                 out};
     decode_result d;
     launch(S, kernels::mark_support{v});
     const auto last = thrust::copy_if(exec_.policy(), thrust::counting_iterator<std::uint32_t>(0),
@@ -736,6 +738,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   vector<std::int64_t> unresolved_total_;       // [1]
   vector<std::uint8_t> entry_state_;            // [shard]
   vector<std::uint32_t> support_;               // [shard] compacted support list
+  vector<std::uint32_t> edges_;                 // [3 * shard] cached cells and signs of the support
   vector<std::uint32_t> bucket_start_, bucket_order_;  // sketch gather map (constant)
   vector<std::uint32_t> offsets_, starts_;      // packed: scan over index bytes, shard starts
   struct decode_result {

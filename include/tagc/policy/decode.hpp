@@ -77,13 +77,16 @@ struct decode_view {
   std::uint32_t* writer;             // [cells] smallest entry that may subtract this round
   std::uint8_t* state;               // [shard] entry_*
   const std::uint32_t* support;      // compacted list of support entries
+  std::uint32_t* edges;              // [3 * support] cell of each entry per partition, sign in bit 31
   float* out;                        // [shard] the caller's output
 
   TAGC_HOST_DEVICE bool in_support(std::size_t e) const {
     return shard * lay.shard_size + e < lay.length && index_marked(own_index, lay, 0, e);
   }
-  TAGC_HOST_DEVICE std::size_t cell(std::size_t e, int h) const { return sketch_cell(lay, e, h); }
-  TAGC_HOST_DEVICE float sign(std::size_t e, int h) const { return sketch_sign_of(lay, e, h); }
+  // The hashes are computed once per entry (add_edges) and cached: every
+  // peeling round reads them again.
+  TAGC_HOST_DEVICE std::size_t cell(std::size_t i, int h) const { return edges[3 * i + std::size_t(h)] & 0x7fffffffu; }
+  TAGC_HOST_DEVICE float sign(std::size_t i, int h) const { return (edges[3 * i + std::size_t(h)] >> 31) ? -1.0f : 1.0f; }
 };
 
 struct mark_support {  // over shard entries
@@ -110,7 +113,8 @@ struct add_edges {  // over the support list
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const std::uint32_t e = v.support[i];
     for (int h = 0; h < 3; ++h) {
-      const std::size_t c = v.cell(e, h);
+      const std::size_t c = sketch_cell(v.lay, e, h);
+      v.edges[3 * i + std::size_t(h)] = std::uint32_t(c) | (sketch_sign_of(v.lay, e, h) < 0.0f ? 0x80000000u : 0u);
       cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(v.count[c]).fetch_add(1u, cuda::memory_order_relaxed);
       cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(v.ids[c]).fetch_xor(e, cuda::memory_order_relaxed);
     }
@@ -123,9 +127,9 @@ struct peel_round {
     const std::uint32_t e = v.support[i];
     if (v.state[e] != entry_unresolved) return;
     for (int h = 0; h < 3; ++h) {
-      const std::size_t c = v.cell(e, h);
+      const std::size_t c = v.cell(i, h);
       if (v.count[c] == 1) {  // ids[c] == e necessarily
-        v.out[e] = v.sign(e, h) * v.cells[c];
+        v.out[e] = v.sign(i, h) * v.cells[c];
         v.state[e] = entry_resolved;
         return;
       }
@@ -139,7 +143,7 @@ struct estimate_round {
     const std::uint32_t e = v.support[i];
     if (v.state[e] != entry_unresolved) return;
     float s[3];
-    for (int h = 0; h < 3; ++h) s[h] = v.sign(e, h) * v.cells[v.cell(e, h)];
+    for (int h = 0; h < 3; ++h) s[h] = v.sign(i, h) * v.cells[v.cell(i, h)];
     v.out[e] = median3(s[0], s[1], s[2]);  // stays entry_unresolved: it is retransmitted
   }
 };
@@ -150,7 +154,7 @@ struct claim_cells {
     const std::uint32_t e = v.support[i];
     if (v.state[e] != entry_resolved) return;
     for (int h = 0; h < 3; ++h)
-      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(v.writer[v.cell(e, h)])
+      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(v.writer[v.cell(i, h)])
           .fetch_min(e, cuda::memory_order_relaxed);
   }
 };
@@ -160,10 +164,10 @@ struct apply_resolved {
     const std::uint32_t e = v.support[i];
     if (v.state[e] != entry_resolved) return;
     for (int h = 0; h < 3; ++h)
-      if (v.writer[v.cell(e, h)] != e) return;  // another entry subtracts from that cell first
+      if (v.writer[v.cell(i, h)] != e) return;  // another entry subtracts from that cell first
     for (int h = 0; h < 3; ++h) {
-      const std::size_t c = v.cell(e, h);
-      v.cells[c] -= v.sign(e, h) * v.out[e];
+      const std::size_t c = v.cell(i, h);
+      v.cells[c] -= v.sign(i, h) * v.out[e];
       v.count[c] -= 1;
       v.ids[c] ^= e;
     }
@@ -177,7 +181,7 @@ struct release_cells {
     const std::uint8_t s = v.state[e];
     if (s != entry_resolved && s != entry_applied_now) return;
     for (int h = 0; h < 3; ++h)
-      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(v.writer[v.cell(e, h)])
+      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(v.writer[v.cell(i, h)])
           .store(no_writer, cuda::memory_order_relaxed);
     if (s == entry_applied_now) v.state[e] = entry_applied;
   }
