@@ -15,7 +15,7 @@ for path in sys.argv[1:]:
             alg = "FSDP-like " + c
         else:
             alg = f"TAGC {r['ratio']}x {r['index_bits']}-bit" + (" adaptive" if r["adaptive"] == "1" else "")
-        g = lambda k: r.get(k, "")
+        g = lambda k: r.get(k, "") or "nan"
         print(f"| {alg} | {LAYERS.get(r['compress'], r['compress'])} | {float(g('step_ms')):.0f} | "
               f"{float(g('speedup_vs_fp32')):.2f} / {float(g('speedup_vs_bf16')):.2f} | {float(g('grad_xchg_ms')):.0f} | "
               f"{float(g('ms_per_MB')):.1f} | {float(g('grad_MB_per_rank')):.2f} | {float(g('bits_meas')):.2f} / {float(g('bits_paper_model')):.2f} | "
