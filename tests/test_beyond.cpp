@@ -14,29 +14,6 @@ template <class Index, class Values = SketchPolicy<10>, decode_mode Mode = decod
 using reducer_of = Reducer<SparsifyPolicy, Index, Values, DecodePolicy<Mode>>;
 using scatter_index = IndexPolicy<index_auto, index_exchange::reduce_scatter>;
 
-// The reference of one step with an exact index: every kept entry arrives.
-void expect_dense_sum(const run_record& rec, int world, std::size_t n, double theta, int steps) {
-  dense_reference ref;
-  for (int t = 0; t < steps; ++t) {
-    std::vector<std::vector<float>> g(world);
-    for (int r = 0; r < world; ++r) g[r] = rec.in[r][t];
-    const auto want = ref.step(g, theta);
-    const double tol = 1e-5 * std::max(max_abs(want), 1e-30);
-    const std::size_t shard = rec.lay.shard_size;
-    for (int r = 0; r < world; ++r) {
-      REQUIRE(rec.stats[r][t].unresolved == 0);
-      REQUIRE(rec.stats[r][t].deferred == 0);
-      for (std::size_t e = 0; e < shard; ++e) {
-        const std::size_t gi = std::size_t(r) * shard + e;
-        const double w = gi < n ? want[gi] : 0.0;
-        if (std::fabs(rec.out[r][t][e] - w) > tol)
-          FAIL("rank " << r << " step " << t << " entry " << e << ": " << rec.out[r][t][e] << " vs " << w);
-      }
-    }
-  }
-  for (int r = 0; r < world; ++r) CHECK(rec.residual[r] == ref.residual[r]);
-}
-
 // Every rank nonzero at the same positions: counters reach the world size.
 input_fn identical_support(std::size_t n) {
   return [n](int r, int t) {

@@ -8,11 +8,6 @@ using namespace tagc;
 using namespace tagc_test;
 
 namespace {
-template <int Bits, int Ratio, decode_mode Mode = decode_mode::peel_then_estimate>
-using reducer_t = Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio>, DecodePolicy<Mode>>;
-}  // namespace
-
-namespace {
 // Nothing lost: for every element, the inputs of all ranks and steps equal what
 // its owner delivered plus what the ranks still hold in their residuals — in
 // overload too, where owners leave entries unresolved (and may deliver

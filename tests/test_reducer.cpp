@@ -1,6 +1,7 @@
 // The Reducer end to end over the in-process communicator: exactness against a
 // dense double-precision reference, the 1-bit index's carries, the 4-bit limit,
-// estimation fallback, conservation (nothing lost), byte accounting, bad input.
+// estimation fallback and retransmission, byte accounting, bad input, checkpoints,
+// determinism. (Conservation has its own file: test_conservation.cpp.)
 #include <doctest/doctest.h>
 
 #include <map>
@@ -10,14 +11,6 @@
 
 using namespace tagc;
 using namespace tagc_test;
-
-namespace {
-
-template <int Bits, int Ratio, decode_mode Mode = decode_mode::peel_then_estimate>
-using reducer_t = Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio>, DecodePolicy<Mode>>;
-
-}  // namespace
-
 
 TEST_CASE("exact recovery below the peeling threshold equals the dense reduce-scatter (4-bit index)") {
   for (int world : {1, 2, 3, 4, 8})
@@ -30,26 +23,7 @@ TEST_CASE("exact recovery below the peeling threshold equals the dense reduce-sc
       const int steps = 3;
       auto rec = simulate<reducer_t<4, ratio>>(world, n, theta, steps, in);
       REQUIRE(rec.failures.empty());
-      dense_reference ref;
-      for (int t = 0; t < steps; ++t) {
-        std::vector<std::vector<float>> g(world);
-        for (int r = 0; r < world; ++r) g[r] = rec.in[r][t];
-        const auto want = ref.step(g, theta);
-        const double tol = 1e-5 * std::max(max_abs(want), 1e-30);
-        const std::size_t shard = rec.lay.shard_size;
-        for (int r = 0; r < world; ++r) {
-          REQUIRE(rec.stats[r][t].unresolved == 0);
-          const auto& out = rec.out[r][t];
-          REQUIRE(out.size() == shard);
-          for (std::size_t e = 0; e < shard; ++e) {
-            const std::size_t gi = std::size_t(r) * shard + e;
-            const double w = gi < n ? want[gi] : 0.0;  // padding delivers 0
-            if (std::fabs(out[e] - w) > tol) FAIL("rank " << r << " step " << t << " entry " << e << ": " << out[e] << " vs " << w);
-          }
-        }
-      }
-      // The residual is exactly the reference's (same float arithmetic).
-      for (int r = 0; r < world; ++r) CHECK(rec.residual[r] == ref.residual[r]);
+      expect_dense_sum(rec, world, n, theta, steps);
     }
 }
 

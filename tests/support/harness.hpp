@@ -132,4 +132,34 @@ inline double max_abs(const std::vector<double>& v) {
   return m;
 }
 
+// The paper's policy family, by index bits, sketch ratio and decoder.
+template <int Bits, int Ratio, decode_mode Mode = decode_mode::peel_then_estimate>
+using reducer_t = Reducer<SparsifyPolicy, IndexPolicy<Bits>, SketchPolicy<Ratio>, DecodePolicy<Mode>>;
+
+// Checks a run with an exact index against the dense reference: every kept
+// entry arrives, step by step, and the residuals match exactly.
+inline void expect_dense_sum(const run_record& rec, int world, std::size_t n, double theta, int steps) {
+  dense_reference ref;
+  for (int t = 0; t < steps; ++t) {
+    std::vector<std::vector<float>> g(world);
+    for (int r = 0; r < world; ++r) g[r] = rec.in[r][t];
+    const auto want = ref.step(g, theta);
+    const double tol = 1e-5 * std::max(max_abs(want), 1e-30);
+    const std::size_t shard = rec.lay.shard_size;
+    for (int r = 0; r < world; ++r) {
+      REQUIRE(rec.stats[r][t].unresolved == 0);
+      REQUIRE(rec.stats[r][t].deferred == 0);
+      REQUIRE(rec.out[r][t].size() == shard);
+      for (std::size_t e = 0; e < shard; ++e) {
+        const std::size_t gi = std::size_t(r) * shard + e;
+        const double w = gi < n ? want[gi] : 0.0;  // padding delivers 0
+        if (std::fabs(rec.out[r][t][e] - w) > tol)
+          FAIL("rank " << r << " step " << t << " entry " << e << ": " << rec.out[r][t][e] << " vs " << w);
+      }
+    }
+  }
+  // The residual is exactly the reference's (same float arithmetic).
+  for (int r = 0; r < world; ++r) CHECK(rec.residual[r] == ref.residual[r]);
+}
+
 }  // namespace tagc_test
