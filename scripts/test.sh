@@ -46,8 +46,12 @@ TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -L 
 section "CUDA compile check (nvcc; cannot run without a GPU)"
 if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   cmake -S . -B build-cuda -G Ninja -DTAGC_CUDA_CHECK=ON -DTAGC_CUDA_CHECK_REDUCER=ON -DTAGC_BUILD_TESTS=OFF \
-    -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
-  cmake --build build-cuda -j"$jobs"
+    -DTAGC_BUILD_EXAMPLES=ON -DTAGC_GPT2_CUDA=ON -DTAGC_BUILD_BENCH=OFF \
+    -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc >/dev/null
+  # Named targets only: the examples' host parts are built and tested in stage 1.
+  cmake --build build-cuda -j"$jobs" --target tagc_cuda_check
+  # The GPT-2 example on exec::cuda (TAGC_GPT2_CUDA), one target per line:
+  cmake --build build-cuda -j"$jobs" --target gpt2_device_model_cuda  # model: kernels + cuBLAS
   echo "CUDA instantiations compiled for sm_80 and sm_90"
 else
   echo "nvcc not found at /usr/local/cuda/bin/nvcc: CUDA compile check NOT run" >&2

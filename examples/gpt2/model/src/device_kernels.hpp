@@ -1,0 +1,308 @@
+#pragma once
+// defines: gpt2::device_kernels — the element-wise and row kernels of GPT-2 as
+// TAGC_HOST_DEVICE functors, one call per output element, row or column.
+//
+// Private to gpt2_device_model. DeviceModel launches each functor with
+// thrust::for_each_n(exec.policy(), counting_iterator(0), n, f): on exec::host that is an
+// OpenMP loop, on exec::cuda a kernel on the stream. The numerics are those of the CPU
+// kernels (src/kernels.hpp), written once for both: fp32 throughout, except the
+// LayerNorm rstd (double, as the CPU model) and the loss sum (double, in DeviceModel).
+//
+// Row reductions (LayerNorm, the two softmaxes) run one thread per row, and the column
+// reductions (bias / LayerNorm weight gradients, the embedding scatter) one thread per
+// column walking the rows. That is deterministic, race-free without atomics, and good
+// enough on a CPU. On a GPU it leaves bandwidth on the table: a row of C = 768 floats (or
+// V = 50257 logits) read by one thread is uncoalesced and serial. The GPU version would
+// use one block (or warp) per row with cub::BlockReduce / warp shuffles for the mean,
+// variance, max and sum, and block-wide partial column sums for the gradients. Not done
+// in this first version because those kernels do not exist on the OpenMP side, so the
+// CPU tests could no longer run the code the GPU runs; see the README's "left to do".
+//
+// Conventions as the CPU kernels: activations row-major, N = B*T rows; backward kernels
+// ACCUMULATE (+=) into parameter gradients and into dinp unless a comment says otherwise.
+#include <tagc/core/config.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <math.h>
+
+namespace gpt2::device_kernels {
+
+using std::size_t;
+
+// ---- embeddings ------------------------------------------------------------------
+// out[bt, c] = wte[tok[bt], c] + wpe[t, c]; one thread per element of out [N, C].
+struct EncoderForward {
+  float* out;
+  const int* tok;
+  const float* wte;
+  const float* wpe;
+  int T, C;
+  TAGC_HOST_DEVICE void operator()(size_t i) const {
+    const size_t bt = i / C, c = i % C;
+    const size_t t = bt % T;
+    out[i] = wte[static_cast<size_t>(tok[bt]) * C + c] + wpe[t * C + c];
+  }
+};
+
+// dwte[tok[bt], c] += dout[bt, c]; dwpe[t, c] += dout[bt, c]. One thread per channel c,
+// walking the rows in order: a token may repeat, so a thread must own a column, not a
+// row (the same split as the CPU kernel, which also makes the sums deterministic).
+struct EncoderBackward {
+  float* dwte;
+  float* dwpe;
+  const float* dout;
+  const int* tok;
+  int N, T, C;
+  TAGC_HOST_DEVICE void operator()(size_t c) const {
+    for (int bt = 0; bt < N; ++bt) {
+      const float d = dout[static_cast<size_t>(bt) * C + c];
+      dwte[static_cast<size_t>(tok[bt]) * C + c] += d;
+      dwpe[static_cast<size_t>(bt % T) * C + c] += d;
+    }
+  }
+};
+
+// ---- LayerNorm (eps 1e-5) ----------------------------------------------------------
+// One thread per row (see the header comment for the block-per-row GPU version).
+struct LayerNormForward {
+  float* out;
+  float* mean;
+  float* rstd;
+  const float* inp;
+  const float* w;
+  const float* b;
+  int C;
+  TAGC_HOST_DEVICE void operator()(size_t i) const {
+    const float* x = inp + i * C;
+    float m = 0;
+    for (int c = 0; c < C; ++c) m += x[c];
+    m /= C;
+    float v = 0;
+    for (int c = 0; c < C; ++c) {
+      const float d = x[c] - m;
+      v += d * d;
+    }
+    v /= C;
+    // in double as the CPU kernel does (once per row: free even on a GPU)
+    const float s = static_cast<float>(1.0 / ::sqrt(static_cast<double>(v) + 1e-5));
+    float* o = out + i * C;
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * w[c] + b[c];
+    mean[i] = m;
+    rstd[i] = s;
+  }
+};
+
+// dinp[i, :] += d(LayerNorm)/d(inp) . dout[i, :]; one thread per row.
+struct LayerNormBackwardInput {
+  float* dinp;
+  const float* dout;
+  const float* inp;
+  const float* w;
+  const float* mean;
+  const float* rstd;
+  int C;
+  TAGC_HOST_DEVICE void operator()(size_t i) const {
+    const float* d = dout + i * C;
+    const float* x = inp + i * C;
+    const float m = mean[i], s = rstd[i];
+    float dn_mean = 0, dn_norm_mean = 0;
+    for (int c = 0; c < C; ++c) {
+      const float dn = w[c] * d[c];
+      dn_mean += dn;
+      dn_norm_mean += dn * (x[c] - m) * s;
+    }
+    dn_mean /= C;
+    dn_norm_mean /= C;
+    float* di = dinp + i * C;
+    for (int c = 0; c < C; ++c) {
+      const float norm = (x[c] - m) * s;
+      di[c] += (w[c] * d[c] - dn_mean - norm * dn_norm_mean) * s;
+    }
+  }
+};
+
+// dw[c] += sum_i dout[i,c] * xhat[i,c]; db[c] += sum_i dout[i,c]; one thread per channel.
+struct LayerNormBackwardParams {
+  float* dw;
+  float* db;
+  const float* dout;
+  const float* inp;
+  const float* mean;
+  const float* rstd;
+  int N, C;
+  TAGC_HOST_DEVICE void operator()(size_t c) const {
+    float sw = dw[c], sb = db[c];
+    for (int i = 0; i < N; ++i) {
+      const size_t k = static_cast<size_t>(i) * C + c;
+      sw += dout[k] * (inp[k] - mean[i]) * rstd[i];
+      sb += dout[k];
+    }
+    dw[c] = sw;
+    db[c] = sb;
+  }
+};
+
+// ---- linear-layer helpers (the products themselves are gemm calls) ------------------
+// out[i, c] += bias[c] over [N, OC]; one thread per element.
+struct BiasAdd {
+  float* out;
+  const float* bias;
+  int OC;
+  TAGC_HOST_DEVICE void operator()(size_t i) const { out[i] += bias[i % OC]; }
+};
+
+// dbias[c] += sum_i dout[i, c]; one thread per column (adjacent threads read adjacent
+// floats of a row, so on a GPU the reads coalesce even though each thread loops).
+struct BiasGrad {
+  float* dbias;
+  const float* dout;
+  int N, OC;
+  TAGC_HOST_DEVICE void operator()(size_t c) const {
+    float s = dbias[c];
+    for (int i = 0; i < N; ++i) s += dout[static_cast<size_t>(i) * OC + c];
+    dbias[c] = s;
+  }
+};
+
+// ---- GELU, tanh approximation (GPT-2's) --------------------------------------------
+constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
+
+struct GeluForward {
+  float* out;
+  const float* inp;
+  TAGC_HOST_DEVICE void operator()(size_t i) const {
+    const float x = inp[i];
+    out[i] = 0.5f * x * (1.0f + ::tanhf(kGeluScale * (x + 0.044715f * x * x * x)));
+  }
+};
+
+// dinp = gelu'(inp) * dout (OVERWRITES dinp; dinp may alias dout: each thread reads its
+// own element before writing it).
+struct GeluBackward {
+  float* dinp;
+  const float* inp;
+  const float* dout;
+  TAGC_HOST_DEVICE void operator()(size_t i) const {
+    const float x = inp[i];
+    const float th = ::tanhf(kGeluScale * (x + 0.044715f * x * x * x));
+    const float sech2 = 1.0f - th * th;
+    const float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
+    dinp[i] = g * dout[i];
+  }
+};
+
+struct ResidualForward {
+  float* out;
+  const float* a;
+  const float* b;
+  TAGC_HOST_DEVICE void operator()(size_t i) const { out[i] = a[i] + b[i]; }
+};
+
+// ---- causal attention softmax --------------------------------------------------------
+// att [B,NH,T,T] holds scale * q.k (written by a gemm) on entry and the probabilities on
+// exit, zero above the diagonal (the att @ v gemm and the backward read the full square).
+// One thread per row (b, h, t).
+struct CausalSoftmaxForward {
+  float* att;
+  int T;
+  TAGC_HOST_DEVICE void operator()(size_t row) const {
+    const int t = static_cast<int>(row % T);
+    float* a = att + row * T;
+    float maxv = a[0];
+    for (int t2 = 1; t2 <= t; ++t2) maxv = a[t2] > maxv ? a[t2] : maxv;
+    float sum = 0;
+    for (int t2 = 0; t2 <= t; ++t2) {
+      a[t2] = ::expf(a[t2] - maxv);
+      sum += a[t2];
+    }
+    const float inv = 1.0f / sum;
+    for (int t2 = 0; t2 <= t; ++t2) a[t2] *= inv;
+    for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.0f;
+  }
+};
+
+// In place: datt (d loss / d probabilities) -> d loss / d(q.k), i.e. through the softmax
+// and the 1/sqrt(hs) scale: d[t2] = scale * a[t2] * (d[t2] - sum_j a[j] d[j]) for t2 <= t,
+// 0 above the diagonal (so the dq / dk gemms can read the full square).
+struct CausalSoftmaxBackward {
+  float* datt;
+  const float* att;
+  int T;
+  float scale;
+  TAGC_HOST_DEVICE void operator()(size_t row) const {
+    const int t = static_cast<int>(row % T);
+    const float* a = att + row * T;
+    float* d = datt + row * T;
+    float dot = 0;
+    for (int t2 = 0; t2 <= t; ++t2) dot += a[t2] * d[t2];
+    for (int t2 = 0; t2 <= t; ++t2) d[t2] = a[t2] * (d[t2] - dot) * scale;
+    for (int t2 = t + 1; t2 < T; ++t2) d[t2] = 0.0f;
+  }
+};
+
+// ---- softmax + cross-entropy over the first V of Vp columns ----------------------------
+// In place: logits -> probabilities (columns >= V untouched); losses[i] = -log p[target]
+// when targets != nullptr. One thread per row of V ~ 5e4: the row reduction a GPU
+// version most needs a block for (see the header comment).
+struct SoftmaxCrossEntropyForward {
+  float* logits;
+  float* losses;
+  const int* targets;
+  int V, Vp;
+  TAGC_HOST_DEVICE void operator()(size_t i) const {
+    float* p = logits + i * Vp;
+    float maxv = p[0];
+    for (int v = 1; v < V; ++v) maxv = p[v] > maxv ? p[v] : maxv;
+    float sum = 0;
+    for (int v = 0; v < V; ++v) {
+      p[v] = ::expf(p[v] - maxv);
+      sum += p[v];
+    }
+    const float inv = 1.0f / sum;
+    for (int v = 0; v < V; ++v) p[v] *= inv;
+    if (targets) losses[i] = -::logf(p[targets[i]]);
+  }
+};
+
+// In place: probabilities -> (p - onehot(target)); the caller folds loss_scale / N into
+// the gemm alpha, so this touches N entries, not [N, V]. One thread per row.
+struct SoftmaxCrossEntropyBackward {
+  float* probs;
+  const int* targets;
+  int Vp;
+  TAGC_HOST_DEVICE void operator()(size_t i) const { probs[i * Vp + targets[i]] -= 1.0f; }
+};
+
+// ---- token check -----------------------------------------------------------------------
+struct TokenOutOfRange {
+  int V;
+  TAGC_HOST_DEVICE bool operator()(int tok) const { return tok < 0 || tok >= V; }
+};
+
+// ---- optimizer ----------------------------------------------------------------------
+// AdamW, optim.cpp's formula; bc1 = 1 - beta1^t and bc2 = 1 - beta2^t come from the host.
+struct AdamWStep {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  float b1, b2, lr, eps, wd, bc1, bc2;
+  TAGC_HOST_DEVICE void operator()(size_t i) const {
+    const float gi = g[i];
+    const float mi = b1 * m[i] + (1.0f - b1) * gi;
+    const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= lr * ((mi / bc1) / (::sqrtf(vi / bc2) + eps) + wd * p[i]);
+  }
+};
+
+struct SquareToDouble {
+  TAGC_HOST_DEVICE double operator()(float x) const { return static_cast<double>(x) * x; }
+};
+struct ToDouble {
+  TAGC_HOST_DEVICE double operator()(float x) const { return static_cast<double>(x); }
+};
+
+}  // namespace gpt2::device_kernels

@@ -1,0 +1,456 @@
+#pragma once
+// defines: the template definitions of gpt2::DeviceModel<Exec>, gpt2::adamw_update<Exec>
+// and gpt2::sum_of_squares<Exec>. Included by the one translation unit per execution
+// space that instantiates them (device_model_host.cpp, device_model_cuda.cu), after that
+// unit has defined device_blas::Blas<Exec> and included the space's header.
+//
+// The step logic mirrors model.cpp line by line (same phases, same buffers, same
+// kernels in the same order), so a difference between the two models in a test is a
+// difference in a kernel, not in the plumbing. Differences from model.cpp:
+//   * attention is three gemms per batch row (strided-batched over heads) around the two
+//     softmax kernels, instead of the CPU model's fused loop over (b, h, t): the same
+//     math, and what cuBLAS wants on a GPU;
+//   * exp/tanh are the math library's (expf/tanhf) instead of the CPU model's
+//     polynomial ones (a few ulp apart);
+//   * inputs/targets live in Exec memory, so the token check is a find_if on the space
+//     followed by one small copy back (a synchronization per check on a GPU).
+#include "gpt2/device_model.hpp"
+
+#include "device_blas.hpp"
+#include "device_kernels.hpp"
+
+#include <thrust/copy.h>
+#include <thrust/fill.h>
+#include <thrust/find.h>
+#include <thrust/for_each.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace gpt2 {
+
+namespace device_detail {
+
+inline size_t find_offset(const UnitInfo& u, const std::string& suffix) {
+  for (const TensorInfo& t : u.tensors) {
+    const std::string& n = t.name;
+    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        (n.size() == suffix.size() || n[n.size() - suffix.size() - 1] == '.'))
+      return t.offset;
+  }
+  throw std::logic_error("gpt2::DeviceModel: unit " + u.name + " has no tensor " + suffix);
+}
+
+// A status from tagc's space (synchronize, copies) as an exception naming what failed.
+template <class Status>
+void check_status(const Status& st, const char* what) {
+  if (!st.ok()) throw std::runtime_error(std::string("gpt2::DeviceModel: ") + what + ": " + st.what());
+}
+
+}  // namespace device_detail
+
+template <class Exec>
+struct DeviceModel<Exec>::Impl {
+  template <class T>
+  using vec = typename Exec::template vector<T>;
+  struct AttnOff { size_t attprojw, ln1w, ln1b, qkvw, qkvb, attprojb; };
+  struct MlpOff { size_t fcw, fcprojw, ln2w, ln2b, fcb, fcprojb; };
+  enum class Phase { forward, head, backward_head, backward };
+
+  Config cfg;
+  int B, T;
+  Exec exec;
+  device_blas::Blas<Exec> blas;
+  std::vector<UnitInfo> units;
+  std::vector<size_t> offsets;
+  AttnOff ao{};
+  MlpOff mo{};
+  size_t wpe_off = 0, lnfw_off = 0, lnfb_off = 0;
+
+  Phase phase = Phase::forward;
+  int next = 0;
+  bool have_targets = false;
+  float loss = 0.0f;
+
+  // Exec memory; shapes as model.hpp (per layer l at [l * size]).
+  vec<int> inputs, targets;                 // [B,T]
+  vec<float> encoded;                       // [B,T,C]
+  vec<float> ln1, ln1_mean, ln1_rstd;       // [L,B,T,C], [L,B,T]
+  vec<float> qkv;                           // [L,B,T,3C]
+  vec<float> att;                           // [L,B,NH,T,T] softmax probabilities
+  vec<float> atty;                          // [L,B,T,C]
+  vec<float> res2;                          // [L,B,T,C]
+  vec<float> ln2, ln2_mean, ln2_rstd;       // [L,B,T,C], [L,B,T]
+  vec<float> fch, fch_gelu;                 // [L,B,T,4C]
+  vec<float> res3;                          // [L,B,T,C]
+  vec<float> lnf, lnf_mean, lnf_rstd;       // [B,T,C], [B,T]
+  vec<float> logits;                        // [B,T,Vp] logits -> probs -> dlogits
+  vec<float> losses;                        // [B,T]
+  vec<float> dres, dln, datty, dqkv;        // [B,T,C] x3, [B,T,3C]
+  vec<float> datt;                          // [B,NH,T,T] one layer's attention gradient
+  vec<float> dfch;                          // [B,T,4C]
+  vec<float> scratch;                       // [B,T,4C] forward scratch (attproj/fcproj out)
+
+  static void check_shape(const Config& c, int B, int T) {
+    c.validate();
+    if (B < 1) throw std::invalid_argument("gpt2::DeviceModel: batch size B (" + std::to_string(B) + ") must be >= 1");
+    if (T < 1 || T > c.max_seq_len)
+      throw std::invalid_argument("gpt2::DeviceModel: sequence length T (" + std::to_string(T) +
+                                  ") must be in [1, max_seq_len=" + std::to_string(c.max_seq_len) + "]");
+  }
+  static const Config& checked(const Config& c, int B, int T) {
+    check_shape(c, B, T);
+    return c;
+  }
+
+  Impl(const Config& c, int B_, int T_, Exec e)
+      : cfg(checked(c, B_, T_)), B(B_), T(T_), exec(e), blas(exec), units(gpt2::units(cfg)),
+        offsets(unit_offsets(units)) {
+    using device_detail::find_offset;
+    wpe_off = find_offset(units[0], "wpe");
+    const UnitInfo& a = units[attn_unit(0)];
+    ao = {find_offset(a, "attprojw"), find_offset(a, "ln1w"), find_offset(a, "ln1b"),
+          find_offset(a, "qkvw"),     find_offset(a, "qkvb"), find_offset(a, "attprojb")};
+    const UnitInfo& m = units[mlp_unit(0)];
+    mo = {find_offset(m, "fcw"),  find_offset(m, "fcprojw"), find_offset(m, "ln2w"),
+          find_offset(m, "ln2b"), find_offset(m, "fcb"),     find_offset(m, "fcprojb")};
+    lnfw_off = find_offset(units[lnf_unit(cfg)], "lnfw");
+    lnfb_off = find_offset(units[lnf_unit(cfg)], "lnfb");
+
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, N = bt();
+    const size_t TT = static_cast<size_t>(T) * T;
+    inputs.resize(N);
+    targets.resize(N);
+    encoded.resize(N * C);
+    ln1.resize(L * N * C);
+    ln1_mean.resize(L * N);
+    ln1_rstd.resize(L * N);
+    qkv.resize(L * N * 3 * C);
+    att.resize(L * B * NH * TT);
+    atty.resize(L * N * C);
+    res2.resize(L * N * C);
+    ln2.resize(L * N * C);
+    ln2_mean.resize(L * N);
+    ln2_rstd.resize(L * N);
+    fch.resize(L * N * 4 * C);
+    fch_gelu.resize(L * N * 4 * C);
+    res3.resize(L * N * C);
+    lnf.resize(N * C);
+    lnf_mean.resize(N);
+    lnf_rstd.resize(N);
+    logits.resize(N * cfg.padded_vocab_size);
+    losses.resize(N);
+    dres.resize(N * C);
+    dln.resize(N * C);
+    datty.resize(N * C);
+    dqkv.resize(N * 3 * C);
+    datt.resize(B * NH * TT);
+    dfch.resize(N * 4 * C);
+    scratch.resize(N * 4 * C);
+    // resize value-initializes on either space; wait for it once here, so that no
+    // later step can race with the allocation's fill kernels.
+    device_detail::check_status(exec.synchronize(), "allocating activations");
+  }
+
+  size_t bt() const { return static_cast<size_t>(B) * T; }
+  template <class T_>
+  static T_* raw(vec<T_>& v) { return thrust::raw_pointer_cast(v.data()); }
+
+  // One thread per index in [0, n) of functor f, on the space's stream/threads.
+  template <class F>
+  void launch(size_t n, const F& f) {
+    if (n) thrust::for_each_n(exec.policy(), thrust::counting_iterator<size_t>(0), n, f);
+  }
+  void zero(float* p, size_t n) { thrust::fill_n(exec.policy(), p, n, 0.0f); }
+
+  void expect(bool ok, const char* what) const {
+    if (!ok) {
+      static const char* phases[] = {"forward_unit", "forward_head", "backward_head", "backward_unit"};
+      throw std::logic_error(std::string("gpt2::DeviceModel: out-of-order call to ") + what + "; expected " +
+                             phases[static_cast<int>(phase)] +
+                             (phase == Phase::forward || phase == Phase::backward ? "(" + std::to_string(next) + ")"
+                                                                                   : std::string()));
+    }
+  }
+
+  // Copies n token ids (Exec memory) into dst after checking them on the space: the
+  // first id outside [0, V) is fetched to the host for the message.
+  void take_tokens(const int* tok, vec<int>& dst, const char* what) {
+    const size_t n = bt();
+    const int V = cfg.vocab_size;
+    const int* bad = thrust::find_if(exec.policy(), tok, tok + n, device_kernels::TokenOutOfRange{V});
+    if (bad != tok + n) {
+      int value = 0;
+      device_detail::check_status(exec.copy_to_host(bad, &value, 1), "reading a token id");
+      throw std::out_of_range(std::string("gpt2::DeviceModel: ") + what + "[" + std::to_string(bad - tok) +
+                              "] = " + std::to_string(value) + " is outside [0, vocab_size=" + std::to_string(V) +
+                              ")");
+    }
+    thrust::copy_n(exec.policy(), tok, n, dst.begin());
+  }
+
+  float* layer_input(int l) { return l == 0 ? raw(encoded) : raw(res3) + static_cast<size_t>(l - 1) * bt() * cfg.channels; }
+
+  // ---- layers (the kernels of src/kernels.hpp, as functor launches + gemms) ----------
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b) {
+    launch(bt(), device_kernels::LayerNormForward{out, mean, rstd, inp, w, b, cfg.channels});
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                          const float* mean, const float* rstd) {
+    const int C = cfg.channels;
+    launch(bt(), device_kernels::LayerNormBackwardInput{dinp, dout, inp, w, mean, rstd, C});
+    launch(C, device_kernels::LayerNormBackwardParams{dw, db, dout, inp, mean, rstd, static_cast<int>(bt()), C});
+  }
+  // out[N,OC] = inp[N,IC] @ W[OC,IC]^T + bias
+  void matmul_forward(float* out, const float* inp, const float* W, const float* bias, int IC, int OC) {
+    const int N = static_cast<int>(bt());
+    blas.gemm(false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC);
+    launch(bt() * OC, device_kernels::BiasAdd{out, bias, OC});
+  }
+  // dinp = dout @ W (OVERWRITES); dW += dout^T @ inp; dbias += colsum(dout)
+  void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const float* inp, const float* W,
+                       int IC, int OC) {
+    const int N = static_cast<int>(bt());
+    blas.gemm(false, false, N, IC, OC, 1.0f, dout, OC, W, IC, 0.0f, dinp, IC);
+    blas.gemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
+    launch(OC, device_kernels::BiasGrad{dbias, dout, N, OC});
+  }
+
+  // Causal self-attention of one layer. Per batch row b, the heads are one strided batch:
+  // head h of q/k/v is the [T, hs] block at column h*hs of qkv (leading dimension 3C),
+  // of out at column h*hs (leading dimension C); att[b, h] is [T, T]. The (b, h) pairs
+  // are not one stride apart (b jumps T*3C, h jumps hs), hence B calls rather than one;
+  // llm.c instead permutes q, k, v into [B, NH, T, hs] copies first.
+  float attention_scale() const {
+    const int hs = cfg.channels / cfg.num_heads;
+    return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+  }
+  void attention_forward(float* out, float* a, const float* qkv_l) {
+    const int C = cfg.channels, NH = cfg.num_heads, hs = C / NH, C3 = 3 * C;
+    const long long TT = static_cast<long long>(T) * T;
+    for (int b = 0; b < B; ++b) {
+      const float* q = qkv_l + static_cast<size_t>(b) * T * C3;
+      float* ab = a + b * NH * TT;
+      // pre-softmax scores, scaled: att = scale * q @ k^T (the full square; the softmax
+      // zeroes what lies above the diagonal)
+      blas.gemm_strided_batched(false, true, T, T, hs, attention_scale(), q, C3, hs, q + C, C3, hs, 0.0f, ab, T, TT,
+                                NH);
+    }
+    launch(static_cast<size_t>(B) * NH * T, device_kernels::CausalSoftmaxForward{a, T});
+    for (int b = 0; b < B; ++b) {
+      const float* v = qkv_l + static_cast<size_t>(b) * T * C3 + 2 * C;
+      blas.gemm_strided_batched(false, false, T, hs, T, 1.0f, a + b * NH * TT, T, TT, v, C3, hs, 0.0f,
+                                out + static_cast<size_t>(b) * T * C, C, hs, NH);
+    }
+  }
+  // dqkv OVERWRITTEN (all three of q, k, v are written by beta = 0 gemms).
+  void attention_backward(float* dqkv_, float* datt_, const float* dout, const float* qkv_l, const float* a) {
+    const int C = cfg.channels, NH = cfg.num_heads, hs = C / NH, C3 = 3 * C;
+    const long long TT = static_cast<long long>(T) * T;
+    for (int b = 0; b < B; ++b) {
+      const size_t row0 = static_cast<size_t>(b) * T;
+      const float* d = dout + row0 * C;
+      const float* v = qkv_l + row0 * C3 + 2 * C;
+      // through out = att @ v: datt = dout @ v^T, dv = att^T @ dout
+      blas.gemm_strided_batched(false, true, T, T, hs, 1.0f, d, C, hs, v, C3, hs, 0.0f, datt_ + b * NH * TT, T, TT,
+                                NH);
+      blas.gemm_strided_batched(true, false, T, hs, T, 1.0f, a + b * NH * TT, T, TT, d, C, hs, 0.0f,
+                                dqkv_ + row0 * C3 + 2 * C, C3, hs, NH);
+    }
+    launch(static_cast<size_t>(B) * NH * T, device_kernels::CausalSoftmaxBackward{datt_, a, T, attention_scale()});
+    for (int b = 0; b < B; ++b) {
+      const size_t row0 = static_cast<size_t>(b) * T;
+      const float* q = qkv_l + row0 * C3;
+      const float* dpre = datt_ + b * NH * TT;
+      // through scores = scale * q @ k^T (scale already in dpre): dq = dpre @ k, dk = dpre^T @ q
+      blas.gemm_strided_batched(false, false, T, hs, T, 1.0f, dpre, T, TT, q + C, C3, hs, 0.0f, dqkv_ + row0 * C3, C3,
+                                hs, NH);
+      blas.gemm_strided_batched(true, false, T, hs, T, 1.0f, dpre, T, TT, q, C3, hs, 0.0f, dqkv_ + row0 * C3 + C, C3,
+                                hs, NH);
+    }
+  }
+
+  // ---- the step sequence (model.cpp) ---------------------------------------------------
+  void forward_unit(int u, const float* p, const int* in) {
+    if (u == 0) { phase = Phase::forward; next = 0; }
+    expect(phase == Phase::forward && u == next, "forward_unit");
+    const int C = cfg.channels, NH = cfg.num_heads, L = cfg.num_layers;
+    const size_t NC = bt() * C;
+    if (u == 0) {
+      if (!in) throw std::invalid_argument("gpt2::DeviceModel::forward_unit(0): inputs must not be null");
+      take_tokens(in, inputs, "inputs");
+      launch(NC, device_kernels::EncoderForward{raw(encoded), raw(inputs), p, p + wpe_off, T, C});
+    } else if (u == lnf_unit(cfg)) {
+      layernorm_forward(raw(lnf), raw(lnf_mean), raw(lnf_rstd), raw(res3) + (L - 1) * NC, p + lnfw_off, p + lnfb_off);
+    } else if ((u - 1) % 2 == 0) {  // attention block of layer l
+      const int l = (u - 1) / 2;
+      float* l1 = raw(ln1) + l * NC;
+      float* q = raw(qkv) + l * NC * 3;
+      float* y = raw(atty) + l * NC;
+      layernorm_forward(l1, raw(ln1_mean) + l * bt(), raw(ln1_rstd) + l * bt(), layer_input(l), p + ao.ln1w,
+                        p + ao.ln1b);
+      matmul_forward(q, l1, p + ao.qkvw, p + ao.qkvb, C, 3 * C);
+      attention_forward(y, raw(att) + static_cast<size_t>(l) * B * NH * T * T, q);
+      matmul_forward(raw(scratch), y, p + ao.attprojw, p + ao.attprojb, C, C);
+      launch(NC, device_kernels::ResidualForward{raw(res2) + l * NC, layer_input(l), raw(scratch)});
+    } else {  // MLP block of layer l
+      const int l = (u - 2) / 2;
+      float* l2 = raw(ln2) + l * NC;
+      float* h = raw(fch) + l * NC * 4;
+      float* hg = raw(fch_gelu) + l * NC * 4;
+      const float* r2 = raw(res2) + l * NC;
+      layernorm_forward(l2, raw(ln2_mean) + l * bt(), raw(ln2_rstd) + l * bt(), r2, p + mo.ln2w, p + mo.ln2b);
+      matmul_forward(h, l2, p + mo.fcw, p + mo.fcb, C, 4 * C);
+      launch(NC * 4, device_kernels::GeluForward{hg, h});
+      matmul_forward(raw(scratch), hg, p + mo.fcprojw, p + mo.fcprojb, 4 * C, C);
+      launch(NC, device_kernels::ResidualForward{raw(res3) + l * NC, r2, raw(scratch)});
+    }
+    if (++next == static_cast<int>(units.size())) phase = Phase::head;
+  }
+
+  float forward_head(const float* p, const int* tg) {
+    expect(phase == Phase::head || phase == Phase::backward_head, "forward_head");
+    const int N = static_cast<int>(bt()), C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    if (tg) take_tokens(tg, targets, "targets");
+    // Only the first V rows of wte make logits: the padded rows never count.
+    blas.gemm(false, true, N, V, C, 1.0f, raw(lnf), C, p, C, 0.0f, raw(logits), Vp);
+    launch(bt(), device_kernels::SoftmaxCrossEntropyForward{raw(logits), raw(losses), tg ? raw(targets) : nullptr, V, Vp});
+    have_targets = tg != nullptr;
+    phase = Phase::backward_head;
+    if (!tg) return 0.0f;
+    // the mean in double, as the CPU model; reduce returns to the host, i.e. waits
+    const double sum = thrust::transform_reduce(exec.policy(), raw(losses), raw(losses) + N,
+                                                device_kernels::ToDouble{}, 0.0, thrust::plus<double>());
+    loss = static_cast<float>(sum / N);
+    return loss;
+  }
+
+  void backward_head(const float* p, float* g, float loss_scale) {
+    expect(phase == Phase::backward_head, "backward_head");
+    if (!have_targets) throw std::logic_error("gpt2::DeviceModel::backward_head: the last forward_head had no targets");
+    const int N = static_cast<int>(bt()), C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    // d(loss_scale * mean loss)/d(logits) = s * (probs - onehot), s = loss_scale / N in the
+    // gemm alpha. dlnf = dlogits @ wte[:V];  dwte[:V] += dlogits^T @ lnf
+    launch(bt(), device_kernels::SoftmaxCrossEntropyBackward{raw(logits), raw(targets), Vp});
+    const float s = loss_scale / N;
+    blas.gemm(false, false, N, C, V, s, raw(logits), Vp, p, C, 0.0f, raw(dln), C);
+    blas.gemm(true, false, V, C, N, s, raw(logits), Vp, raw(lnf), C, 1.0f, g, C);
+    phase = Phase::backward;
+    next = static_cast<int>(units.size()) - 1;
+  }
+
+  void backward_unit(int u, const float* p, float* g) {
+    expect(phase == Phase::backward && u == next, "backward_unit");
+    const int C = cfg.channels, NH = cfg.num_heads, L = cfg.num_layers;
+    const size_t NC = bt() * C;
+    float* dr = raw(dres);
+    if (u == lnf_unit(cfg)) {
+      zero(dr, NC);
+      layernorm_backward(dr, g + lnfw_off, g + lnfb_off, raw(dln), raw(res3) + (L - 1) * NC, p + lnfw_off,
+                         raw(lnf_mean), raw(lnf_rstd));
+    } else if (u == 0) {
+      launch(C, device_kernels::EncoderBackward{g, g + wpe_off, dr, raw(inputs), static_cast<int>(bt()), T, C});
+    } else if ((u - 1) % 2 == 0) {  // attention block: res2 = x + proj(attn(ln1(x)))
+      const int l = (u - 1) / 2;
+      const float* l1 = raw(ln1) + l * NC;
+      const float* q = raw(qkv) + l * NC * 3;
+      const float* y = raw(atty) + l * NC;
+      matmul_backward(raw(datty), g + ao.attprojw, g + ao.attprojb, dr, y, p + ao.attprojw, C, C);
+      attention_backward(raw(dqkv), raw(datt), raw(datty), q, raw(att) + static_cast<size_t>(l) * B * NH * T * T);
+      matmul_backward(raw(dln), g + ao.qkvw, g + ao.qkvb, raw(dqkv), l1, p + ao.qkvw, C, 3 * C);
+      layernorm_backward(dr, g + ao.ln1w, g + ao.ln1b, raw(dln), layer_input(l), p + ao.ln1w,
+                         raw(ln1_mean) + l * bt(), raw(ln1_rstd) + l * bt());
+    } else {  // MLP block: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
+      const int l = (u - 2) / 2;
+      const float* l2 = raw(ln2) + l * NC;
+      const float* h = raw(fch) + l * NC * 4;
+      const float* hg = raw(fch_gelu) + l * NC * 4;
+      matmul_backward(raw(dfch), g + mo.fcprojw, g + mo.fcprojb, dr, hg, p + mo.fcprojw, 4 * C, C);
+      launch(NC * 4, device_kernels::GeluBackward{raw(dfch), h, raw(dfch)});
+      matmul_backward(raw(dln), g + mo.fcw, g + mo.fcb, raw(dfch), l2, p + mo.fcw, C, 4 * C);
+      layernorm_backward(dr, g + mo.ln2w, g + mo.ln2b, raw(dln), raw(res2) + l * NC, p + mo.ln2w,
+                         raw(ln2_mean) + l * bt(), raw(ln2_rstd) + l * bt());
+    }
+    if (--next < 0) { phase = Phase::forward; next = 0; }
+  }
+};
+
+template <class Exec>
+DeviceModel<Exec>::DeviceModel(const Config& cfg, int B, int T, Exec exec)
+    : impl_(std::make_unique<Impl>(cfg, B, T, exec)) {}
+template <class Exec>
+DeviceModel<Exec>::~DeviceModel() = default;
+
+template <class Exec>
+const Config& DeviceModel<Exec>::config() const { return impl_->cfg; }
+template <class Exec>
+int DeviceModel<Exec>::batch() const { return impl_->B; }
+template <class Exec>
+int DeviceModel<Exec>::seq_len() const { return impl_->T; }
+template <class Exec>
+int DeviceModel<Exec>::num_units() const { return static_cast<int>(impl_->units.size()); }
+template <class Exec>
+const std::vector<UnitInfo>& DeviceModel<Exec>::unit_infos() const { return impl_->units; }
+template <class Exec>
+const Exec& DeviceModel<Exec>::exec() const { return impl_->exec; }
+
+template <class Exec>
+void DeviceModel<Exec>::forward_unit(int u, const float* unit_params, const int* inputs) {
+  impl_->forward_unit(u, unit_params, inputs);
+}
+template <class Exec>
+float DeviceModel<Exec>::forward_head(const float* embed_params, const int* targets) {
+  return impl_->forward_head(embed_params, targets);
+}
+template <class Exec>
+void DeviceModel<Exec>::backward_head(const float* embed_params, float* embed_grads, float loss_scale) {
+  impl_->backward_head(embed_params, embed_grads, loss_scale);
+}
+template <class Exec>
+void DeviceModel<Exec>::backward_unit(int u, const float* unit_params, float* unit_grads) {
+  impl_->backward_unit(u, unit_params, unit_grads);
+}
+template <class Exec>
+float DeviceModel<Exec>::forward(const float* params, const int* inputs, const int* targets) {
+  for (int u = 0; u < num_units(); ++u) forward_unit(u, params + impl_->offsets[u], u == 0 ? inputs : nullptr);
+  return forward_head(params, targets);
+}
+template <class Exec>
+void DeviceModel<Exec>::backward(const float* params, float* grads, float loss_scale) {
+  backward_head(params, grads, loss_scale);
+  for (int u = num_units() - 1; u >= 0; --u) backward_unit(u, params + impl_->offsets[u], grads + impl_->offsets[u]);
+}
+
+template <class Exec>
+void adamw_update(const Exec& exec, float* params, const float* grads, float* m, float* v, std::size_t n,
+                  const AdamW& o, int t) {
+  if (t < 1) throw std::invalid_argument("gpt2::adamw_update: step t (" + std::to_string(t) + ") must be >= 1");
+  if (n == 0) return;
+  // bias corrections on the host, exactly as optim.cpp computes them
+  const float bc1 = 1.0f - std::pow(o.beta1, static_cast<float>(t));
+  const float bc2 = 1.0f - std::pow(o.beta2, static_cast<float>(t));
+  thrust::for_each_n(exec.policy(), thrust::counting_iterator<std::size_t>(0), n,
+                     device_kernels::AdamWStep{params, grads, m, v, o.beta1, o.beta2, o.lr, o.eps, o.weight_decay,
+                                               bc1, bc2});
+}
+
+template <class Exec>
+double sum_of_squares(const Exec& exec, const float* x, std::size_t n) {
+  if (n == 0) return 0.0;
+  return thrust::transform_reduce(exec.policy(), x, x + n, device_kernels::SquareToDouble{}, 0.0,
+                                  thrust::plus<double>());
+}
+
+// One line per space: the class and the two optimizer pieces.
+#define GPT2_INSTANTIATE_DEVICE_MODEL(EXEC)                                                                   \
+  template class DeviceModel<EXEC>;                                                                           \
+  template void adamw_update<EXEC>(const EXEC&, float*, const float*, float*, float*, std::size_t,            \
+                                   const AdamW&, int);                                                        \
+  template double sum_of_squares<EXEC>(const EXEC&, const float*, std::size_t);
+
+}  // namespace gpt2

@@ -1,0 +1,282 @@
+// Tests for gpt2_device_model on tagc::exec::host: DeviceModel<exec::host> (Thrust
+// functors + CBLAS, the code the CUDA build compiles for the GPU) against the CPU model
+// gpt2::Model<float> — loss, every gradient tensor, the per-unit sequence with separate
+// buffers, loss_scale and += accumulation, the step-order and token checks — and the
+// exec-space AdamW / sum of squares against gpt2/optim.hpp.
+//
+// exec::host memory is host memory, so plain std::vector buffers stand in for the
+// "Exec memory" the interface asks for.
+#include <doctest/doctest.h>
+
+#include <tagc/exec/host.hpp>
+
+#include "gpt2/device_model.hpp"
+#include "gpt2/init.hpp"
+#include "gpt2/layout.hpp"
+#include "gpt2/model.hpp"
+#include "gpt2/optim.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using HostModel = gpt2::DeviceModel<tagc::exec::host>;
+
+gpt2::Config small_config(int layers, int channels, int heads, int vocab, int max_t) {
+  gpt2::Config c;
+  c.max_seq_len = max_t;
+  c.num_layers = layers;
+  c.channels = channels;
+  c.num_heads = heads;
+  c.with_vocab(vocab);
+  return c;
+}
+
+std::vector<int> random_tokens(size_t n, int V, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int> d(0, V - 1);
+  std::vector<int> t(n);
+  for (int& x : t) x = d(g);
+  return t;
+}
+
+std::vector<float> random_floats(size_t n, float scale, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+// GPT-2 init plus noise, so that LayerNorm weights are not all 1 and biases not all 0:
+// a kernel that mixed up w and b, or dropped a bias, would otherwise go unnoticed.
+std::vector<float> noisy_params(const gpt2::Config& c, uint64_t seed) {
+  std::vector<float> p(gpt2::num_parameters(c));
+  gpt2::init_params(c, seed, p);
+  const auto noise = random_floats(p.size(), 0.05f, static_cast<uint32_t>(seed) + 100);
+  for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
+  return p;
+}
+
+// max |a - ref| / max |ref| over one tensor: relative to the tensor's scale, so that
+// elements near zero (whose own relative error is meaningless) do not dominate.
+double tensor_error(const float* a, const float* ref, size_t n) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - ref[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+struct Case {
+  std::string name;
+  gpt2::Config cfg;
+  int B, T;
+};
+
+}  // namespace
+
+// Differences between the two models are fp32 rounding only: the attention products run
+// as gemms here and as loops in the CPU model (different summation order), expf/tanhf
+// differ from the CPU model's polynomial exp by a few ulp, and the rest is identical
+// code. Each gradient element is a sum of O(B*T) products of O(C) sums, so the expected
+// scale-relative error is ~1e-6 (measured: see the MESSAGE lines, max 5e-7); 1e-4
+// leaves two orders of magnitude while a wrong index, a missing bias or an overwritten
+// accumulation gives errors of order 1.
+TEST_CASE("gpt2_device_model on exec::host matches gpt2::Model<float>: loss, every gradient, loss_scale, +=") {
+  const Case cases[] = {
+      {"L2 C64 NH4 V97 (Vp 128) B2 T16", small_config(2, 64, 4, 97, 16), 2, 16},
+      {"L1 C64 NH1 V50257 (real vocab) B2 T8", small_config(1, 64, 1, 50257, 8), 2, 8},
+  };
+  constexpr double kGradTol = 1e-4;
+  constexpr double kLossTol = 1e-5;  // relative; the loss is ~ln V
+  for (const Case& k : cases) {
+    CAPTURE(k.name);
+    const gpt2::Config& c = k.cfg;
+    const int B = k.B, T = k.T, N = B * T;
+    const size_t n = gpt2::num_parameters(c);
+    const auto p = noisy_params(c, 7);
+    // Gradients start non-zero: both models must ADD to them.
+    const auto g0 = random_floats(n, 0.01f, 9);
+    const auto in1 = random_tokens(N, c.vocab_size, 1), tg1 = random_tokens(N, c.vocab_size, 2);
+    const auto in2 = random_tokens(N, c.vocab_size, 3), tg2 = random_tokens(N, c.vocab_size, 4);
+    const float scale1 = 0.25f, scale2 = 0.75f;  // two micro-batches, as grad accumulation
+
+    gpt2::Model<float> cpu(c, B, T);
+    std::vector<float> gc = g0;
+    const float lc1 = cpu.forward(p.data(), in1.data(), tg1.data());
+    cpu.backward(p.data(), gc.data(), scale1);
+    const float lc2 = cpu.forward(p.data(), in2.data(), tg2.data());
+    cpu.backward(p.data(), gc.data(), scale2);
+
+    // The device model driven unit by unit with one buffer per unit, as the sharded
+    // trainer drives it (gathered parameters, a gradient buffer per unit).
+    const auto us = gpt2::units(c);
+    const auto off = gpt2::unit_offsets(us);
+    std::vector<std::vector<float>> P(us.size()), G(us.size());
+    for (size_t u = 0; u < us.size(); ++u) {
+      P[u].assign(p.begin() + off[u], p.begin() + off[u] + us[u].size);
+      G[u].assign(g0.begin() + off[u], g0.begin() + off[u] + us[u].size);
+    }
+    HostModel dev(c, B, T);
+    REQUIRE(dev.num_units() == static_cast<int>(us.size()));
+    CHECK(dev.batch() == B);
+    CHECK(dev.seq_len() == T);
+    CHECK(dev.config() == c);
+    auto micro_step = [&](const std::vector<int>& in, const std::vector<int>& tg, float s) {
+      for (int u = 0; u < dev.num_units(); ++u) dev.forward_unit(u, P[u].data(), u == 0 ? in.data() : nullptr);
+      const float loss = dev.forward_head(P[0].data(), tg.data());
+      dev.backward_head(P[0].data(), G[0].data(), s);
+      for (int u = dev.num_units() - 1; u >= 0; --u) dev.backward_unit(u, P[u].data(), G[u].data());
+      return loss;
+    };
+    const float ld1 = micro_step(in1, tg1, scale1);
+    const float ld2 = micro_step(in2, tg2, scale2);
+    MESSAGE(k.name, ": loss cpu ", lc1, " / ", lc2, ", device ", ld1, " / ", ld2);
+    CHECK(std::fabs(ld1 - lc1) <= kLossTol * lc1);
+    CHECK(std::fabs(ld2 - lc2) <= kLossTol * lc2);
+    CHECK(std::fabs(lc1 - std::log(static_cast<float>(c.vocab_size))) < 1.0f);  // a sane loss, not 0 or NaN
+
+    double worst = 0;
+    std::string worst_name;
+    for (size_t u = 0; u < us.size(); ++u)
+      for (const gpt2::TensorInfo& t : us[u].tensors) {
+        CAPTURE(t.name);
+        const float* gd = G[u].data() + t.offset;
+        const float* gr = gc.data() + off[u] + t.offset;
+        const float* g00 = g0.data() + off[u] + t.offset;
+        size_t rows_used = t.size;
+        if (t.name == "wte") {
+          // padded rows V..Vp-1 never make a logit: their gradient stays exactly g0
+          rows_used = static_cast<size_t>(c.vocab_size) * c.channels;
+          CHECK(std::memcmp(gd + rows_used, g00 + rows_used, (t.size - rows_used) * sizeof(float)) == 0);
+        }
+        // every tensor received gradient (so the comparison below is not of g0 with g0)
+        double moved = 0;
+        for (size_t i = 0; i < rows_used; ++i) moved = std::max(moved, std::fabs(double(gr[i]) - g00[i]));
+        CHECK(moved > 0);
+        const double e = tensor_error(gd, gr, t.size);
+        CHECK(e <= kGradTol);
+        if (e > worst) { worst = e; worst_name = t.name; }
+      }
+    MESSAGE(k.name, ": max scale-relative gradient error vs gpt2::Model<float> = ", worst, " (", worst_name, ")");
+  }
+}
+
+TEST_CASE("gpt2_device_model whole-model forward/backward == per-unit steps, bit for bit; deterministic") {
+  const gpt2::Config c = small_config(2, 64, 4, 97, 16);
+  const int B = 2, T = 12;
+  const size_t n = gpt2::num_parameters(c);
+  const auto p = noisy_params(c, 3);
+  const auto in = random_tokens(B * T, c.vocab_size, 5), tg = random_tokens(B * T, c.vocab_size, 6);
+
+  HostModel whole(c, B, T);
+  std::vector<float> gw(n, 0.0f);
+  const float lw = whole.forward(p.data(), in.data(), tg.data());
+  whole.backward(p.data(), gw.data());
+  CHECK(whole.forward(p.data(), in.data(), tg.data()) == lw);  // same inputs, same loss bit for bit
+  std::vector<float> gw2(n, 0.0f);
+  whole.backward(p.data(), gw2.data());
+  CHECK(gw2 == gw);
+
+  const auto us = gpt2::units(c);
+  const auto off = gpt2::unit_offsets(us);
+  std::vector<std::vector<float>> P(us.size()), G(us.size());
+  for (size_t u = 0; u < us.size(); ++u) {
+    P[u].assign(p.begin() + off[u], p.begin() + off[u] + us[u].size);
+    G[u].assign(us[u].size, 0.0f);
+  }
+  HostModel split(c, B, T);
+  for (int u = 0; u < split.num_units(); ++u) split.forward_unit(u, P[u].data(), u == 0 ? in.data() : nullptr);
+  CHECK(split.forward_head(P[0].data(), tg.data()) == lw);
+  split.backward_head(P[0].data(), G[0].data());
+  for (int u = split.num_units() - 1; u >= 0; --u) split.backward_unit(u, P[u].data(), G[u].data());
+  for (size_t u = 0; u < us.size(); ++u) {
+    CAPTURE(us[u].name);
+    CHECK(std::memcmp(G[u].data(), gw.data() + off[u], us[u].size * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("gpt2_device_model checks the step order, token ids and shapes as the CPU model does") {
+  const gpt2::Config c = small_config(1, 64, 4, 97, 16);
+  const int B = 2, T = 8;
+  const auto p = noisy_params(c, 1);
+  std::vector<float> g(p.size(), 0.0f);
+  const auto in = random_tokens(B * T, c.vocab_size, 5), tg = random_tokens(B * T, c.vocab_size, 6);
+  const auto us = gpt2::units(c);
+  const auto off = gpt2::unit_offsets(us);
+  auto P = [&](int u) { return p.data() + off[u]; };
+  auto G = [&](int u) { return g.data() + off[u]; };
+
+  CHECK_THROWS_AS(HostModel(c, 0, T), std::invalid_argument);
+  CHECK_THROWS_AS(HostModel(c, B, 17), std::invalid_argument);
+  gpt2::Config bad_cfg = c;
+  bad_cfg.num_heads = 5;  // 64 % 5 != 0
+  CHECK_THROWS_WITH_AS(HostModel(bad_cfg, B, T), doctest::Contains("num_heads"), std::invalid_argument);
+
+  HostModel m(c, B, T);
+  CHECK_THROWS_WITH_AS(m.forward_unit(1, P(1)), doctest::Contains("expected forward_unit(0)"), std::logic_error);
+  CHECK_THROWS_AS(m.forward_unit(0, P(0), nullptr), std::invalid_argument);
+  m.forward_unit(0, P(0), in.data());
+  CHECK_THROWS_AS(m.forward_head(P(0), tg.data()), std::logic_error);
+  CHECK_THROWS_AS(m.backward_unit(0, P(0), G(0)), std::logic_error);
+  CHECK_THROWS_AS(m.forward_unit(2, P(2)), std::logic_error);  // skipping unit 1
+  for (int u = 1; u < m.num_units(); ++u) m.forward_unit(u, P(u));
+  CHECK_THROWS_WITH_AS(m.backward_head(P(0), G(0)), doctest::Contains("expected forward_head"), std::logic_error);
+  CHECK(m.forward_head(P(0), nullptr) == 0.0f);  // no targets: no loss...
+  CHECK_THROWS_WITH_AS(m.backward_head(P(0), G(0)), doctest::Contains("no targets"), std::logic_error);  // ...no backward
+  CHECK(m.forward_head(P(0), tg.data()) > 0.0f);  // the head may be re-run
+  m.backward_head(P(0), G(0));
+  CHECK_THROWS_WITH_AS(m.backward_unit(0, P(0), G(0)), doctest::Contains("expected backward_unit(3)"),
+                       std::logic_error);
+  for (int u = m.num_units() - 1; u >= 0; --u) m.backward_unit(u, P(u), G(u));
+  CHECK_THROWS_AS(m.backward_unit(0, P(0), G(0)), std::logic_error);  // the step is over
+
+  // Token ids outside [0, V): the message names the array, the position and the value.
+  std::vector<int> bad = in;
+  bad[3] = c.vocab_size;
+  CHECK_THROWS_WITH_AS(m.forward_unit(0, P(0), bad.data()), doctest::Contains("inputs[3] = 97"), std::out_of_range);
+  bad = in;
+  bad[B * T - 1] = -1;
+  CHECK_THROWS_WITH_AS(m.forward_unit(0, P(0), bad.data()), doctest::Contains("inputs[15] = -1"), std::out_of_range);
+  for (int u = 0; u < m.num_units(); ++u) m.forward_unit(u, P(u), u == 0 ? in.data() : nullptr);  // restart at 0
+  bad = tg;
+  bad[0] = 1000;
+  CHECK_THROWS_WITH_AS(m.forward_head(P(0), bad.data()), doctest::Contains("targets[0] = 1000"), std::out_of_range);
+}
+
+TEST_CASE("gpt2_device_model adamw_update and sum_of_squares on exec::host match gpt2/optim.hpp") {
+  const tagc::exec::host exec;
+  const size_t n = 100003;  // odd, and above optim.cpp's OpenMP thresholds
+  const auto p0 = random_floats(n, 0.5f, 1), grads = random_floats(n, 0.1f, 2);
+  gpt2::AdamW opt;
+  opt.lr = 1e-3f;
+  opt.weight_decay = 0.1f;
+  std::vector<float> pr = p0, mr(n, 0.0f), vr(n, 0.0f);  // reference (optim.hpp)
+  std::vector<float> pd = p0, md(n, 0.0f), vd(n, 0.0f);  // exec::host
+  for (int t = 1; t <= 3; ++t) {
+    gpt2::adamw_update(pr, grads, mr, vr, opt, t);
+    gpt2::adamw_update(exec, pd.data(), grads.data(), md.data(), vd.data(), n, opt, t);
+  }
+  // The same float formula; only FMA contraction may differ between the two loops.
+  CHECK(tensor_error(pd.data(), pr.data(), n) <= 1e-6);
+  CHECK(tensor_error(md.data(), mr.data(), n) <= 1e-6);
+  CHECK(tensor_error(vd.data(), vr.data(), n) <= 1e-6);
+  CHECK(tensor_error(pd.data(), p0.data(), n) > 1e-4);  // and the parameters did move
+  CHECK_THROWS_AS(gpt2::adamw_update(exec, pd.data(), grads.data(), md.data(), vd.data(), n, opt, 0),
+                  std::invalid_argument);
+
+  const double ref = gpt2::sum_of_squares(grads);
+  const double got = gpt2::sum_of_squares(exec, grads.data(), n);
+  CHECK(std::fabs(got - ref) <= 1e-12 * ref);  // double sums of floats, different order
+  CHECK(gpt2::sum_of_squares(exec, grads.data(), 0) == 0.0);
+}
