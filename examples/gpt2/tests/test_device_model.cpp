@@ -96,6 +96,8 @@ TEST_CASE("gpt2_device_model on exec::host matches gpt2::Model<float>: loss, eve
   const Case cases[] = {
       {"L2 C64 NH4 V97 (Vp 128) B2 T16", small_config(2, 64, 4, 97, 16), 2, 16},
       {"L1 C64 NH1 V50257 (real vocab) B2 T8", small_config(1, 64, 1, 50257, 8), 2, 8},
+      // B*T = 300 rows: three row chunks of the column sums (the last one partial)
+      {"L1 C64 NH4 V97 B2 T150", small_config(1, 64, 4, 97, 160), 2, 150},
   };
   constexpr double kGradTol = 1e-4;
   constexpr double kLossTol = 1e-5;  // relative; the loss is ~ln V

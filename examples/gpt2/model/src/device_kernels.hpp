@@ -8,15 +8,22 @@
 // kernels (src/kernels.hpp), written once for both: fp32 throughout, except the
 // LayerNorm rstd (double, as the CPU model) and the loss sum (double, in DeviceModel).
 //
-// Row reductions (LayerNorm, the two softmaxes) run one thread per row, and the column
-// reductions (bias / LayerNorm weight gradients, the embedding scatter) one thread per
-// column walking the rows. That is deterministic, race-free without atomics, and good
-// enough on a CPU. On a GPU it leaves bandwidth on the table: a row of C = 768 floats (or
-// V = 50257 logits) read by one thread is uncoalesced and serial. The GPU version would
-// use one block (or warp) per row with cub::BlockReduce / warp shuffles for the mean,
-// variance, max and sum, and block-wide partial column sums for the gradients. Not done
-// in this first version because those kernels do not exist on the OpenMP side, so the
-// CPU tests could no longer run the code the GPU runs; see the README's "left to do".
+// Row reductions (LayerNorm, the two softmaxes) run one thread per row. That is
+// deterministic and good enough on a CPU; on a GPU it leaves bandwidth on the table: a
+// row of C = 768 floats (or V = 50257 logits) read by one thread is serial, and the 32
+// threads of a warp read 32 different rows. The GPU version would use one block (or
+// warp) per row with cub::BlockReduce / warp shuffles for the mean, variance, max and
+// sum. Not done in this first version: a block-cooperative kernel has no counterpart on
+// Thrust's OpenMP system, so the CPU tests could no longer run the code the GPU runs
+// (it needs a second, GPU-only kernel checked against these on a GPU machine).
+//
+// Column reductions over the N rows (bias and LayerNorm weight gradients) run in two
+// deterministic passes instead of one thread per column: partial sums over chunks of
+// kRowsPerChunk rows (one thread per (chunk, column), adjacent threads on adjacent
+// columns, so a warp's reads coalesce), then one thread per column adding the chunks in
+// order. With C = 768 and N = 8192 that is 49k threads instead of 768. The token scatter
+// of the embedding backward stays one thread per column (a token may repeat within any
+// chunk; atomics would make it non-deterministic).
 //
 // Conventions as the CPU kernels: activations row-major, N = B*T rows; backward kernels
 // ACCUMULATE (+=) into parameter gradients and into dinp unless a comment says otherwise.
@@ -45,21 +52,48 @@ struct EncoderForward {
   }
 };
 
-// dwte[tok[bt], c] += dout[bt, c]; dwpe[t, c] += dout[bt, c]. One thread per channel c,
-// walking the rows in order: a token may repeat, so a thread must own a column, not a
-// row (the same split as the CPU kernel, which also makes the sums deterministic).
-struct EncoderBackward {
+// dwte[tok[bt], c] += dout[bt, c]. One thread per channel c, walking the rows in order:
+// a token may repeat, so a thread must own a column, not a row (the CPU kernel's split,
+// which also keeps the sums deterministic).
+struct EncoderBackwardTokens {
   float* dwte;
-  float* dwpe;
   const float* dout;
   const int* tok;
-  int N, T, C;
+  int N, C;
   TAGC_HOST_DEVICE void operator()(size_t c) const {
-    for (int bt = 0; bt < N; ++bt) {
-      const float d = dout[static_cast<size_t>(bt) * C + c];
-      dwte[static_cast<size_t>(tok[bt]) * C + c] += d;
-      dwpe[static_cast<size_t>(bt % T) * C + c] += d;
-    }
+    for (int bt = 0; bt < N; ++bt)
+      dwte[static_cast<size_t>(tok[bt]) * C + c] += dout[static_cast<size_t>(bt) * C + c];
+  }
+};
+
+// dwpe[t, c] += sum_b dout[b, t, c]; one thread per element of dwpe[:T].
+struct EncoderBackwardPositions {
+  float* dwpe;
+  const float* dout;
+  int B, T, C;
+  TAGC_HOST_DEVICE void operator()(size_t i) const {  // i = t * C + c
+    float s = dwpe[i];
+    for (int b = 0; b < B; ++b) s += dout[static_cast<size_t>(b) * T * C + i];
+    dwpe[i] = s;
+  }
+};
+
+// ---- column sums in two passes (see the header comment) ------------------------------
+constexpr int kRowsPerChunk = 128;
+inline int row_chunks(int N) { return (N + kRowsPerChunk - 1) / kRowsPerChunk; }
+
+// Pass 2: dst[j] += sum over chunks of partial[chunk * W + j], chunks in order. Columns
+// [0, split) go to dst_lo, [split, W) to dst_hi (LayerNorm: dw then db); one thread per j.
+struct AddColumnPartials {
+  float* dst_lo;
+  float* dst_hi;
+  const float* partial;
+  int chunks, W, split;
+  TAGC_HOST_DEVICE void operator()(size_t j) const {
+    float s = 0;
+    for (int k = 0; k < chunks; ++k) s += partial[static_cast<size_t>(k) * W + j];
+    if (static_cast<int>(j) < split) dst_lo[j] += s;
+    else dst_hi[j - split] += s;
   }
 };
 
@@ -122,24 +156,26 @@ struct LayerNormBackwardInput {
   }
 };
 
-// dw[c] += sum_i dout[i,c] * xhat[i,c]; db[c] += sum_i dout[i,c]; one thread per channel.
-struct LayerNormBackwardParams {
-  float* dw;
-  float* db;
+// Pass 1 of dw[c] += sum_i dout[i,c] * xhat[i,c], db[c] += sum_i dout[i,c]: one thread
+// per (chunk, c) writes partial[chunk * 2C + c] (dw) and partial[chunk * 2C + C + c] (db).
+struct LayerNormParamsPartial {
+  float* partial;
   const float* dout;
   const float* inp;
   const float* mean;
   const float* rstd;
   int N, C;
-  TAGC_HOST_DEVICE void operator()(size_t c) const {
-    float sw = dw[c], sb = db[c];
-    for (int i = 0; i < N; ++i) {
+  TAGC_HOST_DEVICE void operator()(size_t idx) const {
+    const int chunk = static_cast<int>(idx / C), c = static_cast<int>(idx % C);
+    const int i0 = chunk * kRowsPerChunk, i1 = i0 + kRowsPerChunk < N ? i0 + kRowsPerChunk : N;
+    float sw = 0, sb = 0;
+    for (int i = i0; i < i1; ++i) {
       const size_t k = static_cast<size_t>(i) * C + c;
       sw += dout[k] * (inp[k] - mean[i]) * rstd[i];
       sb += dout[k];
     }
-    dw[c] = sw;
-    db[c] = sb;
+    partial[static_cast<size_t>(chunk) * 2 * C + c] = sw;
+    partial[static_cast<size_t>(chunk) * 2 * C + C + c] = sb;
   }
 };
 
@@ -152,16 +188,18 @@ struct BiasAdd {
   TAGC_HOST_DEVICE void operator()(size_t i) const { out[i] += bias[i % OC]; }
 };
 
-// dbias[c] += sum_i dout[i, c]; one thread per column (adjacent threads read adjacent
-// floats of a row, so on a GPU the reads coalesce even though each thread loops).
-struct BiasGrad {
-  float* dbias;
+// Pass 1 of dbias[c] += sum_i dout[i, c]: one thread per (chunk, c) writes
+// partial[chunk * OC + c].
+struct BiasGradPartial {
+  float* partial;
   const float* dout;
   int N, OC;
-  TAGC_HOST_DEVICE void operator()(size_t c) const {
-    float s = dbias[c];
-    for (int i = 0; i < N; ++i) s += dout[static_cast<size_t>(i) * OC + c];
-    dbias[c] = s;
+  TAGC_HOST_DEVICE void operator()(size_t idx) const {
+    const int chunk = static_cast<int>(idx / OC), c = static_cast<int>(idx % OC);
+    const int i0 = chunk * kRowsPerChunk, i1 = i0 + kRowsPerChunk < N ? i0 + kRowsPerChunk : N;
+    float s = 0;
+    for (int i = i0; i < i1; ++i) s += dout[static_cast<size_t>(i) * OC + c];
+    partial[idx] = s;
   }
 };
 

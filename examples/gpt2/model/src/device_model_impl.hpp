@@ -95,6 +95,7 @@ struct DeviceModel<Exec>::Impl {
   vec<float> datt;                          // [B,NH,T,T] one layer's attention gradient
   vec<float> dfch;                          // [B,T,4C]
   vec<float> scratch;                       // [B,T,4C] forward scratch (attproj/fcproj out)
+  vec<float> column_partials;               // [row_chunks(B*T), 4C] column-sum pass 1 (bias, LayerNorm grads)
 
   static void check_shape(const Config& c, int B, int T) {
     c.validate();
@@ -152,6 +153,8 @@ struct DeviceModel<Exec>::Impl {
     datt.resize(B * NH * TT);
     dfch.resize(N * 4 * C);
     scratch.resize(N * 4 * C);
+    // widest column sum: the fc bias (4C columns); LayerNorm's dw|db is 2C
+    column_partials.resize(static_cast<size_t>(device_kernels::row_chunks(static_cast<int>(N))) * 4 * C);
     // resize value-initializes on either space; wait for it once here, so that no
     // later step can race with the allocation's fill kernels.
     device_detail::check_status(exec.synchronize(), "allocating activations");
@@ -202,9 +205,11 @@ struct DeviceModel<Exec>::Impl {
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                           const float* mean, const float* rstd) {
-    const int C = cfg.channels;
+    const int C = cfg.channels, N = static_cast<int>(bt()), chunks = device_kernels::row_chunks(N);
     launch(bt(), device_kernels::LayerNormBackwardInput{dinp, dout, inp, w, mean, rstd, C});
-    launch(C, device_kernels::LayerNormBackwardParams{dw, db, dout, inp, mean, rstd, static_cast<int>(bt()), C});
+    launch(static_cast<size_t>(chunks) * C,
+           device_kernels::LayerNormParamsPartial{raw(column_partials), dout, inp, mean, rstd, N, C});
+    launch(2 * C, device_kernels::AddColumnPartials{dw, db, raw(column_partials), chunks, 2 * C, C});
   }
   // out[N,OC] = inp[N,IC] @ W[OC,IC]^T + bias
   void matmul_forward(float* out, const float* inp, const float* W, const float* bias, int IC, int OC) {
@@ -218,7 +223,9 @@ struct DeviceModel<Exec>::Impl {
     const int N = static_cast<int>(bt());
     blas.gemm(false, false, N, IC, OC, 1.0f, dout, OC, W, IC, 0.0f, dinp, IC);
     blas.gemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
-    launch(OC, device_kernels::BiasGrad{dbias, dout, N, OC});
+    const int chunks = device_kernels::row_chunks(N);
+    launch(static_cast<size_t>(chunks) * OC, device_kernels::BiasGradPartial{raw(column_partials), dout, N, OC});
+    launch(OC, device_kernels::AddColumnPartials{dbias, dbias, raw(column_partials), chunks, OC, OC});
   }
 
   // Causal self-attention of one layer. Per batch row b, the heads are one strided batch:
@@ -354,7 +361,8 @@ struct DeviceModel<Exec>::Impl {
       layernorm_backward(dr, g + lnfw_off, g + lnfb_off, raw(dln), raw(res3) + (L - 1) * NC, p + lnfw_off,
                          raw(lnf_mean), raw(lnf_rstd));
     } else if (u == 0) {
-      launch(C, device_kernels::EncoderBackward{g, g + wpe_off, dr, raw(inputs), static_cast<int>(bt()), T, C});
+      launch(C, device_kernels::EncoderBackwardTokens{g, dr, raw(inputs), static_cast<int>(bt()), C});
+      launch(static_cast<size_t>(T) * C, device_kernels::EncoderBackwardPositions{g + wpe_off, dr, B, T, C});
     } else if ((u - 1) % 2 == 0) {  // attention block: res2 = x + proj(attn(ln1(x)))
       const int l = (u - 1) / 2;
       const float* l1 = raw(ln1) + l * NC;
