@@ -5,9 +5,22 @@
 // Modes:
 //  - peel:                 exact values by peeling; what peeling cannot resolve is
 //                          delivered as 0 this step and retransmitted (see below).
-//  - estimate:             median of the three signed cells for every support
-//                          entry (the paper's fallback alone, noisy).
-//  - peel_then_estimate:   peel, then estimate what is left (the reference).
+//  - estimate:             a conservative estimate from the three signed cells for
+//                          every support entry (the paper's fallback alone, noisy).
+//  - peel_then_estimate:   peel, then estimate what is left (the reference's order).
+//
+// The estimate is NOT the reference's median of the three signed cells. Cells
+// left after peeling each hold two or more unresolved entries, so every signed
+// cell is the value plus contamination of the same magnitude. Because we feed
+// an estimate's error back (below), an estimator worse than 0 makes the
+// residuals grow geometrically while the sketch stays overloaded: with the
+// median, 4 ranks, ratio 10, theta 0.9 (load ~1.8), the error of the cumulative
+// delivered sum reached 1e10 x the input in 20 steps (the trainer's gradient norm
+// went to ~1e14). We deliver sign(s) * min|s_h| when all three signed cells agree
+// in sign and 0 otherwise: it never exceeds the least contaminated cell, and in
+// the same runs it stayed stable and beat peeling alone (cumulative error 0.84
+// vs 0.98 of the input at theta 0.9; 0.60 vs 0.72 at 0.95; equal below the
+// threshold, where nothing is left to estimate). tests/test_reducer.cpp keeps it.
 //
 // Peeling: a cell holding exactly one unresolved support entry holds that
 // entry's value (times its sign); subtract it from its cells and repeat. Exact
@@ -61,9 +74,14 @@ enum : std::uint8_t {
 };
 inline constexpr std::uint32_t no_writer = 0xffffffffu;
 
-TAGC_HOST_DEVICE inline float median3(float a, float b, float c) {
+// The conservative estimate (see the top of this file): the signed cell of least
+// magnitude when all three agree in sign, else 0 (the entry is only retransmitted).
+TAGC_HOST_DEVICE inline float conservative_estimate(float a, float b, float c) {
+  const bool positive = a > 0.0f && b > 0.0f && c > 0.0f;
+  const bool negative = a < 0.0f && b < 0.0f && c < 0.0f;
+  if (!positive && !negative) return 0.0f;
   const float lo = a < b ? a : b, hi = a < b ? b : a;
-  return c < lo ? lo : (c > hi ? hi : c);
+  return positive ? (c < lo ? c : lo) : (c > hi ? c : hi);
 }
 
 // Everything the decode kernels share; every pointer is workspace of the Reducer.
@@ -136,7 +154,7 @@ struct peel_round {
     }
   }
 };
-// Estimate what peeling left: the median of the three signed cells (reads only).
+// Estimate what peeling left from its three signed cells (reads only).
 struct estimate_round {
   decode_view v;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
@@ -144,7 +162,7 @@ struct estimate_round {
     if (v.state[e] != entry_unresolved) return;
     float s[3];
     for (int h = 0; h < 3; ++h) s[h] = v.sign(i, h) * v.cells[v.cell(i, h)];
-    v.out[e] = median3(s[0], s[1], s[2]);  // stays entry_unresolved: it is retransmitted
+    v.out[e] = conservative_estimate(s[0], s[1], s[2]);  // stays entry_unresolved: it is retransmitted
   }
 };
 // Subtraction, serialised per cell: claim, apply where all three claims won, release.
