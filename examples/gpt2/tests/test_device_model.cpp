@@ -10,6 +10,7 @@
 
 #include <tagc/exec/host.hpp>
 
+#include "device_model_check.hpp"
 #include "gpt2/device_model.hpp"
 #include "gpt2/init.hpp"
 #include "gpt2/layout.hpp"
@@ -29,148 +30,48 @@
 namespace {
 
 using HostModel = gpt2::DeviceModel<tagc::exec::host>;
-
-gpt2::Config small_config(int layers, int channels, int heads, int vocab, int max_t) {
-  gpt2::Config c;
-  c.max_seq_len = max_t;
-  c.num_layers = layers;
-  c.channels = channels;
-  c.num_heads = heads;
-  c.with_vocab(vocab);
-  return c;
-}
-
-std::vector<int> random_tokens(size_t n, int V, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int> d(0, V - 1);
-  std::vector<int> t(n);
-  for (int& x : t) x = d(g);
-  return t;
-}
-
-std::vector<float> random_floats(size_t n, float scale, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(g);
-  return v;
-}
-
-// GPT-2 init plus noise, so that LayerNorm weights are not all 1 and biases not all 0:
-// a kernel that mixed up w and b, or dropped a bias, would otherwise go unnoticed.
-std::vector<float> noisy_params(const gpt2::Config& c, uint64_t seed) {
-  std::vector<float> p(gpt2::num_parameters(c));
-  gpt2::init_params(c, seed, p);
-  const auto noise = random_floats(p.size(), 0.05f, static_cast<uint32_t>(seed) + 100);
-  for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
-  return p;
-}
-
-// max |a - ref| / max |ref| over one tensor: relative to the tensor's scale, so that
-// elements near zero (whose own relative error is meaningless) do not dominate.
-double tensor_error(const float* a, const float* ref, size_t n) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - ref[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
-
-struct Case {
-  std::string name;
-  gpt2::Config cfg;
-  int B, T;
-};
+using namespace gpt2_test;
 
 }  // namespace
 
 // Differences between the two models are fp32 rounding only: the attention products run
-// as gemms here and as loops in the CPU model (different summation order), expf/tanhf
-// differ from the CPU model's polynomial exp by a few ulp, and the rest is identical
-// code. Each gradient element is a sum of O(B*T) products of O(C) sums, so the expected
-// scale-relative error is ~1e-6 (measured: see the MESSAGE lines, max 5e-7); 1e-4
-// leaves two orders of magnitude while a wrong index, a missing bias or an overwritten
-// accumulation gives errors of order 1.
+// as gemms here and as loops in the CPU model, the column sums in row chunks (different
+// summation orders), expf/tanhf differ from the CPU model's polynomial exp by a few ulp,
+// and the rest is the same arithmetic. Each gradient element is a sum of O(B*T) products
+// of O(C) sums, so the expected scale-relative error is ~1e-6 (measured: see the MESSAGE
+// lines, max 1.2e-6); 1e-4 leaves two orders of magnitude, while a wrong index, a missing
+// bias or an overwritten accumulation gives errors of order 1.
 TEST_CASE("gpt2_device_model on exec::host matches gpt2::Model<float>: loss, every gradient, loss_scale, +=") {
-  const Case cases[] = {
-      {"L2 C64 NH4 V97 (Vp 128) B2 T16", small_config(2, 64, 4, 97, 16), 2, 16},
-      {"L1 C64 NH1 V50257 (real vocab) B2 T8", small_config(1, 64, 1, 50257, 8), 2, 8},
-      // B*T = 300 rows: three row chunks of the column sums (the last one partial)
-      {"L1 C64 NH4 V97 B2 T150", small_config(1, 64, 4, 97, 160), 2, 150},
-  };
   constexpr double kGradTol = 1e-4;
   constexpr double kLossTol = 1e-5;  // relative; the loss is ~ln V
-  for (const Case& k : cases) {
+  for (const DeviceCase& k : device_cases()) {
     CAPTURE(k.name);
-    const gpt2::Config& c = k.cfg;
-    const int B = k.B, T = k.T, N = B * T;
-    const size_t n = gpt2::num_parameters(c);
-    const auto p = noisy_params(c, 7);
-    // Gradients start non-zero: both models must ADD to them.
-    const auto g0 = random_floats(n, 0.01f, 9);
-    const auto in1 = random_tokens(N, c.vocab_size, 1), tg1 = random_tokens(N, c.vocab_size, 2);
-    const auto in2 = random_tokens(N, c.vocab_size, 3), tg2 = random_tokens(N, c.vocab_size, 4);
-    const float scale1 = 0.25f, scale2 = 0.75f;  // two micro-batches, as grad accumulation
+    const MicroBatches m = make_micro_batches(k);
+    const StepResult ref = run_reference(k, m);
 
-    gpt2::Model<float> cpu(c, B, T);
-    std::vector<float> gc = g0;
-    const float lc1 = cpu.forward(p.data(), in1.data(), tg1.data());
-    cpu.backward(p.data(), gc.data(), scale1);
-    const float lc2 = cpu.forward(p.data(), in2.data(), tg2.data());
-    cpu.backward(p.data(), gc.data(), scale2);
-
-    // The device model driven unit by unit with one buffer per unit, as the sharded
-    // trainer drives it (gathered parameters, a gradient buffer per unit).
-    const auto us = gpt2::units(c);
+    // One buffer per unit, as the sharded trainer's gathered parameters / gradients.
+    const auto us = gpt2::units(k.cfg);
     const auto off = gpt2::unit_offsets(us);
     std::vector<std::vector<float>> P(us.size()), G(us.size());
     for (size_t u = 0; u < us.size(); ++u) {
-      P[u].assign(p.begin() + off[u], p.begin() + off[u] + us[u].size);
-      G[u].assign(g0.begin() + off[u], g0.begin() + off[u] + us[u].size);
+      P[u].assign(m.params.begin() + off[u], m.params.begin() + off[u] + us[u].size);
+      G[u].assign(m.grads0.begin() + off[u], m.grads0.begin() + off[u] + us[u].size);
     }
-    HostModel dev(c, B, T);
+    HostModel dev(k.cfg, k.B, k.T);
     REQUIRE(dev.num_units() == static_cast<int>(us.size()));
-    CHECK(dev.batch() == B);
-    CHECK(dev.seq_len() == T);
-    CHECK(dev.config() == c);
-    auto micro_step = [&](const std::vector<int>& in, const std::vector<int>& tg, float s) {
-      for (int u = 0; u < dev.num_units(); ++u) dev.forward_unit(u, P[u].data(), u == 0 ? in.data() : nullptr);
-      const float loss = dev.forward_head(P[0].data(), tg.data());
-      dev.backward_head(P[0].data(), G[0].data(), s);
-      for (int u = dev.num_units() - 1; u >= 0; --u) dev.backward_unit(u, P[u].data(), G[u].data());
-      return loss;
-    };
-    const float ld1 = micro_step(in1, tg1, scale1);
-    const float ld2 = micro_step(in2, tg2, scale2);
-    MESSAGE(k.name, ": loss cpu ", lc1, " / ", lc2, ", device ", ld1, " / ", ld2);
-    CHECK(std::fabs(ld1 - lc1) <= kLossTol * lc1);
-    CHECK(std::fabs(ld2 - lc2) <= kLossTol * lc2);
-    CHECK(std::fabs(lc1 - std::log(static_cast<float>(c.vocab_size))) < 1.0f);  // a sane loss, not 0 or NaN
+    CHECK(dev.batch() == k.B);
+    CHECK(dev.seq_len() == k.T);
+    CHECK(dev.config() == k.cfg);
+    auto params_of = [&](int u) { return P[u].data(); };
+    auto grads_of = [&](int u) { return G[u].data(); };
+    StepResult got;
+    got.loss1 = run_per_unit(dev, params_of, grads_of, m.in1.data(), m.tg1.data(), m.scale1);
+    got.loss2 = run_per_unit(dev, params_of, grads_of, m.in2.data(), m.tg2.data(), m.scale2);
+    for (size_t u = 0; u < us.size(); ++u) got.grads.insert(got.grads.end(), G[u].begin(), G[u].end());
 
-    double worst = 0;
-    std::string worst_name;
-    for (size_t u = 0; u < us.size(); ++u)
-      for (const gpt2::TensorInfo& t : us[u].tensors) {
-        CAPTURE(t.name);
-        const float* gd = G[u].data() + t.offset;
-        const float* gr = gc.data() + off[u] + t.offset;
-        const float* g00 = g0.data() + off[u] + t.offset;
-        size_t rows_used = t.size;
-        if (t.name == "wte") {
-          // padded rows V..Vp-1 never make a logit: their gradient stays exactly g0
-          rows_used = static_cast<size_t>(c.vocab_size) * c.channels;
-          CHECK(std::memcmp(gd + rows_used, g00 + rows_used, (t.size - rows_used) * sizeof(float)) == 0);
-        }
-        // every tensor received gradient (so the comparison below is not of g0 with g0)
-        double moved = 0;
-        for (size_t i = 0; i < rows_used; ++i) moved = std::max(moved, std::fabs(double(gr[i]) - g00[i]));
-        CHECK(moved > 0);
-        const double e = tensor_error(gd, gr, t.size);
-        CHECK(e <= kGradTol);
-        if (e > worst) { worst = e; worst_name = t.name; }
-      }
-    MESSAGE(k.name, ": max scale-relative gradient error vs gpt2::Model<float> = ", worst, " (", worst_name, ")");
+    const double worst = check_against_reference(k, m, ref, got, kGradTol, kLossTol);
+    MESSAGE(k.name, ": loss cpu ", ref.loss1, " / ", ref.loss2, ", exec::host ", got.loss1, " / ", got.loss2,
+            "; max scale-relative gradient error ", worst);
   }
 }
 
