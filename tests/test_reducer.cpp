@@ -184,9 +184,9 @@ static double cumulative_error(const run_record& rec, int world, std::size_t n, 
 // input after 20 steps here). The conservative estimate must stay bounded and
 // deliver at least as much as peeling alone.
 TEST_CASE("persistent overload: estimation with error feedback stays stable") {
-  const std::size_t n = 1u << 15;
+  const std::size_t n = 1u << 16;
   const int world = 4, steps = 20;
-  const double theta = 0.9;  // load ~1.5-2 every step at ratio 10
+  const double theta = 0.9;  // load ~1.5-2 every step at ratio 10 with peeling alone
   const input_fn in = [&](int r, int t) { return gradient(n, 5, r, t); };
   const auto peel = simulate<reducer_t<4, 10, decode_mode::peel>>(world, n, theta, steps, in);
   const auto est = simulate<reducer_t<4, 10, decode_mode::peel_then_estimate>>(world, n, theta, steps, in);
