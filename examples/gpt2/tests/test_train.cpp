@@ -2,18 +2,11 @@
 //
 // Every test case is collective (both ranks run it). "One rank" references run on
 // MPI_COMM_SELF inside the same job, so a 2-rank run and its 1-rank equivalent are
-// compared in one program. Tiny model (L=2, C=64, NH=2, T=32) on synthetic tokens
-// written with gpt2::write_shard; OMP_NUM_THREADS=1 (set by ctest) keeps runs
-// bit-reproducible.
+// compared in one program. The tiny model on synthetic tokens (train_test_harness.hpp).
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
+#include "train_test_harness.hpp"
 
-#include "args.hpp"
 #include "trainer.hpp"
-#include "token_shard.hpp"
-
-#include <mpi.h>
-#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -25,63 +18,11 @@ namespace fs = std::filesystem;
 using train::Args;
 using train::CompressMode;
 using train::Trainer;
+using train_test::scratch;
+using train_test::tiny;
+using train_test::world_rank;
 
 namespace {
-
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-// A per-job scratch directory (rank 0 picks the name, everyone agrees).
-const fs::path& scratch() {
-  static fs::path dir = [] {
-    long id = world_rank() == 0 ? long(getpid()) : 0;
-    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    return fs::temp_directory_path() / ("tagc_gpt2_train_test_" + std::to_string(id));
-  }();
-  return dir;
-}
-
-// Learnable synthetic text: repeated "sentences" of a few dozen token ids.
-void make_data() {
-  if (world_rank() == 0) {
-    fs::create_directories(scratch());
-    std::vector<uint32_t> tokens;
-    uint32_t x = 12345;
-    for (int i = 0; i < 40000; ++i) {
-      if (i % 16 == 0) x = x * 1103515245u + 12345u;  // a new "sentence" start
-      tokens.push_back(100 + ((x >> 8) % 23 + uint32_t(i % 16) * 5) % 200);
-    }
-    gpt2::write_shard(scratch() / "t_train.bin", tokens);
-    gpt2::write_shard(scratch() / "t_val.bin", std::span(tokens).subspan(0, 8000));
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
-Args tiny(int B, int steps) {
-  static bool made = (make_data(), true);
-  (void)made;
-  Args a;
-  a.command = "train";
-  a.model = "d2";
-  a.L = 2;
-  a.C = 64;
-  a.NH = 2;
-  a.maxT = 64;
-  a.T = 32;
-  a.B = B;
-  a.steps = steps;
-  a.lr = 1e-3f;
-  a.schedule = train::Schedule::cosine;
-  a.warmup = 1;
-  a.compress = CompressMode::none;
-  a.train_data = (scratch() / "t_train.bin").string();
-  a.val_data = (scratch() / "t_val.bin").string();
-  a.val_batches = 1;
-  return a;
-}
 
 struct Run {
   std::vector<double> loss, norm;
@@ -202,18 +143,4 @@ TEST_CASE("gpt2_train: errors — bad config, mismatched checkpoint, missing dat
   CHECK_THROWS(run(nodata, MPI_COMM_WORLD, 1));
 }
 
-int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  const int rank = world_rank();
-  doctest::Context ctx;
-  ctx.applyCommandLine(argc, argv);
-  if (rank != 0) ctx.setOption("minimal", true);
-  const int failed = ctx.run() != 0 ? 1 : 0;
-  int any = failed;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) fs::remove_all(scratch());
-  MPI_Finalize();
-  return any;
-}
+int main(int argc, char** argv) { return train_test::mpi_doctest_main(argc, argv); }

@@ -22,7 +22,18 @@ expect 2 "missing command" --
 expect 2 "unknown command 'fly'" -- fly
 expect 2 "unknown flag --bogus" -- train --bogus 1
 expect 2 "expected 2|4|10" -- train --ratio 3
-expect 2 "expected 1|4" -- train --index-bits 2
+expect 2 "expected 1|4|exact" -- train --index-bits 2
+expect 2 "expected sketch|packed|packed-bf16" -- train --values fp8
+expect 2 "expected all-reduce|reduce-scatter" -- train --index-exchange gather
+# policy combinations that are not built: refused before any rank starts, with the list
+expect 2 "reduce-scatter index exchange needs --index-bits exact" -- train --index-exchange reduce-scatter
+expect 2 "built: --values sketch" -- train --index-exchange reduce-scatter --index-bits 4
+expect 2 "exact index is built with --index-exchange reduce-scatter only" -- train --index-bits exact
+expect 2 "--ratio 2 is not built with it" -- train --index-bits exact --index-exchange reduce-scatter --ratio 2
+expect 2 "--decoder peel is not built with it" -- train --index-bits exact --index-exchange reduce-scatter --decoder peel
+expect 2 "packed values are built with --index-bits exact" -- train --values packed --index-bits 1
+expect 2 "need the whole reduced index" -- train --values packed-bf16 --index-bits exact --index-exchange reduce-scatter
+expect 2 "packed values have no sketch" -- train --values packed --index-bits exact --adaptive
 expect 2 "expected a number" -- train --B four
 expect 2 "missing value" -- train --steps
 expect 2 "expected fp32|bf16" -- train --baseline-dtype fp16

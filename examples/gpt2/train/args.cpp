@@ -2,6 +2,7 @@
 // so adding a flag is one line and every value error names its flag.
 // defines: train::parse_args, train::usage
 #include "args.hpp"
+#include "unit_reducer.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -93,9 +94,21 @@ const std::map<std::string, Flag>& flags() {
          if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);
        }, "sketch ratio 2|4|10 (10)"}},
       {"index-bits", {false, [](A& a, S v) {
+         if (v == "exact") { a.index_bits = index_bits_exact; return; }
          a.index_bits = number<int>("index-bits", v);
-         if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4, got " + v);
-       }, "1|4 (4)"}},
+         if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4|exact, got " + v);
+       }, "1|4|exact (4); exact: the narrowest exact width for the world size"}},
+      {"values", {false, [](A& a, S v) {
+         if (v == "sketch") a.values = ValuesMode::sketch;
+         else if (v == "packed") a.values = ValuesMode::packed;
+         else if (v == "packed-bf16") a.values = ValuesMode::packed_bf16;
+         else throw ArgsError("--values: expected sketch|packed|packed-bf16, got '" + v + "'");
+       }, "sketch|packed|packed-bf16 (sketch); packed: exact values at the union positions"}},
+      {"index-exchange", {false, [](A& a, S v) {
+         if (v == "all-reduce") a.index_exchange = IndexExchange::all_reduce;
+         else if (v == "reduce-scatter") a.index_exchange = IndexExchange::reduce_scatter;
+         else throw ArgsError("--index-exchange: expected all-reduce|reduce-scatter, got '" + v + "'");
+       }, "all-reduce|reduce-scatter (all-reduce); reduce-scatter: half the index bytes"}},
       {"sparsity", {false, [](A& a, S v) {
          a.sparsity = number<double>("sparsity", v);
          if (!(a.sparsity >= 0.0 && a.sparsity <= 1.0)) throw ArgsError("--sparsity: expected a value in [0, 1], got " + v);
@@ -167,6 +180,10 @@ Args parse_args(int argc, const char* const* argv) {
     }
     it->second.set(a, value);
   }
+  // The reducer policies are compiled in, not all combinations: refuse the others here,
+  // before any rank starts, with the list of what is built.
+  if (a.command == "train" && a.compress != CompressMode::none)
+    if (const std::string why = unbuilt_combination(compress_options(a)); !why.empty()) throw ArgsError(why);
   return a;
 }
 
@@ -201,5 +218,15 @@ const char* to_string(DecoderMode m) {
   return "?";
 }
 const char* to_string(Schedule s) { return s == Schedule::constant ? "constant" : "cosine"; }
+const char* to_string(ValuesMode v) {
+  switch (v) {
+    case ValuesMode::sketch: return "sketch";
+    case ValuesMode::packed: return "packed";
+    case ValuesMode::packed_bf16: return "packed-bf16";
+  }
+  return "?";
+}
+const char* to_string(IndexExchange x) { return x == IndexExchange::all_reduce ? "all-reduce" : "reduce-scatter"; }
+std::string index_bits_name(int bits) { return bits == index_bits_exact ? "exact" : std::to_string(bits); }
 
 }  // namespace train

@@ -24,6 +24,16 @@ class ArgsError : public std::runtime_error {
 enum class CompressMode { none, non_attention, all, automatic };
 enum class Schedule { constant, cosine };
 enum class DecoderMode { peel, estimate, peel_estimate };
+// What a compressed segment sends for its kept entries (tagc's third Reducer policy):
+// sketch = the paper's count sketch (SketchPolicy<ratio>); packed / packed_bf16 = the
+// exact values at the union of the ranks' supports (PackedValuesPolicy<float|bfloat16>).
+enum class ValuesMode { sketch, packed, packed_bf16 };
+// How the index is exchanged: the paper all-reduces it; reduce_scatter sends each shard's
+// part to its owner only (half the index bytes; needs an exact index).
+enum class IndexExchange { all_reduce, reduce_scatter };
+// --index-bits exact: the narrowest counter width that is exact for the world size
+// (tagc::ExactIndexPolicy); stored in Args::index_bits as this value (tagc::index_auto).
+inline constexpr int index_bits_exact = 0;
 
 struct Args {
   std::string command;
@@ -48,7 +58,9 @@ struct Args {
   bool zero2 = false;  // keep gathered params from forward for backward (ZeRO-2-like)
   CompressMode compress = CompressMode::non_attention;
   std::string baseline_dtype = "fp32";
-  int ratio = 10, index_bits = 4;
+  int ratio = 10, index_bits = 4;  // index_bits: 1, 4 or index_bits_exact
+  ValuesMode values = ValuesMode::sketch;
+  IndexExchange index_exchange = IndexExchange::all_reduce;
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
   DecoderMode decoder = DecoderMode::peel_estimate;
   bool adaptive = false;      // tagc adaptive theta: steer each segment's largest sketch load
@@ -90,5 +102,9 @@ std::string usage();
 const char* to_string(CompressMode m);
 const char* to_string(DecoderMode m);
 const char* to_string(Schedule s);
+const char* to_string(ValuesMode v);
+const char* to_string(IndexExchange x);
+// "1", "4" or "exact".
+std::string index_bits_name(int index_bits);
 
 }  // namespace train

@@ -194,7 +194,7 @@ void Trainer::decide_auto() {
   const tagc::link_model link{p.bytes_per_second, p.latency_seconds};
 
   // (b) the codec, per candidate segment, on throw-away reducers
-  CompressOptions co{args_.ratio, args_.index_bits, args_.decoder, args_.sparsity, args_.adaptive, args_.target_load};
+  const CompressOptions co = compress_options(args_);
   std::vector<double> local;  // per segment: compress s, decode s, bytes sent
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s) {

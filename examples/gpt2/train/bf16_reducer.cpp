@@ -1,55 +1,17 @@
-// bf16_reducer.cpp: the llm.c-style baseline — gradients reduce-scattered in bf16.
-//
-// The gradient is rounded to tagc::bfloat16 (round to nearest even) and reduce-
-// scattered as bf16 through the communicator, whose bf16 SUM adds in float and rounds
-// back to bf16 at every reduction step (as a bf16 NCCL reduction does; over MPI it is a
-// user-defined op, since MPI has no bf16 type and summing the bit patterns as integers
-// would be wrong). The owner converts its shard to float and divides by world size.
-// defines: train::make_plain_bf16_reducer
-#include "unit_reducer.hpp"
+// bf16_reducer.cpp: the tagc::Reducer instantiations whose values travel in bf16 —
+// PackedBf16Policy: the union values rounded to bf16, each rank's rounding error kept in
+// its residual (include/tagc/policy/packed.hpp). Apart from unit_reducer.cpp so the two
+// slow translation units build in parallel.
+// defines: train::make_tagc_bf16_reducer
+#include "tagc_unit_reducer.hpp"
 
-// defines: tagc::bfloat16
-#include "tagc/core/bfloat16.hpp"
+#include <stdexcept>
 
 namespace train {
-namespace {
 
-class PlainBf16UnitReducer final : public UnitReducer {
- public:
-  PlainBf16UnitReducer(size_t length, int world) : length_(length), world_(world) {
-    shard_ = (length + size_t(world) - 1) / size_t(world);
-    send_.assign(shard_ * size_t(world), tagc::bfloat16(0.0f));  // padding stays zero
-    recv_.assign(shard_, tagc::bfloat16(0.0f));
-  }
-  bool compressed() const override { return false; }
-  size_t output_size() const override { return shard_; }
-  tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
-                              tagc::reduce_stats*) override {
-    if (grad.size() != length_ || shard.size() != shard_)
-      return {tagc::errc::size_mismatch, "bf16 reduce-scatter: wrong span sizes"};
-    for (size_t i = 0; i < length_; ++i) send_[i] = tagc::bfloat16(grad[i]);
-    TAGC_TRY(comm.reduce_scatter(std::span<const tagc::bfloat16>(send_), std::span<tagc::bfloat16>(recv_)));
-    const float inv = 1.0f / float(world_);
-    for (size_t i = 0; i < shard_; ++i) shard[i] = float(recv_[i]) * inv;
-    return {};
-  }
-  void set_profiling(bool) override {}
-  std::vector<std::byte> save_state() const override { return {}; }
-  tagc::status load_state(std::span<const std::byte> s) override {
-    if (!s.empty()) return {tagc::errc::io, "plain segment: checkpoint holds reducer state, expected none"};
-    return {};
-  }
-
- private:
-  size_t length_, shard_;
-  int world_;
-  std::vector<tagc::bfloat16> send_, recv_;
-};
-
-}  // namespace
-
-std::unique_ptr<UnitReducer> make_plain_bf16_reducer(size_t length, int world, int) {
-  return std::make_unique<PlainBf16UnitReducer>(length, world);
+std::unique_ptr<UnitReducer> make_tagc_bf16_reducer(const CompressOptions& o, size_t length, int world, int rank) {
+  if (o.values == ValuesMode::packed_bf16) return make_packed_unit<tagc::PackedBf16Policy>(o, length, world, rank);
+  throw std::logic_error(std::string("make_tagc_bf16_reducer: --values ") + to_string(o.values) + " is not bf16");
 }
 
 }  // namespace train

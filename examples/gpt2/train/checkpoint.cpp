@@ -26,6 +26,8 @@ CheckpointHeader run_header(const gpt2::Config& cfg, const Args& a, int world, i
   h.compress = int32_t(a.compress);
   h.ratio = a.ratio;
   h.index_bits = a.index_bits;
+  h.values = int32_t(a.values);
+  h.index_exchange = int32_t(a.index_exchange);
   h.decoder = int32_t(a.decoder);
   h.adaptive = a.adaptive ? 1 : 0;
   h.sparsity = a.sparsity;
@@ -63,8 +65,15 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
   if (got.compress != want.compress)
     return "--compress " + compress_name(got.compress) + ", this run " + compress_name(want.compress);
   if (got.compress != int32_t(CompressMode::none)) {
+    if (got.values != want.values)
+      return std::string("--values ") + to_string(ValuesMode(got.values)) + ", this run " +
+             to_string(ValuesMode(want.values));
     if (got.ratio != want.ratio) return num("--ratio", got.ratio, want.ratio);
-    if (got.index_bits != want.index_bits) return num("--index-bits", got.index_bits, want.index_bits);
+    if (got.index_bits != want.index_bits)
+      return "--index-bits " + index_bits_name(got.index_bits) + ", this run " + index_bits_name(want.index_bits);
+    if (got.index_exchange != want.index_exchange)
+      return std::string("--index-exchange ") + to_string(IndexExchange(got.index_exchange)) + ", this run " +
+             to_string(IndexExchange(want.index_exchange));
     if (got.decoder != want.decoder)
       return std::string("--decoder ") + to_string(DecoderMode(got.decoder)) + ", this run " +
              to_string(DecoderMode(want.decoder));
@@ -115,13 +124,17 @@ CheckpointData read_head(std::ifstream& f, const fs::path& path, const Checkpoin
     throw std::runtime_error("cannot open checkpoint " + path.string() +
                              " (missing: was it written with fewer ranks, or to another directory?)");
   CheckpointData d;
-  get(f, &d.header, sizeof d.header, path);
+  // versions 1 and 2 end the header before `values`: read that much, the rest if newer
+  get(f, &d.header, checkpoint_header_v2_size, path);
   const CheckpointHeader want;
   if (std::memcmp(d.header.magic, want.magic, sizeof want.magic) != 0)
     throw std::runtime_error(path.string() + " is not a tagc-gpt2 checkpoint (bad magic)");
-  if (d.header.version != want.version && d.header.version != 1)
+  if (d.header.version < 1 || d.header.version > want.version)
     throw std::runtime_error(path.string() + ": checkpoint version " + std::to_string(d.header.version) +
-                             ", this program reads versions 1 and " + std::to_string(want.version));
+                             ", this program reads versions 1 to " + std::to_string(want.version));
+  if (d.header.version >= 3)
+    get(f, reinterpret_cast<char*>(&d.header) + checkpoint_header_v2_size,
+        sizeof d.header - checkpoint_header_v2_size, path);
   if (const std::string m = mismatch(d.header, expect); !m.empty())
     throw std::runtime_error("checkpoint " + path.string() + " is from another configuration: " + m);
   if (d.header.version >= 2) {

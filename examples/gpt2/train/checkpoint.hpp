@@ -4,11 +4,12 @@
 //
 // File D/rank<r>.ckpt (little-endian):
 //   CheckpointHeader (magic "TGPT2CK\0", version, the run's shape: model config, batch,
-//   compression, world size, rank) | segment plan (version 2: segment count + one
+//   compression — version 3 adds the values and index-exchange policies —, world size,
+//   rank) | segment plan (version 2: segment count + one
 //   byte per segment, train::SegmentPath; byte count + the --compress auto decision
 //   as JSON, empty for the other modes) | params | m | v (owned_size floats each) |
 //   reducer count, then per reducer: byte count + bytes (tagc::Reducer::save_state()).
-// Version 1 files (no segment plan) are still read.
+// Version 1 files (no segment plan) and version 2 (shorter header) are still read.
 // Written to "<file>.tmp", flushed and renamed, so a crash mid-save leaves the previous
 // checkpoint intact. Every rank writes its own file; the step in each header lets a
 // resume check that all ranks' files belong to the same save.
@@ -27,7 +28,7 @@ namespace train {
 
 struct CheckpointHeader {
   char magic[8] = {'T', 'G', 'P', 'T', '2', 'C', 'K', '\0'};
-  uint32_t version = 2;
+  uint32_t version = 3;
   int32_t world = 1, rank = 0;
   int32_t L = 0, C = 0, NH = 0, maxT = 0, V = 0, Vp = 0;
   int32_t B = 0, T = 0, accum = 1;
@@ -37,7 +38,12 @@ struct CheckpointHeader {
   uint64_t step = 0;
   uint64_t loader_shard = 0, loader_offset = 0;
   uint64_t rng_state = 0;
+  // version 3: the value and index-exchange policies (older files: sketch, all-reduce).
+  // index_bits above holds index_bits_exact (0) for --index-bits exact.
+  int32_t values = 0, index_exchange = 0;
 };
+// The header as versions 1 and 2 wrote it: everything before `values`.
+inline constexpr size_t checkpoint_header_v2_size = offsetof(CheckpointHeader, values);
 
 struct CheckpointData {
   CheckpointHeader header;

@@ -47,8 +47,10 @@ int cmd_train(const Args& a) {
                            {"accum", a.accum},
                            {"steps", a.steps},
                            {"compress", to_string(a.compress)},
+                           {"values", to_string(a.values)},
                            {"ratio", a.ratio},
-                           {"index_bits", a.index_bits},
+                           {"index_bits", index_bits_name(a.index_bits)},
+                           {"index_exchange", to_string(a.index_exchange)},
                            {"decoder", to_string(a.decoder)},
                            {"sparsity", a.sparsity},
                            {"adaptive", a.adaptive},
@@ -62,7 +64,9 @@ int cmd_train(const Args& a) {
                     " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
                     ", compress=" + to_string(a.compress) +
                     (a.compress != CompressMode::none
-                         ? " ratio=" + std::to_string(a.ratio) + " index-bits=" + std::to_string(a.index_bits)
+                         ? std::string(" values=") + to_string(a.values) + " ratio=" + std::to_string(a.ratio) +
+                               " index-bits=" + index_bits_name(a.index_bits) + " index-exchange=" +
+                               to_string(a.index_exchange)
                          : std::string()) +
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
     if (const AutoPlan* p = t->auto_plan()) metrics.message(format_table(*p));

@@ -100,7 +100,7 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
     }
   }
 
-  CompressOptions co{args_.ratio, args_.index_bits, args_.decoder, args_.sparsity, args_.adaptive, args_.target_load};
+  const CompressOptions co = compress_options(args_);
   reducers_.resize(size_t(U));
   stats_.resize(size_t(U));
   agree("reducer setup", [&] {

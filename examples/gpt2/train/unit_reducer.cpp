@@ -1,143 +1,111 @@
-// unit_reducer.cpp: the 18 tagc::Reducer instantiations and the plain fp32 path.
-// Keep every instantiation in this one file: each pulls in the whole Thrust pipeline.
-// defines: train::make_tagc_reducer, train::make_plain_reducer
-#include "unit_reducer.hpp"
+// unit_reducer.cpp: the float-valued tagc::Reducer instantiations, the catalogue of
+// built combinations, and the dispatch from CompressOptions to a type.
+// Keep every float instantiation in this one file: each pulls in the whole Thrust pipeline.
+// defines: train::make_tagc_reducer, train::unbuilt_combination, train::built_combinations,
+//          train::compress_options
+#include "tagc_unit_reducer.hpp"
 
-// defines: tagc::Reducer and its policies
-#include "tagc/tagc.hpp"
-
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 
 namespace train {
-namespace {
 
-template <int Bits, int Ratio, tagc::decode_mode Mode>
-class TagcUnitReducer final : public UnitReducer {
- public:
-  using R = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<Bits>, tagc::SketchPolicy<Ratio>,
-                          tagc::DecodePolicy<Mode>>;
+CompressOptions compress_options(const Args& a) {
+  CompressOptions o;
+  o.values = a.values;
+  o.ratio = a.ratio;
+  o.index_bits = a.index_bits;
+  o.index_exchange = a.index_exchange;
+  o.decoder = a.decoder;
+  o.sparsity = a.sparsity;
+  o.adaptive = a.adaptive;
+  o.target_load = a.target_load;
+  return o;
+}
 
-  TagcUnitReducer(size_t length, int world, int rank, const CompressOptions& o) {
-    tagc::reducer_arguments a;
-    a.length = length;
-    a.world_size = world;
-    a.rank = rank;
-    a.topo = tagc::topology::sharded;
-    a.op = tagc::reduce_op::mean;
-    a.sparsity = o.sparsity;
-    a.adapt.enabled = o.adaptive;
-    a.adapt.target_load = o.target_load;
-    if (auto s = r_.initialize(a); !s.ok()) throw std::runtime_error("tagc reducer: " + s.what());
-    verify_ = std::getenv("TAGC_GPT2_VERIFY") != nullptr;
-  }
-  bool compressed() const override { return true; }
-  size_t output_size() const override { return r_.output_size(); }
-  tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
-                              tagc::reduce_stats* stats) override {
-    if (!verify_) return r_.reduce_scatter(comm, grad, shard, stats);
-    // TAGC_GPT2_VERIFY=1: check the contract "result == dense mean reduce-scatter of what
-    // was sent" (sent = grad + residual before - residual after), and print the error.
-    std::vector<float> sent = r_.residual_to_host();
-    for (size_t i = 0; i < sent.size(); ++i) sent[i] += grad[i];
-    TAGC_TRY(r_.reduce_scatter(comm, grad, shard, stats));
-    const std::vector<float> after = r_.residual_to_host();
-    const size_t S = shard.size(), N = size_t(comm.size());
-    std::vector<float> padded(S * N, 0.0f), want(S);
-    for (size_t i = 0; i < sent.size(); ++i) padded[i] = sent[i] - after[i];
-    TAGC_TRY(comm.reduce_scatter(std::span<const float>(padded), std::span<float>(want)));
-    double err = 0, ref = 0;
-    for (size_t i = 0; i < S; ++i) {
-      err = std::max(err, double(std::abs(want[i] / float(N) - shard[i])));
-      ref = std::max(ref, double(std::abs(want[i] / float(N))));
-    }
-    std::fprintf(stderr, "verify rank %d len %zu: max |tagc - dense| = %.3g (max |dense| %.3g)%s\n", comm.rank(),
-                 grad.size(), err, ref,
-                 stats ? (" support " + std::to_string(stats->support) + " load " + std::to_string(stats->load) +
-                          " unresolved " + std::to_string(stats->unresolved) + " deferred " +
-                          std::to_string(deferred_entries(*stats)) + (stats->dense ? " dense" : ""))
-                             .c_str()
-                       : "");
+// The set: the paper's grid (sketch, 1|4-bit all-reduced index, every ratio and
+// decoder: 18); the exact index reduce-scattered (half the index bytes) at the two
+// useful ratios with the default decoder (2); packed values in fp32 and bf16 with the
+// exact all-reduced index (2). Left out on purpose: the exact index all-reduced with a
+// sketch (at 2 ranks it is the 1-bit index, at 4-15 the 4-bit one, both built) and
+// packed values with the 1-bit index (exact only at 2 ranks, where it equals "exact").
+// Other combinations compile just as well; add them here and in the dispatch below
+// when a measurement needs them.
+std::string built_combinations() {
+  return "built: --values sketch --index-bits 1|4 --index-exchange all-reduce (any --ratio, any --decoder); "
+         "--values sketch --index-bits exact --index-exchange reduce-scatter --ratio 4|10 --decoder peel-estimate; "
+         "--values packed|packed-bf16 --index-bits exact --index-exchange all-reduce (--ratio and --decoder "
+         "unused, no --adaptive)";
+}
+
+std::string unbuilt_combination(const CompressOptions& o) {
+  const std::string what = std::string("--values ") + to_string(o.values) + " --index-bits " +
+                           index_bits_name(o.index_bits) + " --index-exchange " + to_string(o.index_exchange);
+  const auto refuse = [&](const std::string& why) { return what + ": " + why + " (" + built_combinations() + ")"; };
+  const bool exact = o.index_bits == index_bits_exact;
+  const bool scatter = o.index_exchange == IndexExchange::reduce_scatter;
+  if (o.values == ValuesMode::sketch) {
+    if (!exact && scatter) return refuse("the reduce-scatter index exchange needs --index-bits exact");
+    if (exact && !scatter) return refuse("the exact index is built with --index-exchange reduce-scatter only");
+    if (!exact) return {};
+    if (o.ratio != 4 && o.ratio != 10) return refuse("--ratio " + std::to_string(o.ratio) + " is not built with it");
+    if (o.decoder != DecoderMode::peel_estimate)
+      return refuse(std::string("--decoder ") + to_string(o.decoder) + " is not built with it");
     return {};
   }
-  std::vector<std::byte> save_state() const override { return r_.save_state(); }
-  tagc::status load_state(std::span<const std::byte> state) override { return r_.load_state(state); }
-  void set_profiling(bool on) override { r_.set_profiling(on); }
+  // packed values: no sketch, so nothing for adaptive theta to steer
+  if (o.adaptive) return refuse("--adaptive steers the sketch load; packed values have no sketch");
+  if (!exact) return refuse("packed values are built with --index-bits exact");
+  if (scatter) return refuse("packed values need the whole reduced index on every rank: use --index-exchange all-reduce");
+  return {};
+}
 
- private:
-  R r_;
-  bool verify_ = false;
-};
+namespace {
 
-template <int Bits, int Ratio>
-std::unique_ptr<UnitReducer> by_mode(const CompressOptions& o, size_t n, int w, int r) {
+using tagc::decode_mode;
+
+template <class Index, int Ratio>
+std::unique_ptr<UnitReducer> sketch_by_mode(const CompressOptions& o, size_t n, int w, int r) {
+  using V = tagc::SketchPolicy<Ratio>;
   switch (o.decoder) {
-    case DecoderMode::peel:
-      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::peel>>(n, w, r, o);
-    case DecoderMode::estimate:
-      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::estimate>>(n, w, r, o);
-    case DecoderMode::peel_estimate:
-      return std::make_unique<TagcUnitReducer<Bits, Ratio, tagc::decode_mode::peel_then_estimate>>(n, w, r, o);
+    case DecoderMode::peel: return make_unit<Index, V, decode_mode::peel>(o, n, w, r);
+    case DecoderMode::estimate: return make_unit<Index, V, decode_mode::estimate>(o, n, w, r);
+    case DecoderMode::peel_estimate: return make_unit<Index, V, decode_mode::peel_then_estimate>(o, n, w, r);
   }
   throw std::logic_error("unknown decoder");
 }
 
 template <int Bits>
-std::unique_ptr<UnitReducer> by_ratio(const CompressOptions& o, size_t n, int w, int r) {
+std::unique_ptr<UnitReducer> sketch_by_ratio(const CompressOptions& o, size_t n, int w, int r) {
+  using I = tagc::IndexPolicy<Bits>;
   switch (o.ratio) {
-    case 2: return by_mode<Bits, 2>(o, n, w, r);
-    case 4: return by_mode<Bits, 4>(o, n, w, r);
-    case 10: return by_mode<Bits, 10>(o, n, w, r);
+    case 2: return sketch_by_mode<I, 2>(o, n, w, r);
+    case 4: return sketch_by_mode<I, 4>(o, n, w, r);
+    case 10: return sketch_by_mode<I, 10>(o, n, w, r);
   }
   throw std::runtime_error("sketch ratio " + std::to_string(o.ratio) + " not built (expected 2, 4 or 10)");
 }
 
-class PlainUnitReducer final : public UnitReducer {
- public:
-  PlainUnitReducer(size_t length, int world) : length_(length), world_(world) {
-    shard_ = (length + size_t(world) - 1) / size_t(world);
-    send_.assign(shard_ * size_t(world), 0.0f);  // padding stays zero
-  }
-  bool compressed() const override { return false; }
-  size_t output_size() const override { return shard_; }
-  tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
-                              tagc::reduce_stats*) override {
-    if (grad.size() != length_ || shard.size() != shard_)
-      return {tagc::errc::size_mismatch, "plain reduce-scatter: wrong span sizes"};
-    std::copy(grad.begin(), grad.end(), send_.begin());
-    TAGC_TRY(comm.reduce_scatter(std::span<const float>(send_), shard));
-    const float inv = 1.0f / float(world_);
-    for (float& x : shard) x *= inv;
-    return {};
-  }
-  void set_profiling(bool) override {}
-  std::vector<std::byte> save_state() const override { return {}; }
-  tagc::status load_state(std::span<const std::byte> s) override {
-    if (!s.empty()) return {tagc::errc::io, "plain segment: checkpoint holds reducer state, expected none"};
-    return {};
-  }
-
- private:
-  size_t length_, shard_;
-  int world_;
-  std::vector<float> send_;
-};
+// The exact index, reduce-scattered: each shard's owner alone gets its summed index.
+std::unique_ptr<UnitReducer> sketch_exact_scattered(const CompressOptions& o, size_t n, int w, int r) {
+  using I = tagc::IndexPolicy<tagc::index_auto, tagc::index_exchange::reduce_scatter>;
+  constexpr auto M = decode_mode::peel_then_estimate;
+  if (o.ratio == 4) return make_unit<I, tagc::SketchPolicy<4>, M>(o, n, w, r);
+  return make_unit<I, tagc::SketchPolicy<10>, M>(o, n, w, r);
+}
 
 }  // namespace
 
 std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& o, size_t length, int world, int rank) {
-  switch (o.index_bits) {
-    case 1: return by_ratio<1>(o, length, world, rank);
-    case 4: return by_ratio<4>(o, length, world, rank);
+  if (const std::string why = unbuilt_combination(o); !why.empty()) throw std::runtime_error(why);
+  switch (o.values) {
+    case ValuesMode::sketch:
+      if (o.index_bits == 1) return sketch_by_ratio<1>(o, length, world, rank);
+      if (o.index_bits == 4) return sketch_by_ratio<4>(o, length, world, rank);
+      return sketch_exact_scattered(o, length, world, rank);
+    case ValuesMode::packed: return make_packed_unit<tagc::PackedPolicy>(o, length, world, rank);
+    case ValuesMode::packed_bf16: return make_tagc_bf16_reducer(o, length, world, rank);
   }
-  throw std::runtime_error("index bits " + std::to_string(o.index_bits) + " not built (expected 1 or 4)");
-}
-
-std::unique_ptr<UnitReducer> make_plain_reducer(size_t length, int world, int) {
-  return std::make_unique<PlainUnitReducer>(length, world);
+  throw std::logic_error("unknown --values");
 }
 
 }  // namespace train

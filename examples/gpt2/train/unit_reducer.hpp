@@ -1,10 +1,13 @@
 // unit_reducer.hpp: one gradient segment's reduce-scatter behind a runtime interface.
 //
-// tagc::Reducer is a compile-time composition of policies (index bits, sketch ratio,
-// decoder). The trainer picks them from the command line, so the 2 x 3 x 3 combinations
-// are instantiated once, in unit_reducer.cpp only (that file is the slow one to build),
-// behind the small virtual base UnitReducer. The plain (uncompressed) fp32 reduce-
-// scatter (fp32, or bf16 as llm.c) implements the same interface, so the trainer treats every segment alike.
+// tagc::Reducer is a compile-time composition of policies (index width and exchange,
+// values: sketch or packed, decoder). The trainer picks them from the command line, so a
+// chosen set of combinations is instantiated, in unit_reducer.cpp (float values) and
+// bf16_reducer.cpp (bf16 values) only — those are the slow files to build — behind the
+// small virtual base UnitReducer. Not the whole cartesian product: each instantiation
+// costs compile time; unbuilt_combination() names what is built and refuses the rest.
+// The plain (uncompressed) reduce-scatter (fp32, or bf16 as llm.c; plain_reducer.cpp)
+// implements the same interface, so the trainer treats every segment alike.
 //
 // Every reducer computes the MEAN over ranks and delivers this rank's shard
 // (output_size() elements, the padding zero).
@@ -19,6 +22,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace train {
@@ -53,20 +57,30 @@ double deferred_entries(const Stats& s) {
 }
 
 struct CompressOptions {
-  int ratio = 10;
-  int index_bits = 4;
-  DecoderMode decoder = DecoderMode::peel_estimate;
+  ValuesMode values = ValuesMode::sketch;
+  int ratio = 10;                 // sketch only
+  int index_bits = 4;             // 1, 4 or index_bits_exact
+  IndexExchange index_exchange = IndexExchange::all_reduce;
+  DecoderMode decoder = DecoderMode::peel_estimate;  // sketch only
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio (the start, when adaptive)
-  bool adaptive = false;
+  bool adaptive = false;   // sketch only (it steers the sketch load)
   double target_load = 0.6;
 };
 
+CompressOptions compress_options(const Args& a);
+
+// Empty when make_tagc_reducer builds this combination; otherwise a message naming the
+// offending flags and listing the built combinations (built_combinations()).
+std::string unbuilt_combination(const CompressOptions& opt);
+std::string built_combinations();
+
 // A tagc::Reducer (topology::sharded, reduce_op::mean) for a segment of `length`.
-// Throws std::runtime_error with tagc's message if the configuration is rejected.
+// Throws std::runtime_error with tagc's message if the configuration is rejected, or
+// unbuilt_combination()'s if it is not built.
 std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& opt, size_t length, int world, int rank);
-// The baseline: pad, fp32 reduce-scatter, divide by world.
+// The baseline: pad, fp32 reduce-scatter, divide by world (plain_reducer.cpp).
 std::unique_ptr<UnitReducer> make_plain_reducer(size_t length, int world, int rank);
-// The llm.c baseline: bf16 reduce-scatter (bf16_reducer.cpp), divide by world in fp32.
+// The llm.c baseline: bf16 reduce-scatter, divide by world in fp32 (plain_reducer.cpp).
 std::unique_ptr<UnitReducer> make_plain_bf16_reducer(size_t length, int world, int rank);
 
 }  // namespace train
