@@ -12,6 +12,8 @@
 //     math, and what cuBLAS wants on a GPU;
 //   * exp/tanh are the math library's (expf/tanhf) instead of the CPU model's
 //     polynomial ones (a few ulp apart);
+//   * bias and LayerNorm weight gradients are summed over row chunks first, then over
+//     the chunks (device_kernels.hpp says why), another summation order;
 //   * inputs/targets live in Exec memory, so the token check is a find_if on the space
 //     followed by one small copy back (a synchronization per check on a GPU).
 #include "gpt2/device_model.hpp"

@@ -39,6 +39,10 @@ class DeviceModel {
   // int32 token ids [B,T] in Exec memory. Semantics exactly as gpt2::Model<float>:
   // steps in order (std::logic_error otherwise), token ids in [0, V) (std::out_of_range),
   // gradients accumulate (+=).
+  // Work is enqueued on exec (its stream); the host waits for it in three places only:
+  // forward_unit(0) and forward_head each check their token ids on the space and fetch
+  // the answer, and forward_head returns the loss. Everything else returns at once, so a
+  // caller synchronizes exec before reading gradients from another stream or the host.
   void forward_unit(int u, const float* unit_params, const int* inputs = nullptr);
   float forward_head(const float* embed_params, const int* targets);  // waits for Exec to return the mean loss
   void backward_head(const float* embed_params, float* embed_grads, float loss_scale = 1.0f);
