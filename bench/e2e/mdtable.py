@@ -11,7 +11,9 @@ for path in sys.argv[1:]:
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         c = r["config"]
-        if r["compress"] == "none":
+        if r.get("label"):  # summarize.py names the policies (values, index width and exchange)
+            alg = r["label"]
+        elif r["compress"] == "none":
             alg = "FSDP-like " + c
         else:
             alg = f"TAGC {r['ratio']}x {r['index_bits']}-bit" + (" adaptive" if r["adaptive"] == "1" else "")

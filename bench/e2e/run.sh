@@ -4,13 +4,18 @@
 # rate-limited loopback (scripts/slow_net.sh), the same seed / data / schedule for every
 # configuration, then a CSV summary, a table and gnuplot PNGs.
 #
-# Usage: bench/e2e/run.sh [--quick] [--rate RATE] [--np N] [--steps S] [--val-every K]
+# Usage: bench/e2e/run.sh [--quick | --beyond] [--rate RATE] [--np N] [--steps S] [--val-every K]
 #                         [--configs a,b,...] [--out DIR] [--model d2]
 #        bench/e2e/run.sh --sweep [--rates 50mbit,100mbit,...] [--np N] [--steps S]
 #   --quick       baseline fp32 vs TAGC 10x 1-bit adaptive, 12 steps, at 200mbit unless
 #                 --rate is given (~2 minutes)
+#   --beyond      issue 6: fp32, bf16, the paper's 10x 1-bit, and the beyond-paper policies
+#                 (exact reduce-scattered index, packed fp32/bf16 values, adaptive theta),
+#                 40 steps at 200mbit unless --rate is given (~20 minutes)
 #   --rate RATE   tc tbf rate of the shared loopback link (default 1gbit: fp32 spends ~55-60% of its step communicating; see docs/results.md)
 #   --configs     subset of: fp32 bf16 r2i1 r2i4 r4i1 r4i4 r10i1 r10i4 r10i1-all r10i1-adaptive
+#                 r4i1-adaptive; beyond the paper: r10x-rs r10x-rs-adaptive r4x-rs-adaptive
+#                 packed packed-bf16 (--beyond: the issue-6 table, see docs/results.md)
 #   --sweep       only time the fp32 baseline at several rates (pick the rate where it
 #                 spends about half its step communicating); writes sweep.csv
 # Environment: BUILD_DIR (default build), DATA_DIR (default data).
@@ -19,11 +24,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-RATE_SET=0 QUICK=0 SWEEP=0 RATE=1gbit NP=2 STEPS="" VAL_EVERY="" CONFIGS="" OUTDIR="" MODEL=d2
+RATE_SET=0 QUICK=0 BEYOND=0 SWEEP=0 RATE=1gbit NP=2 STEPS="" VAL_EVERY="" CONFIGS="" OUTDIR="" MODEL=d2
 RATES=50mbit,100mbit,200mbit,500mbit,1gbit
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
+    --beyond) BEYOND=1; shift ;;
     --sweep) SWEEP=1; shift ;;
     --rate) RATE="$2"; RATE_SET=1; shift 2 ;;
     --rates) RATES="$2"; shift 2 ;;
@@ -33,7 +39,7 @@ while [[ $# -gt 0 ]]; do
     --configs) CONFIGS="$2"; shift 2 ;;
     --out) OUTDIR="$2"; shift 2 ;;
     --model) MODEL="$2"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -55,6 +61,12 @@ fi
 if [[ $SWEEP -eq 1 ]]; then
   : "${STEPS:=6}" "${VAL_EVERY:=0}"
   : "${OUTDIR:=results/e2e-$(date +%Y%m%d)-sweep}"
+elif [[ $BEYOND -eq 1 ]]; then
+  # issue 6: the beyond-paper policies against the paper's configuration and both baselines
+  [[ $RATE_SET -eq 1 ]] || RATE=200mbit
+  : "${STEPS:=40}" "${VAL_EVERY:=10}"
+  : "${CONFIGS:=fp32,bf16,r10i1,r10i1-adaptive,r10x-rs,r10x-rs-adaptive,packed,packed-bf16}"
+  : "${OUTDIR:=results/e2e-$(date +%Y%m%d)-beyond}"
 elif [[ $QUICK -eq 1 ]]; then
   [[ $RATE_SET -eq 1 ]] || RATE=200mbit  # the regime where the CPU codec pays (docs/results.md)
   : "${STEPS:=12}" "${VAL_EVERY:=4}" "${CONFIGS:=fp32,r10i1-adaptive}"
@@ -84,6 +96,13 @@ flags_of() {
     r10i1-all) echo "--compress all --ratio 10 --index-bits 1" ;;
     r10i1-adaptive) echo "--compress non-attention --ratio 10 --index-bits 1 --adaptive" ;;
     r4i1-adaptive) echo "--compress non-attention --ratio 4 --index-bits 1 --adaptive" ;;
+    # beyond the paper (issue 6): exact index reduce-scattered (half the index bytes),
+    # packed exact values at the union positions (fp32 / bf16)
+    r10x-rs) echo "--compress non-attention --ratio 10 --index-bits exact --index-exchange reduce-scatter" ;;
+    r10x-rs-adaptive) echo "--compress non-attention --ratio 10 --index-bits exact --index-exchange reduce-scatter --adaptive" ;;
+    r4x-rs-adaptive) echo "--compress non-attention --ratio 4 --index-bits exact --index-exchange reduce-scatter --adaptive" ;;
+    packed) echo "--compress non-attention --values packed --index-bits exact" ;;
+    packed-bf16) echo "--compress non-attention --values packed-bf16 --index-bits exact" ;;
     *) echo "run.sh: unknown config $1" >&2; return 2 ;;
   esac
 }
@@ -94,13 +113,15 @@ common=(train --model "$MODEL" --B 4 --T 64 --lr 1e-3 --warmup 5 --schedule cosi
 
 run_one() {  # rate name steps val_every extra-flags...
   local rate=$1 name=$2 steps=$3 ve=$4; shift 4
-  echo "== $name  (rate $rate, $NP ranks, $steps steps; load: $(cut -d' ' -f1-3 /proc/loadavg))"
+  local load0; load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "== $name  (rate $rate, $NP ranks, $steps steps; load: $load0)"
   local t0=$SECONDS
   scripts/slow_net.sh --rate "$rate" -- scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY \
     "$EXE" "${common[@]}" --steps "$steps" --val-every "$ve" "$@" --log "$OUTDIR/$name.jsonl" \
     >"$OUTDIR/$name.log" 2>&1 || { echo "run.sh: $name failed, see $OUTDIR/$name.log" >&2; tail -5 "$OUTDIR/$name.log" >&2; return 1; }
   echo "   $((SECONDS - t0)) s wall; $(grep -E '^step [0-9]+/' "$OUTDIR/$name.log" | tail -1)"
-  echo "$name $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUTDIR/load.txt"
+  # load average (1, 5, 15 min) before and after: the machine is shared, the figures noisy
+  echo "$name $load0 $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUTDIR/load.txt"
 }
 
 { echo "date: $(date -u +%FT%TZ)"; echo "host: $(nproc --all) cpus; $(uptime)"; echo "git: $(git rev-parse --short HEAD)";

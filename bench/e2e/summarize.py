@@ -16,7 +16,13 @@ Means leave out step 1 (first-touch, TCP connection set-up). Per-rank figures ar
   ms_per_MB         grad_xchg_ms / fp32 gradient MB (params x 4 / 1e6), the paper's Table 2 unit
   bits_meas         grad_bytes x 8 / params / ((N-1)/N): whole model, the paper's accounting
   bits_cmp_meas     the same for the compressed parameters only (the plain part, 32 bits, taken out)
-  bits_paper        Figure 2: 2b + 32/ratio for compressed parameters (32 for fp32, 16 for bf16)
+  bits_paper        Figure 2: 2b + 32/ratio for compressed parameters (32 for fp32, 16 for bf16);
+                    b (not 2b) for a reduce-scattered index, 16/ratio for bf16 sketch cells;
+                    nan for packed values (their bytes follow the union size, not a formula)
+  speedup_vs_paper  against the paper's TAGC configuration (config r10i1: 10x, 1-bit, non-attention)
+  load1_start/end   1-minute load average before / after the run (run.sh's load.txt)
+  best at budget    (table.txt) the fastest configuration whose final val loss is <= the paper
+                    configuration's
   bits_paper_model  f x bits_paper + (1-f) x 32, f = compressed fraction of the parameters
 """
 import csv, json, os, re, sys, glob
@@ -67,7 +73,36 @@ if sweep:
     for r in rows: print(r)
     sys.exit(0)
 
-order = ["fp32", "bf16", "r2i1", "r2i4", "r4i1", "r4i4", "r10i1", "r10i4", "r10i1-all", "r10i1-adaptive", "r4i1-adaptive"]
+order = ["fp32", "bf16", "r2i1", "r2i4", "r4i1", "r4i4", "r10i1", "r10i4", "r10i1-all", "r10i1-adaptive", "r4i1-adaptive",
+         "r10x-rs", "r10x-rs-adaptive", "r4x-rs-adaptive", "packed", "packed-bf16"]
+PAPER = "r10i1"  # the paper's TAGC configuration: 10x sketch, 1-bit all-reduced index, non-attention
+
+
+def index_width(b, world):
+    """Counter width of --index-bits (the log has 1, 4, "1", "4" or "exact")."""
+    if str(b) == "exact":
+        return 1 if world <= 2 else 2 if world <= 3 else 4 if world <= 15 else 8
+    return int(b)
+
+
+def label(run):
+    comp = run.get("compress", "none")
+    if comp == "none": return "FSDP-like " + run.get("baseline_dtype", "")
+    values = run.get("values", "sketch")
+    b = run.get("index_bits", 0)
+    idx = ("exact" if str(b) == "exact" else f"{b}-bit") + " index" + \
+          (", reduce-scattered" if run.get("index_exchange", "all-reduce") == "reduce-scatter" else "")
+    v = f"{run.get('ratio')}x sketch" if values == "sketch" else \
+        f"{run.get('ratio')}x bf16 sketch" if values == "sketch-bf16" else values + " values"
+    return f"TAGC {v}, {idx}" + (", adaptive" if run.get("adaptive") else "")
+
+
+loads = {}
+if os.path.exists(os.path.join(d, "load.txt")):
+    for line in open(os.path.join(d, "load.txt")):
+        f_ = line.split()
+        if len(f_) >= 7: loads[f_[0]] = (f_[1], f_[4])   # name, start 1/5/15, end 1/5/15
+        elif len(f_) >= 2: loads[f_[0]] = ("", f_[1])    # older run.sh: the end only
 paths = {os.path.basename(p)[:-6]: p for p in glob.glob(os.path.join(d, "*.jsonl"))}
 names = [n for n in order if n in paths] + sorted(n for n in paths if n not in order)
 data = {n: load(paths[n]) for n in names}
@@ -106,6 +141,7 @@ for n in names:
     P = run["params"]; C = run["C"]; L = run["L"]; Vp = 50304
     comp = run.get("compress", "none")
     ratio = run.get("ratio", 0); b = run.get("index_bits", 0)
+    values = run.get("values", "sketch"); exchange = run.get("index_exchange", "all-reduce")
     if comp == "none":
         ncomp = 0
     elif comp == "all":
@@ -127,7 +163,10 @@ for n in names:
         paper = 16.0 if "bf16" in n else 32.0
         bits_cmp = float("nan"); paper_model = paper
     else:
-        paper = 2 * b + 32 / ratio
+        width = index_width(b, run["world"])
+        index_bits = (1 if exchange == "reduce-scatter" else 2) * width
+        paper = index_bits + (32 / ratio if values == "sketch" else 16 / ratio if values == "sketch-bf16"
+                              else float("nan"))
         plain_bytes = ring * 4 * (P - ncomp)
         bits_cmp = (gb - plain_bytes) * 8 / ncomp / ring if ncomp else float("nan")
         paper_model = f * paper + (1 - f) * 32
@@ -143,7 +182,9 @@ for n in names:
         for x in steps: fo.write(f"{x['step']} {cum[x['step']] / 1e3:.3f} {x['loss']:.5f}\n")
     cs = [x.get("compression_all_ranks") for x in s if x.get("compression_all_ranks")]
     rows.append(dict(
-        config=n, compress=comp, ratio=ratio if comp != "none" else "", index_bits=b if comp != "none" else "",
+        config=n, label=label(run) if comp != "none" else "FSDP-like " + n, compress=comp,
+        values=values if comp != "none" else "", index_exchange=exchange if comp != "none" else "",
+        ratio=ratio if comp != "none" and values.startswith("sketch") else "", index_bits=b if comp != "none" else "",
         adaptive=int(bool(run.get("adaptive"))) if comp != "none" else "", world=run["world"], params=P,
         compressed_frac=round(f, 4), steps=len(steps),
         step_ms=round(step, 1), compute_ms=round(mean(x["compute_ms"] for x in s), 1), comm_ms=round(comm, 1),
@@ -156,12 +197,13 @@ for n in names:
         load=round(mean(c["load"] for c in cs), 3) if cs else "",
         final_train_loss=round(mean(x["loss"] for x in steps[-5:]), 4),
         final_val_loss=round(vals[-1]["val_loss"], 4) if vals else "",
-        wall_s=round(t / 1e3, 1)))
+        wall_s=round(t / 1e3, 1),
+        load1_start=loads.get(n, ("", ""))[0], load1_end=loads.get(n, ("", ""))[1]))
 
-base = {r["config"]: r for r in rows if r["config"] in ("fp32", "bf16")}
+base = {r["config"]: r for r in rows if r["config"] in ("fp32", "bf16", PAPER)}
 for r in rows:
-    for k in ("fp32", "bf16"):
-        bref = base.get(k)
+    for k in ("fp32", "bf16", "paper"):
+        bref = base.get(PAPER if k == "paper" else k)
         r["speedup_vs_" + k] = round(bref["step_ms"] / r["step_ms"], 3) if bref else ""
         ok = bref and r["final_val_loss"] != "" and bref["final_val_loss"] != ""
         r["val_gap_vs_" + k + "_pct"] = round(100 * (r["final_val_loss"] / bref["final_val_loss"] - 1), 2) if ok else ""
@@ -183,11 +225,21 @@ with open(os.path.join(d, "bits.dat"), "w") as fo:
 
 hdr = ["config", "step_ms", "compute_ms", "comm_ms", "wait_ms", "codec_ms", "grad_xchg_ms", "ms_per_MB", "grad_MB_per_rank",
        "bits_meas", "bits_paper_model", "final_train_loss", "final_val_loss", "speedup_vs_fp32", "speedup_vs_bf16",
-       "val_gap_vs_fp32_pct", "val_gap_vs_bf16_pct", "unresolved_per_step"]
+       "speedup_vs_paper", "val_gap_vs_fp32_pct", "val_gap_vs_bf16_pct", "val_gap_vs_paper_pct", "unresolved_per_step",
+       "load1_start", "load1_end"]
 lines = [f"# {d}: {np_} ranks, link {rate}; means over steps 2..N; val = last val point"]
 wd = {h: max(len(h), *(len(str(r[h])) for r in rows)) for h in hdr}
 lines.append("  ".join(h.rjust(wd[h]) for h in hdr))
 for r in rows: lines.append("  ".join(str(r[h]).rjust(wd[h]) for h in hdr))
+# The best combination at the paper configuration's validation-loss budget: the fastest
+# run whose final val loss is no worse than the paper configuration's.
+if PAPER in base and base[PAPER]["final_val_loss"] != "":
+    budget = base[PAPER]["final_val_loss"]
+    ok = [r for r in rows if r["final_val_loss"] != "" and r["final_val_loss"] <= budget]
+    best = min(ok, key=lambda r: r["step_ms"])
+    lines.append(f"best at the paper config's val-loss budget ({budget}): {best['config']} ({best['label']}), "
+                 f"{best['step_ms']} ms/step, {best['bits_meas']} bits/param, speedup {best['speedup_vs_paper']} vs "
+                 f"{PAPER}, {best['speedup_vs_fp32']} vs fp32, {best['speedup_vs_bf16']} vs bf16")
 txt = "\n".join(lines)
 open(os.path.join(d, "table.txt"), "w").write(txt + "\n")
 print(txt)
