@@ -1,0 +1,90 @@
+// train_loop.cpp: see train_loop.hpp. The loop is train/cmd_train.cpp's, over a Session.
+// defines: train_device::cmd_train_device
+#include "train_loop.hpp"
+
+// defines: train::Metrics, train::step_json
+#include "metrics.hpp"
+// defines: gpt2::save_checkpoint (llm.c format)
+#include "gpt2/checkpoint.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace train_device {
+
+int cmd_train_device(const train::Args& a) {
+  using train::CompressMode;
+  int world = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::unique_ptr<Session> t;
+  bool training = false;  // past setup: an error on one rank may leave others in a collective
+  try {
+    t = open_session(a);
+    if (!a.resume.empty()) t->load_checkpoint(a.resume);
+    else if (!a.init_from.empty()) t->init_from_llmc(a.init_from);
+    else t->init_from_seed();
+
+    train::Metrics metrics(a, rank == 0, t->step());
+    const auto& c = t->config();
+    metrics.run_info({{"world", world},
+                      {"backend", t->backend()},
+                      {"model", a.model},
+                      {"L", c.num_layers},
+                      {"C", c.channels},
+                      {"NH", c.num_heads},
+                      {"params", t->num_parameters()},
+                      {"B", a.B},
+                      {"T", a.T},
+                      {"accum", a.accum},
+                      {"steps", a.steps},
+                      {"compress", train::to_string(a.compress)},
+                      {"ratio", a.ratio},
+                      {"index_bits", a.index_bits},
+                      {"decoder", train::to_string(a.decoder)},
+                      {"sparsity", a.sparsity},
+                      {"adaptive", a.adaptive},
+                      {"zero2", a.zero2},
+                      {"resumed_at", t->step()}});
+    metrics.message(std::string(program_name()) + ": " + std::to_string(world) + " rank(s) on " + t->backend() +
+                    ", " + a.model + " (" + std::to_string(t->num_parameters()) + " params), B=" +
+                    std::to_string(a.B) + " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
+                    ", compress=" + train::to_string(a.compress) +
+                    (a.compress != CompressMode::none
+                         ? " ratio=" + std::to_string(a.ratio) + " index-bits=" + std::to_string(a.index_bits)
+                         : std::string()) +
+                    (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
+    training = true;
+
+    while (t->step() < a.steps) {
+      const train::StepMetrics m = t->train_step();
+      metrics.step(m);
+      if (a.val_every > 0 && a.val_batches > 0 && m.step % a.val_every == 0 && m.step < a.steps)
+        metrics.val(m.step, t->evaluate(a.val_batches));
+      if (!a.checkpoint_dir.empty() && a.checkpoint_every > 0 && m.step % a.checkpoint_every == 0)
+        t->save_checkpoint(a.checkpoint_dir);
+    }
+    if (a.val_batches > 0) metrics.val(t->step(), t->evaluate(a.val_batches));
+    if (!a.checkpoint_dir.empty() && (a.checkpoint_every == 0 || t->step() % a.checkpoint_every != 0))
+      t->save_checkpoint(a.checkpoint_dir);
+    if (!a.save_model.empty()) {
+      const std::vector<float> flat = t->gather_model();
+      t->agree("--save-model", [&] {
+        if (rank == 0) gpt2::save_checkpoint(a.save_model, t->config(), flat);
+      });
+      metrics.message("wrote " + a.save_model);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error%s: %s\n", program_name(),
+                 world > 1 ? (" (rank " + std::to_string(rank) + ")").c_str() : "", e.what());
+    std::fflush(stderr);
+    // Mid-training the other ranks may wait in a collective for this one: end them all.
+    if (training && world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace train_device
