@@ -31,7 +31,7 @@ find_package_handle_standard_args(NCCL
   VERSION_VAR NCCL_VERSION)
 
 if(NCCL_FOUND AND NOT TARGET NCCL::NCCL)
-  add_library(NCCL::NCCL UNKNOWN IMPORTED)
+  add_library(NCCL::NCCL UNKNOWN IMPORTED GLOBAL)  # GLOBAL: find modules run once per configure; every directory must see it
   set_target_properties(NCCL::NCCL PROPERTIES
     IMPORTED_LOCATION "${NCCL_LIBRARY}"
     INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
