@@ -89,7 +89,7 @@ template <class>
 inline constexpr bool tagc_dependent_false = false;
 
 template <class V> struct is_sketch_policy : std::false_type {};
-template <int R, int L> struct is_sketch_policy<SketchPolicy<R, L>> : std::true_type {};
+template <int R, int L, class T> struct is_sketch_policy<SketchPolicy<R, L, T>> : std::true_type {};
 template <class V> struct is_packed_policy : std::false_type {};
 template <class T> struct is_packed_policy<PackedValuesPolicy<T>> : std::true_type {};
 
@@ -101,25 +101,28 @@ class Reducer {
                 "IndexPolicy<bits[, exchange]>, SketchPolicy<ratio> | PackedPolicy, DecodePolicy<mode>[, Exec]>");
 };
 
-template <int Bits, index_exchange IX, class Values, decode_mode Mode, class Exec>
-class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec> {
+template <class Residual, int Bits, index_exchange IX, class Values, decode_mode Mode, class Exec>
+class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec> {
   static constexpr bool sketched = is_sketch_policy<Values>::value;
   static_assert(sketched || is_packed_policy<Values>::value,
-                "tagc: the third Reducer policy is SketchPolicy<ratio[, lanes]> or PackedValuesPolicy<float|bfloat16>");
+                "tagc: the third Reducer policy is SketchPolicy<ratio[, lanes[, value]]> or "
+                "PackedValuesPolicy<float|bfloat16|float16>");
   static_assert(sketched || IX == index_exchange::all_reduce,
                 "tagc: PackedPolicy needs every rank to hold the whole reduced index: use index_exchange::all_reduce");
 
   template <class V> struct sketch_params { static constexpr int ratio = 1, lanes = 1024; };
-  template <int R, int L> struct sketch_params<SketchPolicy<R, L>> { static constexpr int ratio = R, lanes = L; };
+  template <int R, int L, class T> struct sketch_params<SketchPolicy<R, L, T>> { static constexpr int ratio = R, lanes = L; };
   static constexpr int Ratio = sketch_params<Values>::ratio;
   static constexpr int Lanes = sketch_params<Values>::lanes;
-  // The element type on the wire: float cells for a sketch, the packed type otherwise.
-  template <class V> struct wire_of { using type = float; };
-  template <class T> struct wire_of<PackedValuesPolicy<T>> { using type = T; };
-  using wire_t = typename wire_of<Values>::type;
+  // The element type on the wire (sketch cells or packed values): float, bf16 or fp16.
+  using wire_t = typename Values::value_type;
+  static_assert(kernels::entry_unresolved == 1, "owe_estimates_stored (policy/sparsify.hpp) spells it as 1");
+  static constexpr bool narrow_cells = sketched && !std::is_same_v<wire_t, float>;  // 16-bit sketch cells
+  // The residual's storage type: float, or bf16 stored with stochastic rounding.
+  using residual_t = Residual;
 
  public:
-  using sparsify_policy = SparsifyPolicy;
+  using sparsify_policy = BasicSparsifyPolicy<Residual>;
   using index_policy = IndexPolicy<Bits, IX>;
   using values_policy = Values;
   using decode_policy = DecodePolicy<Mode>;
@@ -127,7 +130,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   template <class T> using vector = typename Exec::template vector<T>;
 
   static constexpr std::uint32_t state_magic = 0x74616763;  // "tagc"
-  static constexpr std::uint32_t state_version = 3;
+  static constexpr std::uint32_t state_version = 4;  // 4: + residual type, step counter; 3 still loads (float residual)
 
   static status can_implement(const reducer_arguments& a) {
     if (a.world_size < 1) return {errc::invalid_argument, "world size " + std::to_string(a.world_size) + " < 1"};
@@ -151,6 +154,9 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
       return {errc::invalid_argument, "length " + std::to_string(a.length) + " >= 2^32 elements; split the unit"};
     if (a.sparsity > 1.0 || (a.sparsity >= 0.0 && std::isnan(a.sparsity)))
       return {errc::invalid_argument, "sparsity " + std::to_string(a.sparsity) + " outside [0, 1]"};
+    if (wire_scaled<wire_t> && !a.check_inputs)
+      return {errc::invalid_argument, "fp16 values agree their range scale through the agreement check: keep "
+                                      "check_inputs (or use bf16 values, which need no scale)"};
     if (a.adapt.enabled) {
       if (!sketched) return {errc::invalid_argument, "adaptive sparsity steers the sketch load; PackedPolicy has none"};
       if (!a.check_inputs)
@@ -181,7 +187,8 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     if (!sketched) lay_.dense = true;  // no sketch cells; packed slots are sized per call
 
     const std::size_t index_all = lay_.index_bytes * std::size_t(shards);
-    residual_.assign(lay_.length, 0.0f);
+    residual_.assign(lay_.length, residual_t(0.0f));
+    step_ = 0;
     index_local_.assign(index_all, 0);
     index_.assign(scatter_index() ? lay_.index_bytes : index_all, 0);
     hist_.assign(std::size_t(kernels::hist_copies) * kernels::hist_bins, 0u);
@@ -189,8 +196,11 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     counters_.assign(n_counters, 0ull);
     control_send_.assign(control_words, 0);
     control_recv_.assign(control_words * std::size_t(args.world_size), 0);
+    max_cell_terms_ = 1;  // a packed slot or a dense cell holds one value per rank
     if constexpr (sketched) {
       const std::size_t cells = lay_.dense ? lay_.shard_size : lay_.cells;
+      if constexpr (narrow_cells)
+        if (lay_.dense) sketch_f32_.assign(cells * std::size_t(shards), 0.0f);
       values_send_.assign(cells * std::size_t(shards), wire_t(0.0f));
       values_recv_.assign(cells, wire_t(0.0f));
       if (!lay_.dense) {
@@ -204,6 +214,8 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
         support_.assign(lay_.shard_size, 0u);
         edges_.assign(3 * lay_.shard_size, 0u);
         const auto b = kernels::make_sketch_buckets(lay_);
+        max_cell_terms_ = b.max_row_blocks();
+        if constexpr (narrow_cells) sketch_f32_.assign(lay_.cells * std::size_t(shards), 0.0f);
         bucket_start_.resize(b.start.size());
         bucket_order_.resize(b.order.size());
         TAGC_TRY(exec_.copy_from_host(b.start.data(), raw(bucket_start_), b.start.size()));
@@ -257,18 +269,34 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   }
 
   // ---- state: the error-feedback residual ----
-  std::vector<float> residual_to_host() const { return to_host(residual_); }
+  std::vector<float> residual_to_host() const {
+    if constexpr (std::is_same_v<residual_t, float>) {
+      return to_host(residual_);
+    } else {
+      const auto h = to_host(residual_);
+      std::vector<float> f(h.size());
+      for (std::size_t i = 0; i < h.size(); ++i) f[i] = float(h[i]);
+      return f;
+    }
+  }
+  // Bytes the residual occupies (bf16 storage: half of float's).
+  std::size_t residual_bytes() const { return residual_.size() * sizeof(residual_t); }
+  // Successful calls so far (seeds the stochastic rounding of a bf16 residual; checkpointed).
+  std::uint64_t steps() const { return step_; }
 
   // Checkpoint: everything a resumed run needs to continue exactly (the
   // residual, theta and the loads adaptive theta steers by).
   std::vector<std::byte> save_state() const {
     std::vector<std::byte> out;
+    out.reserve(header_words * 8 + sizeof(double) + 2 * 8 + 8 + residual_.size() * sizeof(residual_t));
     const auto h = header();
     append(out, h.data(), h.size());
     const double theta = sparsity_;
     append(out, &theta, 1);
     const std::int64_t feedback[2] = {last_load_ppm_, last_unresolved_};
     append(out, feedback, 2);
+    const std::uint64_t step = step_;
+    append(out, &step, 1);
     append(out, to_host(residual_).data(), residual_.size());
     return out;
   }
@@ -277,39 +305,65 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     if (!initialized_) return {errc::invalid_argument, "load_state before initialize"};
     const auto want = header();
     std::uint64_t h[header_words];
-    if (in.size() < sizeof h) return {errc::io, "reducer state truncated: " + std::to_string(in.size()) + " bytes"};
-    std::memcpy(h, in.data(), sizeof h);
-    if (h[0] != state_magic || h[1] != state_version)
+    // Version 3 (before bf16 residuals): 10 header words, no step counter, a
+    // float residual. It still loads into a float-residual reducer.
+    constexpr std::size_t v3_words = 10;
+    if (in.size() < v3_words * sizeof(std::uint64_t))
+      return {errc::io, "reducer state truncated: " + std::to_string(in.size()) + " bytes"};
+    std::memcpy(h, in.data(), v3_words * sizeof(std::uint64_t));
+    const bool v3 = h[0] == state_magic && h[1] == 3;
+    if (h[0] != state_magic || (h[1] != state_version && !v3))
       return {errc::io, "not a tagc reducer state of version " + std::to_string(state_version) +
-                            " (bad magic or version)"};
+                            " or 3 (bad magic or version)"};
+    const std::size_t words = v3 ? v3_words : header_words;
+    if (!v3) {
+      if (in.size() < sizeof h) return {errc::io, "reducer state truncated: " + std::to_string(in.size()) + " bytes"};
+      std::memcpy(h, in.data(), sizeof h);
+    } else {
+      h[header_words - 1] = wire_type_id<float>;  // version 3 residuals are float
+    }
     static const char* names[] = {"magic", "version", "length", "shards", "rank", "index bits", "sketch ratio",
-                                  "lanes", "values policy", "topology"};
-    for (std::size_t i = 2; i < header_words; ++i)
-      if (h[i] != want[i])
-        return {errc::size_mismatch, std::string("reducer state was saved with ") + names[i] + " " +
-                                         std::to_string(h[i]) + ", this reducer has " + std::to_string(want[i])};
-    const std::size_t need =
-        sizeof h + sizeof(double) + 2 * sizeof(std::int64_t) + residual_.size() * sizeof(float);
+                                  "lanes", "values policy", "topology", "residual type"};
+    static_assert(sizeof names / sizeof names[0] == header_words);
+    for (std::size_t i = 2; i < header_words; ++i) {
+      if (h[i] == want[i]) continue;
+      if (i == header_words - 1)
+        return {errc::size_mismatch, std::string("reducer state holds a ") + wire_type_name(std::int64_t(h[i])) +
+                                         " residual, this reducer stores a " + wire_type_name(std::int64_t(want[i])) +
+                                         " residual (SparsifyPolicy vs SparsifyBf16ResidualPolicy); convert it "
+                                         "explicitly, it is not reinterpreted"};
+      return {errc::size_mismatch, std::string("reducer state was saved with ") + names[i] + " " +
+                                       std::to_string(h[i]) + ", this reducer has " + std::to_string(want[i])};
+    }
+    const std::size_t need = words * sizeof(std::uint64_t) + sizeof(double) + 2 * sizeof(std::int64_t) +
+                             (v3 ? 0 : sizeof(std::uint64_t)) + residual_.size() * sizeof(residual_t);
     if (in.size() != need)
       return {errc::io, "reducer state has " + std::to_string(in.size()) + " bytes, expected " + std::to_string(need)};
-    const std::byte* p = in.data() + sizeof h;
+    const std::byte* p = in.data() + words * sizeof(std::uint64_t);
     double theta;
     std::memcpy(&theta, p, sizeof theta);
     p += sizeof theta;
     std::int64_t feedback[2];
     std::memcpy(feedback, p, sizeof feedback);
     p += sizeof feedback;
+    std::uint64_t step = 0;
+    if (!v3) {
+      std::memcpy(&step, p, sizeof step);
+      p += sizeof step;
+    }
     TAGC_TRY(load(p, residual_));
     sparsity_ = theta;
     last_load_ppm_ = feedback[0];
     last_unresolved_ = feedback[1];
+    step_ = step;
     return {};
   }
 
  private:
   static constexpr std::size_t n_counters = 3;     // kept, deferred, retransmitted
-  static constexpr std::size_t control_words = 6;  // see check_agreement
-  static constexpr std::size_t header_words = 10;
+  // See check_agreement; fp16 values add the top histogram bin for their range scale.
+  static constexpr std::size_t control_words = wire_scaled<wire_t> ? 7 : 6;
+  static constexpr std::size_t header_words = 11;
   static constexpr std::size_t check_every = 4;    // peeling rounds between progress checks
   // Below this many calls a host launch runs inline: an OpenMP fork/join costs
   // more than the work (and a scheduler slice when the cores are shared).
@@ -319,7 +373,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   std::array<std::uint64_t, header_words> header() const {
     return {state_magic, state_version, lay_.length, std::uint64_t(lay_.shards), std::uint64_t(args_.rank),
             std::uint64_t(lay_.index_bits), std::uint64_t(Ratio), std::uint64_t(Lanes), std::uint64_t(sketched),
-            std::uint64_t(args_.topo)};
+            std::uint64_t(args_.topo), std::uint64_t(wire_type_id<residual_t>)};
   }
 
   // ---- launching (single source: the same functors on every execution space) ----
@@ -369,8 +423,10 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     return h;
   }
   template <class T> static void append(std::vector<std::byte>& out, const T* p, std::size_t n) {
-    const auto* b = reinterpret_cast<const std::byte*>(p);
-    out.insert(out.end(), b, b + n * sizeof(T));
+    // resize + memcpy, not insert: GCC 12 warns falsely (-Wstringop-overflow) on the inlined insert
+    const std::size_t at = out.size();
+    out.resize(at + n * sizeof(T));
+    if (n) std::memcpy(out.data() + at, p, n * sizeof(T));
   }
   template <class T> status load(const std::byte*& p, vector<T>& v) {
     std::vector<T> h(v.size());
@@ -378,6 +434,13 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     p += h.size() * sizeof(T);
     return exec_.copy_from_host(h.data(), raw(v), h.size());
   }
+  // The owner's summed cells in fp32, as peeling consumes them: the received
+  // cells themselves, or their fp32 widening when they travel in 16 bits.
+  float* decode_cells() {
+    if constexpr (narrow_cells) return raw(sketch_f32_);
+    else return raw(values_recv_);
+  }
+
   // Lanes per sketch-building call: the execution space's tuning, 1 if it has none.
   std::size_t sketch_chunk() const {
     std::size_t c = 1;
@@ -403,12 +466,15 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   // load of its last decode (ppm), entries it left unresolved} and every rank
   // reaches the same verdict, and the same adaptive theta, from the gathered table.
   template <communicator C>
-  status check_agreement(C& comm, std::size_t grad_len, std::size_t out_len, std::uint32_t nonfinite) {
+  status check_agreement(C& comm, std::size_t grad_len, std::size_t out_len, std::uint32_t nonfinite,
+                         std::uint32_t top_bin) {
     const std::int64_t config = std::int64_t(lay_.index_bits) * 1000003 + std::int64_t(IX) * 100003 +
                                 Ratio * 1009 + int(args_.topo) * 7 + int(args_.op) + (sketched ? 0 : 500009) +
-                                std::int64_t(sizeof(wire_t)) * 50021;
-    const std::int64_t mine[control_words] = {std::int64_t(grad_len), std::int64_t(out_len), std::int64_t(nonfinite),
-                                              config, last_load_ppm_, last_unresolved_};
+                                std::int64_t(wire_type_id<wire_t>) * 50021;
+    std::int64_t mine[control_words] = {std::int64_t(grad_len), std::int64_t(out_len), std::int64_t(nonfinite),
+                                        config, last_load_ppm_, last_unresolved_};
+    if constexpr (wire_scaled<wire_t>) mine[6] = std::int64_t(top_bin);
+    else (void)top_bin;
     TAGC_TRY(exec_.copy_from_host(mine, raw(control_send_), control_words));
     TAGC_TRY(comm.all_gather(std::span<const std::int64_t>(raw(control_send_), control_words),
                              std::span<std::int64_t>(raw(control_recv_), control_recv_.size())));
@@ -435,6 +501,11 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
         bad += (bad.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " has " +
                std::to_string(at(r, 2)) + " NaN/Inf entries";
     if (!bad.empty()) return {errc::non_finite, "gradient + residual is not finite: " + bad + "; residual left unchanged"};
+    if constexpr (wire_scaled<wire_t>) {
+      std::int64_t top = 0;
+      for (int r = 0; r < n; ++r) top = std::max(top, at(r, 6));
+      wire_exp_ = fp16_scale_exponent(std::uint32_t(top), std::uint64_t(n) * max_cell_terms_);
+    }
     if (args_.adapt.enabled) {
       std::int64_t load = 0, unresolved = 0;
       for (int r = 0; r < n; ++r) {
@@ -473,21 +544,23 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
                                        " (expected " + std::to_string(output_size()) + ")"};
     const std::size_t n = lay_.length;
     const float* g = grad.data();
-    float* r = raw(residual_);
+    residual_t* r = raw(residual_);
     auto* st = raw(state_);
     auto* cnt = raw(counters_);
     using S = reduce_stats::stage_seconds;
     seconds_ = {};
+    last_unfed_rounding_ = 0.0;
     stage_clock clock{this};
 
     // 1. Check (and, with adaptive theta, agree on theta) before anything changes.
     launch(1, kernels::init_select{st, cnt, n_counters, 0u, 0u});
-    if (sizes_ok) launch(n, kernels::histogram_pass{g, r, raw(hist_), st, 0});  // counts NaN/Inf, histograms too
+    if (sizes_ok) launch(n, kernels::histogram_pass<residual_t>{g, r, raw(hist_), st, 0});  // counts NaN/Inf, histograms too
+    if (wire_scaled<wire_t> && sizes_ok) launch(1, kernels::find_top_bin{raw(hist_), st});  // max |acc| for the fp16 scale
     clock.mark(&S::sparsify);
     if (args_.check_inputs) {
       kernels::select_state h{};
       TAGC_TRY(exec_.copy_to_host(st, &h, 1));
-      TAGC_TRY(check_agreement(comm, grad.size(), out.size(), sizes_ok ? h.nonfinite : 0u));
+      TAGC_TRY(check_agreement(comm, grad.size(), out.size(), sizes_ok ? h.nonfinite : 0u, h.top_bin));
       clock.mark(&S::check);
     }
 
@@ -499,7 +572,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     } else {
       launch(1, kernels::start_select{st, std::uint32_t(k + 1)});
       for (int pass = 0; pass < kernels::select_passes; ++pass) {
-        if (pass > 0) launch(n, kernels::histogram_pass{g, r, raw(hist_), st, pass});
+        if (pass > 0) launch(n, kernels::histogram_pass<residual_t>{g, r, raw(hist_), st, pass});
         launch(1, kernels::select_digit{raw(hist_), st, pass});
       }
     }
@@ -509,7 +582,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     const std::size_t index_all = index_local_.size();
     std::uint8_t* local = raw(index_local_);
     std::uint8_t* idx = raw(index_);
-    launch(index_all, kernels::build_index{g, r, st, local, cnt + 0, lay_});
+    launch(index_all, kernels::build_index<residual_t>{g, r, st, local, cnt + 0, lay_});
     clock.mark(&S::index);
     const std::span<const std::uint8_t> index_send(local, index_all);
     if (scatter_index()) TAGC_TRY(comm.reduce_scatter(index_send, std::span<std::uint8_t>(idx, index_.size())));
@@ -523,21 +596,43 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
     // (nothing, when the index is exact: every kept entry is then marked).
     const std::uint8_t* own_index = scatter_index() ? idx : idx + own_shard_ * lay_.index_bytes;
     const std::uint8_t* sender_check = exact_index_ ? nullptr : idx;
-    const kernels::contribution value{g, r, sender_check, st, lay_};
+    const kernels::contribution<residual_t> value{g, r, sender_check, st, lay_};
     const float scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
+    // Low precision: values travel as wire_t(acc * 2^k) (k = 0 but for fp16), and
+    // a bf16 residual rounds stochastically with this call's seed.
+    const float wire_scale = kernels::pow2(wire_exp_), wire_unscale = kernels::pow2(-wire_exp_);
+    const std::uint32_t seed = kernels::residual_seed(step_, args_.rank);
+    using update_t = kernels::update_residual<wire_t, residual_t>;
     float* o = out.data();
 
     // 4. Values, exchanged to the owner(s); then commit the residual and decode.
     if constexpr (sketched) {
       const std::size_t chunk = sketch_chunk();
-      launch(kernels::build_sketch::calls(lay_, chunk),
-             kernels::build_sketch{value, raw(bucket_start_), raw(bucket_order_), raw(values_send_), chunk});
+      using build_t = kernels::build_sketch<wire_t, kernels::contribution<residual_t>>;
+      if constexpr (narrow_cells) {
+        // Cells are summed in fp32 from values already rounded to wire_t (that
+        // rounding goes back to the residual), then rounded once for the wire.
+        launch(build_t::calls(lay_, chunk),
+               build_t{value, raw(bucket_start_), raw(bucket_order_), raw(sketch_f32_), chunk, wire_scale});
+        launch(values_send_.size(), kernels::round_cells<wire_t>{raw(sketch_f32_), raw(values_send_)});
+        if (stats) {  // this rank's cell roundings, which no residual gets back
+          auto [b, e] = range(values_send_.size());
+          last_unfed_rounding_ = double(wire_unscale) *
+              thrust::transform_reduce(exec_.policy(), b, e, kernels::cell_rounding<wire_t>{raw(sketch_f32_), raw(values_send_)},
+                                       0.0, thrust::plus<double>());
+        }
+      } else {
+        launch(build_t::calls(lay_, chunk),
+               build_t{value, raw(bucket_start_), raw(bucket_order_), raw(values_send_), chunk, wire_scale});
+      }
       clock.mark(&S::sketch);
       TAGC_TRY(exchange_values(comm, values_send_.size(), values_recv_.size()));
       clock.mark(&S::value_exchange);
+      if constexpr (narrow_cells)  // decode in fp32: widen (and unscale) the owner's summed cells
+        launch(values_recv_.size(), kernels::widen_cells<wire_t>{raw(values_recv_), raw(sketch_f32_), wire_unscale});
       const std::uint8_t* retransmit = nullptr;
       if (lay_.dense) {
-        launch(lay_.shard_size, kernels::decode_dense{raw(values_recv_), o, 1.0f});
+        launch(lay_.shard_size, kernels::decode_dense{decode_cells(), o, 1.0f});
         last_decode_ = {};
         retransmit_sent_ = 0.0;
       } else {
@@ -547,9 +642,13 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
         clock.mark(&S::value_exchange);
       }
       // From here on the step cannot fail.
-      launch(n, kernels::update_residual<>{g, r, sender_check, retransmit, st, cnt, lay_});
+      launch(n, update_t{g, r, sender_check, retransmit, st, cnt, lay_, wire_scale, wire_unscale, seed});
       if (last_decode_.unresolved && decode_policy::estimates && owes_estimates()) {
-        launch(lay_.shard_size, kernels::owe_estimates{raw(entry_state_), o, r, own_shard_ * lay_.shard_size, n});
+        if constexpr (std::is_same_v<residual_t, float>)
+          launch(lay_.shard_size, kernels::owe_estimates{raw(entry_state_), o, r, own_shard_ * lay_.shard_size, n});
+        else  // (owe_estimates_stored tests the decode state against entry_unresolved == 1)
+          launch(lay_.shard_size, kernels::owe_estimates_stored<residual_t>{raw(entry_state_), o, r,
+                                                                            own_shard_ * lay_.shard_size, n, seed});
       }
       if (scale != 1.0f) launch(lay_.shard_size, kernels::scale_output{o, scale});
     } else {
@@ -564,16 +663,19 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
       for (std::size_t s = 0; s + 1 < starts.size(); ++s) slots = std::max<std::size_t>(slots, starts[s + 1] - starts[s]);
       const std::size_t shards = std::size_t(lay_.shards);
       launch(shards * slots, kernels::zero_padding_slots<wire_t>{raw(starts_), raw(values_send_), slots});
-      launch(index_all, kernels::pack_values<wire_t>{value, idx, raw(offsets_), raw(starts_), raw(values_send_), slots});
+      launch(index_all, kernels::pack_values<wire_t, kernels::contribution<residual_t>>{
+                            value, idx, raw(offsets_), raw(starts_), raw(values_send_), slots, wire_scale});
       clock.mark(&S::sketch);
       TAGC_TRY(exchange_values(comm, shards * slots, slots));
       clock.mark(&S::value_exchange);
-      launch(n, kernels::update_residual<wire_t>{g, r, sender_check, nullptr, st, cnt, lay_});
-      launch(lay_.index_bytes, kernels::unpack_values<wire_t>{idx, raw(offsets_), raw(starts_), raw(values_recv_), o, scale,
+      launch(n, update_t{g, r, sender_check, nullptr, st, cnt, lay_, wire_scale, wire_unscale, seed});
+      launch(lay_.index_bytes, kernels::unpack_values<wire_t>{idx, raw(offsets_), raw(starts_), raw(values_recv_), o,
+                                                      scale * wire_unscale,
                                                       lay_, own_shard_});
       last_slots_ = slots;
     }
     clock.mark(&S::decode);  // includes committing the residual
+    ++step_;                 // committed: the next call rounds a bf16 residual with fresh bits
 
     if (stats || args_.adapt.enabled) {
       reduce_stats local_stats;
@@ -649,7 +751,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   // tells afterwards which entries stayed unresolved.
   void decode(float* out, const std::uint8_t* own_index) {
     const std::size_t S = lay_.shard_size, C = lay_.cells;
-    const kernels::decode_view v{lay_,      own_shard_,   own_index,         raw(values_recv_), raw(count_),
+    const kernels::decode_view v{lay_,      own_shard_,   own_index,         decode_cells(),    raw(count_),
                                  raw(ids_), raw(writer_), raw(entry_state_), raw(support_),     raw(edges_),
                                  out};
     decode_result d;
@@ -707,6 +809,10 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
         args_.topo == topology::sharded ? collective::reduce_scatter : collective::all_reduce,
         double(last_value_bytes_), world);
     s.retransmit_bytes = retransmit_sent_;
+    s.value_type_bytes = int(sizeof(wire_t));
+    s.value_scale_exponent = wire_exp_;
+    s.unfed_rounding = last_unfed_rounding_;
+    s.residual_bytes = residual_.size() * sizeof(residual_t);
     return {};
   }
 
@@ -721,10 +827,14 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   bool profiling_ = false;
   reduce_stats::stage_seconds seconds_{};
   std::int64_t last_load_ppm_ = 0, last_unresolved_ = 0;  // published for adaptive theta
+  std::uint64_t step_ = 0;           // successful calls (stochastic-rounding seed; checkpointed)
+  int wire_exp_ = 0;                 // fp16: values travel as x * 2^wire_exp_ (agreed per call)
+  std::size_t max_cell_terms_ = 1;   // most values one rank adds into one cell / slot
+  double last_unfed_rounding_ = 0.0; // this call's sketch-cell rounding (not fed back)
   std::size_t last_value_bytes_ = 0, last_slots_ = 0, mask_bytes_ = 0;
   double retransmit_sent_ = 0.0;
 
-  vector<float> residual_;             // [length]   error feedback (the state)
+  vector<residual_t> residual_;        // [length]   error feedback (the state): float or bf16
   vector<std::uint8_t> index_local_;   // [shards][index_bytes] this rank's marks
   vector<std::uint8_t> index_;         // summed: all shards, or this shard's (index reduce-scatter)
   vector<wire_t> values_send_;         // sketch [shards][cells] or packed [shards][slots]
@@ -741,6 +851,7 @@ class Reducer<SparsifyPolicy, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>,
   vector<std::uint32_t> edges_;                 // [3 * shard] cached cells and signs of the support
   vector<std::uint32_t> bucket_start_, bucket_order_;  // sketch gather map (constant)
   vector<std::uint32_t> offsets_, starts_;      // packed: scan over index bytes, shard starts
+  vector<float> sketch_f32_;                    // 16-bit sketch cells: fp32 sums before rounding; then the owner's widened cells
   struct decode_result {
     std::size_t support = 0, peeled = 0, unresolved = 0;
   } last_decode_;

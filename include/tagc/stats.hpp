@@ -27,6 +27,13 @@ struct reduce_stats {
   std::size_t peeled = 0;          // resolved exactly
   std::size_t unresolved = 0;      // peeling could not resolve (estimated or delivered as 0; retransmitted)
   std::size_t packed_slots = 0;    // PackedPolicy: values per shard exchanged (largest union)
+  // Low precision (policy/wire_value.hpp)
+  int value_type_bytes = 4;        // bytes per exchanged value or cell: 4 (float), 2 (bf16, fp16)
+  int value_scale_exponent = 0;    // fp16: values travel as x * 2^this (agreed across ranks); else 0
+  double unfed_rounding = 0.0;     // 16-bit sketch cells: sum of |rounding| of this rank's cell sums, which
+                                   // no residual gets back (per-value rounding is fed back; the collective's
+                                   // own rounding of the summed cells/slots is seen by no rank)
+  std::size_t residual_bytes = 0;  // memory of this rank's error-feedback residual (bf16 storage: half)
   // Traffic, bytes this rank sends (ring model, see ring_bytes_sent)
   double control_bytes = 0.0;  // agreement check (all-gather of 32 bytes per rank)
   double index_bytes = 0.0;    // index all-reduce

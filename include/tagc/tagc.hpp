@@ -11,11 +11,13 @@
 //
 // Headers a user reads, in order:
 //   reducer.hpp           the pipeline and its contract
-//   policy/sparsify.hpp   SparsifyPolicy: threshold + error feedback
+//   policy/sparsify.hpp   SparsifyPolicy: threshold + error feedback (SparsifyBf16ResidualPolicy: bf16 residual)
 //   policy/index.hpp      IndexPolicy<1|2|4|8|index_auto[, exchange]>: support counters, summed
-//   policy/sketch.hpp     SketchPolicy<ratio>: block-keyed count sketch
+//   policy/sketch.hpp     SketchPolicy<ratio[, lanes, value]>: block-keyed count sketch (SketchBf16Policy, SketchFp16Policy)
 //   policy/decode.hpp     DecodePolicy<mode>: peeling, estimation, carry
-//   policy/packed.hpp     PackedPolicy: exact union values instead of a sketch
+//   policy/packed.hpp     PackedPolicy: exact union values instead of a sketch (PackedBf16Policy, PackedFp16Policy)
+//   policy/wire_value.hpp 16-bit values on the wire: rounding, the fp16 range scale
+//   core/bfloat16.hpp, core/float16.hpp  the 16-bit types
 //   comm/communicator.hpp the Communicator concept; comm/local.hpp, comm/mpi.hpp,
 //                         comm/nccl.hpp backends; comm/counting.hpp byte accounting
 //   shard/layout.hpp      how a buffer is cut into shards, blocks and lanes

@@ -24,6 +24,14 @@
 #endif
 
 #if defined(TAGC_CHECK_REDUCER)
+template <class R>
+tagc::status run_once(tagc::nccl_communicator& c, std::span<const float> g, std::span<float> out, cudaStream_t s) {
+  R r;
+  TAGC_TRY(r.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
+  TAGC_TRY(r.reduce_scatter(c, g, out));
+  return r.load_state(r.save_state());
+}
+
 // The Reducer on the GPU: both index widths, both topologies, on NCCL.
 tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const float> g, std::span<float> out,
                                      cudaStream_t s) {
@@ -34,10 +42,6 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
   wide w;
   TAGC_TRY(w.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
   TAGC_TRY(w.reduce_scatter(c, g, out));
-  // Not yet here: Reducer<..., PackedBf16Policy, ..., exec::cuda>. nvcc 13 rejects
-  // it ("calling a __host__ function ... from a __host__ __device__ function",
-  // pointing at bfloat16's conversion operator); to be investigated. The float
-  // packed path (below) and the bf16 collectives themselves do compile.
   using scattered = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<tagc::index_auto, tagc::index_exchange::reduce_scatter>,
                                   tagc::SketchPolicy<4>, tagc::DecodePolicy<tagc::decode_mode::estimate>, tagc::exec::cuda>;
   using packed_f32 = tagc::Reducer<tagc::SparsifyPolicy, tagc::ExactIndexPolicy, tagc::PackedPolicy,
@@ -48,6 +52,16 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
   scattered sc;
   TAGC_TRY(sc.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
   TAGC_TRY(sc.reduce_scatter(c, g, out));
+  // Low precision: 16-bit packed values and sketch cells (bf16, fp16 with its
+  // range scale), and a bf16 residual stored with stochastic rounding.
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyPolicy, tagc::ExactIndexPolicy, tagc::PackedBf16Policy,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyPolicy, tagc::ExactIndexPolicy, tagc::PackedFp16Policy,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<4>, tagc::SketchBf16Policy<10>,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyBf16ResidualPolicy, tagc::IndexPolicy<4>, tagc::SketchFp16Policy<10>,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
   narrow n;
   TAGC_TRY(n.initialize(
       {.length = g.size(), .world_size = c.size(), .rank = c.rank(), .topo = tagc::topology::replicated},
@@ -118,6 +132,8 @@ tagc::status tagc_cuda_check(tagc::nccl_communicator& c, cudaStream_t s) {
   TAGC_TRY(nccl_members<std::uint32_t>(c, {}, {}));
   TAGC_TRY(nccl_members<std::int64_t>(c, {}, {}));
   TAGC_TRY(nccl_members<std::uint64_t>(c, {}, {}));
+  TAGC_TRY(nccl_members<tagc::bfloat16>(c, {}, {}));
+  TAGC_TRY(nccl_members<tagc::float16>(c, {}, {}));
   TAGC_TRY(c.barrier());
   TAGC_TRY(c.join(s));
   TAGC_TRY(c.synchronize());

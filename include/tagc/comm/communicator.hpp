@@ -29,6 +29,7 @@
 #include <span>
 
 #include "../core/bfloat16.hpp"
+#include "../core/float16.hpp"
 #include "../core/status.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -47,14 +48,15 @@ inline constexpr const char* collective_name(collective c) noexcept {
   }
 }
 
-// Element types every backend must reduce with SUM. bfloat16 sums are computed
-// in float and rounded to bf16 once per reduction step (core/bfloat16.hpp): a
-// ring or tree reduction rounds at every hop, as NCCL's bf16 sum does.
+// Element types every backend must reduce with SUM. bfloat16 and float16 sums
+// are computed in float and rounded to the 16-bit type once per reduction step
+// (core/bfloat16.hpp, core/float16.hpp): a ring or tree reduction rounds at
+// every hop, as NCCL's bf16 / fp16 sums do.
 template <class T>
 concept reducible = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, std::uint8_t> ||
                     std::same_as<T, std::int32_t> || std::same_as<T, std::uint32_t> ||
                     std::same_as<T, std::int64_t> || std::same_as<T, std::uint64_t> ||
-                    std::same_as<T, bfloat16>;
+                    std::same_as<T, bfloat16> || std::same_as<T, float16>;
 
 // A completion handle of a non-blocking collective.
 template <class R>

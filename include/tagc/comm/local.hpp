@@ -111,19 +111,21 @@ template <class T> constexpr int type_id_of() {
   else if constexpr (std::is_same_v<T, std::int64_t>) return 5;
   else if constexpr (std::is_same_v<T, std::uint64_t>) return 6;
   else if constexpr (std::is_same_v<T, bfloat16>) return 7;
+  else if constexpr (std::is_same_v<T, float16>) return 8;
   else static_assert(sizeof(T) == 0, "tagc: type_id_of: not a reducible type");
 }
 template <class T> constexpr const char* type_name_of() {
-  constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64", "bfloat16"};
+  constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64", "bfloat16",
+                                   "float16"};
   return names[type_id_of<T>()];
 }
-// Sum of element i over ranks, in rank order. Unsigned types wrap; bfloat16 is
-// summed in float and rounded once.
+// Sum of element i over ranks, in rank order. Unsigned types wrap; bfloat16 and
+// float16 are summed in float and rounded once.
 template <class T, class Src> T rank_order_sum(Src src, int n, std::size_t i) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
+  if constexpr (std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) {
     float acc = float(src(0)[i]);
     for (int r = 1; r < n; ++r) acc += float(src(r)[i]);
-    return bfloat16(acc);
+    return T(acc);
   } else {
     T acc = src(0)[i];
     for (int r = 1; r < n; ++r) acc = T(acc + src(r)[i]);

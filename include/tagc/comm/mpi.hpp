@@ -46,9 +46,9 @@
 //    several requests may be in flight in any combination.
 //  - uint8 sums use a user-defined wrapping op instead of MPI_SUM: Open MPI
 //    4.1's AVX reduction component saturates 8-bit sums (see wrapping_sum_u8).
-//  - bfloat16 travels as MPI_UINT16_T with a user-defined commutative op that
-//    adds in float and rounds to bf16 at every reduction step (see bf16_sum).
-//    Both ops are created once per communicator.
+//  - bfloat16 and float16 travel as MPI_UINT16_T with user-defined commutative
+//    ops that add in float and round to the 16-bit type at every reduction step
+//    (see bf16_sum, fp16_sum). The ops are created once per communicator.
 //  - Element counts must fit in int (MPI-3; OpenMPI 4.1 has no MPI-4 "_c"
 //    large-count variants): a larger span is a local argument error.
 //  - In place: all_reduce, reduce, broadcast (send == recv) and all_gather
@@ -104,11 +104,13 @@ TAGC_MPI_TYPE_(std::int64_t, 5, "int64", MPI_INT64_T)
 TAGC_MPI_TYPE_(std::uint64_t, 6, "uint64", MPI_UINT64_T)
 // bf16 travels as 16-bit words; only the user-defined op (bf16_sum) reads them as bf16.
 TAGC_MPI_TYPE_(bfloat16, 7, "bfloat16", MPI_UINT16_T)
+TAGC_MPI_TYPE_(float16, 8, "float16", MPI_UINT16_T)
 #undef TAGC_MPI_TYPE_
 
 inline const char* type_name(std::int64_t id) noexcept {
-  constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64", "bfloat16"};
-  return id >= 0 && id < 8 ? names[id] : "?";
+  constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64", "bfloat16",
+                                   "float16"};
+  return id >= 0 && id < 9 ? names[id] : "?";
 }
 
 // Byte-wise wrapping sum for MPI_UINT8_T. Open MPI 4.1's AVX reduction
@@ -143,6 +145,14 @@ inline void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   const std::size_t n = std::size_t(*len);
   for (std::size_t i = 0; i < n; ++i)
     b[i] = bf16_bits_from_float(float_from_bf16_bits(a[i]) + float_from_bf16_bits(b[i]));
+}
+// The same for IEEE binary16 (MPI-3 has no half type either).
+inline void fp16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  const std::size_t n = std::size_t(*len);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = fp16_bits_from_float(float_from_fp16_bits(a[i]) + float_from_fp16_bits(b[i]));
 }
 
 inline std::string error_string(int code) {
@@ -240,6 +250,7 @@ struct state {
   MPI_Comm check_comm = MPI_COMM_NULL;  // argument checks (own matching order)
   MPI_Op u8_sum = MPI_OP_NULL;          // wrapping_sum_u8
   MPI_Op bf16_op = MPI_OP_NULL;         // bf16_sum
+  MPI_Op fp16_op = MPI_OP_NULL;         // fp16_sum
   int rank = -1;
   int size = 0;
   bool checked = true;
@@ -251,6 +262,7 @@ struct state {
   void start_op(pending& p) {
     const MPI_Op sum = p.type_id == type_traits<std::uint8_t>::id   ? u8_sum
                        : p.type_id == type_traits<bfloat16>::id     ? bf16_op
+                       : p.type_id == type_traits<float16>::id      ? fp16_op
                                                                     : MPI_SUM;
     const char* call = "";
     int rc = MPI_SUCCESS;
@@ -519,6 +531,11 @@ class mpi_communicator {
       fail("MPI_Op_create", rc);
       return;
     }
+    rc = MPI_Op_create(&detail::mpi::fp16_sum, /*commute=*/1, &s_->fp16_op);
+    if (rc != MPI_SUCCESS) {
+      fail("MPI_Op_create", rc);
+      return;
+    }
     MPI_Comm_rank(s_->comm, &s_->rank);
     MPI_Comm_size(s_->comm, &s_->size);
   }
@@ -714,6 +731,7 @@ class mpi_communicator {
       if (s_->comm != MPI_COMM_NULL) MPI_Comm_free(&s_->comm);
       if (s_->u8_sum != MPI_OP_NULL) MPI_Op_free(&s_->u8_sum);
       if (s_->bf16_op != MPI_OP_NULL) MPI_Op_free(&s_->bf16_op);
+      if (s_->fp16_op != MPI_OP_NULL) MPI_Op_free(&s_->fp16_op);
     }
     s_.reset();
   }

@@ -117,6 +117,7 @@ constexpr ncclDataType_t nccl_type_of() noexcept {
   else if constexpr (std::is_same_v<T, std::int64_t>) return ncclInt64;
   else if constexpr (std::is_same_v<T, std::uint64_t>) return ncclUint64;
   else if constexpr (std::is_same_v<T, bfloat16>) return ncclBfloat16;
+  else if constexpr (std::is_same_v<T, float16>) return ncclFloat16;
   else static_assert(sizeof(T) == 0, "tagc: no NCCL datatype for this element type");
 }
 
@@ -451,8 +452,19 @@ class nccl_communicator {
   };
 
   nccl_communicator() = default;  // empty: every call returns invalid_argument
-  nccl_communicator(nccl_communicator&&) noexcept = default;
-  nccl_communicator& operator=(nccl_communicator&&) noexcept = default;
+  // Moves are written out, not `= default`: nvcc treats a special member that is
+  // defaulted on its first declaration as implicitly __host__ __device__, and
+  // this one moves a std::shared_ptr (host-only). cuda::std::expected's
+  // __host__ __device__ members (nccl_expected) instantiate it, and with
+  // --diag-error=20011 the build failed ("calling a __host__ function from a
+  // __host__ __device__ function", misattributed to whichever header nvcc was
+  // in when it emitted its deferred diagnostics, e.g. bfloat16's operator float).
+  // A user-provided move is plainly __host__.
+  nccl_communicator(nccl_communicator&& o) noexcept : s_(std::move(o.s_)) {}
+  nccl_communicator& operator=(nccl_communicator&& o) noexcept {
+    s_ = std::move(o.s_);
+    return *this;
+  }
   nccl_communicator(const nccl_communicator&) = delete;
   nccl_communicator& operator=(const nccl_communicator&) = delete;
   ~nccl_communicator() = default;  // the state finalizes when its last holder goes

@@ -31,6 +31,7 @@
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
 #include "sparsify.hpp"
+#include "wire_value.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
@@ -68,9 +69,10 @@ TAGC_HOST_DEVICE inline bool index_marked(const std::uint8_t* index, const layou
 }
 
 // Build this rank's index, one byte per call: counter = 1 where the entry is kept.
+template <class R = float>
 struct build_index {
   const float* grad;
-  const float* residual;
+  const R* residual;
   const select_state* state;
   std::uint8_t* index;          // [shards][index_bytes]
   unsigned long long* kept_count;
@@ -87,7 +89,7 @@ struct build_index {
       const std::size_t e = first + std::size_t(k);
       if (e >= lay.shard_size) break;
       const std::size_t g = s * lay.shard_size + e;
-      if (g < lay.length && is_kept(grad[g] + residual[g], threshold)) {
+      if (g < lay.length && is_kept(grad[g] + residual_load(residual, g), threshold)) {
         out |= 1u << (k * bits);
         ++kept;
       }
@@ -132,9 +134,10 @@ struct count_marks {
 // The value this rank sends for padded element (s, e): the accumulated gradient
 // if it is kept and (unless the index is exact, when every kept entry is marked)
 // the reduced index marks it; else 0.
+template <class R = float>
 struct contribution {
   const float* grad;
-  const float* residual;
+  const R* residual;
   const std::uint8_t* reduced_index;  // whole reduced index, or nullptr when exact
   const select_state* state;
   layout lay;
@@ -142,7 +145,7 @@ struct contribution {
   TAGC_HOST_DEVICE float operator()(std::size_t s, std::size_t e) const {
     const std::size_t g = s * lay.shard_size + e;
     if (g >= lay.length) return 0.0f;
-    const float acc = grad[g] + residual[g];
+    const float acc = grad[g] + residual_load(residual, g);
     if (!is_kept(acc, state->threshold)) return 0.0f;
     return !reduced_index || index_marked(reduced_index, lay, s, e) ? acc : 0.0f;
   }
@@ -152,18 +155,25 @@ struct contribution {
 // entry was not delivered if the reduced index did not mark it (1-bit carries:
 // `deferred`) or its owner could not resolve it (`retransmit`, one bitmap of
 // shard_size bits per shard: the sender keeps it and sends it again later).
-template <class Value = float>
+//
+// Value: the wire type. What was delivered is the value as sent, rounded to it
+// (after scaling by 2^k, see policy/wire_value.hpp): the rounding error stays
+// in the residual (for float it is exactly 0). R: the residual's storage type.
+template <class Value = float, class R = float>
 struct update_residual {
   const float* grad;
-  float* residual;
+  R* residual;
   const std::uint8_t* reduced_index;  // nullptr when exact
   const std::uint8_t* retransmit;     // [shards][ceil(shard_size / 8)] or nullptr
   const select_state* state;
   unsigned long long* counters;       // [0] kept, [1] deferred, [2] retransmitted
   layout lay;
+  float wire_scale = 1.0f;            // 2^k: values travel as Value(acc * 2^k)
+  float wire_unscale = 1.0f;          // 2^-k
+  std::uint32_t seed = 0;             // stochastic rounding of a bf16 residual (residual_seed)
 
   TAGC_HOST_DEVICE void operator()(std::size_t g) const {
-    const float acc = grad[g] + residual[g];
+    const float acc = grad[g] + residual_load(residual, g);
     bool delivered = false;
     if (is_kept(acc, state->threshold)) {
       const std::size_t s = g / lay.shard_size, e = g % lay.shard_size;
@@ -176,9 +186,8 @@ struct update_residual {
         d.fetch_add(1ull, cuda::memory_order_relaxed);
       }
     }
-    // What was delivered is the value as sent: with bf16 values the rounding
-    // error stays here (for float it is exactly 0).
-    residual[g] = delivered ? acc - float(Value(acc)) : acc;
+    const float left = delivered ? acc - wire_round<Value>(acc * wire_scale) * wire_unscale : acc;
+    residual_store(residual, g, left, seed, residual_site::update);
   }
 };
 

@@ -15,12 +15,17 @@
 //
 // Takes the place of SketchPolicy in the Reducer; the DecodePolicy is then unused.
 //
-// Low precision: PackedValuesPolicy<bfloat16> sends each value rounded to bf16
-// (half the value bytes). The rounding error of a rank's own value goes back to
-// its residual (residual = acc - bf16(acc)), so nothing of what a rank
-// contributes is lost; the sum across ranks is rounded to bf16 by the
-// collective at each step (as NCCL's bf16 reduce-scatter does), and that
-// rounding — a few parts in a thousand of the sum — is not fed back.
+// Low precision: PackedValuesPolicy<bfloat16> (PackedBf16Policy) and
+// PackedValuesPolicy<float16> (PackedFp16Policy) send each value rounded to 16
+// bits (half the value bytes). The rounding error of a rank's own value goes
+// back to its residual (residual = acc - bf16(acc)), so nothing of what a rank
+// contributes is lost; the sum across ranks is rounded by the collective at
+// each step (as NCCL's 16-bit reduce-scatter does), and that rounding — a few
+// parts in a thousand of the sum for bf16, 8x less for fp16 — is not fed back.
+// fp16 values travel scaled by a power of two 2^k that all ranks agree on every
+// call (from the largest |acc| of any rank, exchanged in the agreement check):
+// no sum of N slots can overflow fp16's 65504, and small values stay out of its
+// subnormals (policy/wire_value.hpp). fp16 therefore needs check_inputs.
 
 #include <cstdint>
 #include <type_traits>
@@ -29,17 +34,18 @@
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
 #include "index.hpp"
+#include "wire_value.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
 template <class Value = float>
 struct PackedValuesPolicy {
-  static_assert(std::is_same_v<Value, float> || std::is_same_v<Value, bfloat16>,
-                "tagc: PackedValuesPolicy<Value>: Value is float or tagc::bfloat16");
+  static_assert(wire_value<Value>, "tagc: PackedValuesPolicy<Value>: Value is float, tagc::bfloat16 or tagc::float16");
   using value_type = Value;
 };
 using PackedPolicy = PackedValuesPolicy<float>;
 using PackedBf16Policy = PackedValuesPolicy<bfloat16>;
+using PackedFp16Policy = PackedValuesPolicy<float16>;
 
 namespace kernels {
 
@@ -77,14 +83,15 @@ struct shard_starts {
 };
 
 // Write this rank's values at the union positions, one index byte per call.
-template <class Value>
+template <class Value, class Contribution = contribution<>>
 struct pack_values {
-  contribution value;
+  Contribution value;
   const std::uint8_t* index;
   const std::uint32_t* offsets;
   const std::uint32_t* start;
   Value* packed;       // [shards][slots]
   std::size_t slots;   // the largest union over shards
+  float wire_scale = 1.0f;  // 2^k (fp16), else 1
 
   TAGC_HOST_DEVICE void operator()(std::size_t byte) const {
     const layout& l = value.lay;
@@ -96,7 +103,7 @@ struct pack_values {
       const std::size_t e = first + std::size_t(k);
       if (e >= l.shard_size || s * l.shard_size + e >= l.length) break;
       if (((index[byte] >> (k * bits)) & ((1u << bits) - 1u)) == 0) continue;
-      packed[s * slots + pos++] = Value(value(s, e));
+      packed[s * slots + pos++] = Value(value(s, e) * wire_scale);
     }
   }
 };
@@ -121,7 +128,7 @@ struct unpack_values {
   const std::uint32_t* start;
   const Value* packed;          // this shard's summed slots
   float* out;
-  float scale;
+  float scale;  // the op's (mean: 1/N) times 2^-k, the fp16 range scale undone
   layout lay;
   std::size_t shard;
 

@@ -1,6 +1,7 @@
 #pragma once
-// defines: tagc::SketchPolicy<Ratio, Lanes> and its kernels — the count sketch
-//          of each shard, keyed by block so that access is coalesced.
+// defines: tagc::SketchPolicy<Ratio, Lanes, Value>, tagc::SketchBf16Policy,
+//          tagc::SketchFp16Policy and their kernels — the count sketch of each
+//          shard, keyed by block so that access is coalesced.
 //
 // A shard is seen as [blocks x lanes]. Block j hashes with MurmurHash3_x86_32
 // (seeds 0, 1, 2) to one row in each of three partitions of p rows and to a sign
@@ -23,7 +24,29 @@
 //
 // The sketch is linear: the sum over ranks of their sketches is the sketch of
 // the summed gradient, so plain sum collectives carry it.
+//
+// Low precision (Value = bfloat16 or float16): the cells travel in 16 bits.
+//  - Each value is rounded to Value *before* it enters the sketch (after the
+//    fp16 range scale 2^k, policy/wire_value.hpp) and the sender keeps
+//    value - rounded in its residual: that part of the rounding is attributed
+//    to its entry exactly and nothing of it is lost.
+//  - A cell then sums the rounded values in fp32 and is rounded once more to
+//    Value for the exchange. That rounding mixes the entries sharing the cell;
+//    none of them owns it, and its effect on the decoded values depends on the
+//    owner's peeling order, which the sender does not know, so it cannot be fed
+//    back. It is measured instead (reduce_stats::unfed_rounding), as are none of
+//    the collective's own roundings of the summed cells (no rank sees them).
+//  - The owner widens the summed cells to fp32 (times 2^-k) and decodes there:
+//    peeling and estimation accumulate in fp32. Peeling never compares cell
+//    values: a cell is "pure" when its *count* of unresolved support entries
+//    (from the exact reduced index) is 1, so rounding cannot make a mixed cell
+//    look pure or a pure one look mixed. Rounding only perturbs the values; a
+//    perturbation peeled from one cell is subtracted from that entry's other
+//    cells and so travels along the peeling chain (measured in
+//    tests/test_lowprec.cpp: the delivered error stays within a few bf16 ulps
+//    of the cell magnitudes at loads up to ~0.7).
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -32,17 +55,24 @@
 #include "../shard/layout.hpp"
 #include "index.hpp"
 #include "sparsify.hpp"
+#include "wire_value.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
-template <int Ratio, int Lanes = 1024>
+template <int Ratio, int Lanes = 1024, class Value = float>
 struct SketchPolicy {
   static_assert(Ratio >= 1, "tagc: SketchPolicy<Ratio>: the compression ratio must be at least 1");
   static_assert(Lanes >= 1, "tagc: SketchPolicy<Ratio, Lanes>: at least one lane");
+  static_assert(wire_value<Value>, "tagc: SketchPolicy<Ratio, Lanes, Value>: Value is float, tagc::bfloat16 or tagc::float16");
   static constexpr int ratio = Ratio;
   static constexpr int lanes = Lanes;  // B, the block width (reference: 1024)
   static constexpr int hashes = 3;     // k
+  using value_type = Value;            // what a cell travels as; decoding is fp32 whatever it is
 };
+template <int Ratio, int Lanes = 1024>
+using SketchBf16Policy = SketchPolicy<Ratio, Lanes, bfloat16>;
+template <int Ratio, int Lanes = 1024>
+using SketchFp16Policy = SketchPolicy<Ratio, Lanes, float16>;
 
 namespace kernels {
 
@@ -72,6 +102,13 @@ TAGC_HOST_DEVICE inline float sketch_sign_of(const layout& l, std::size_t e, int
 struct sketch_buckets {
   std::vector<std::uint32_t> start;  // 3p + 1
   std::vector<std::uint32_t> order;  // 3 * blocks
+  // The most blocks of one row: no cell of one rank sums more values than this
+  // (one per block), which bounds the fp16 range scale.
+  std::size_t max_row_blocks() const {
+    std::size_t m = 0;
+    for (std::size_t r = 0; r + 1 < start.size(); ++r) m = std::max<std::size_t>(m, start[r + 1] - start[r]);
+    return m;
+  }
 };
 
 inline sketch_buckets make_sketch_buckets(const layout& l) {
@@ -94,18 +131,23 @@ inline sketch_buckets make_sketch_buckets(const layout& l) {
 // and shared by the chunk's lanes: a GPU launches one cell per thread (chunk 1,
 // coalesced across threads), a CPU thread takes a whole row (chunk = lanes, a
 // vectorisable inner loop). Cells are written exactly once, in a fixed order.
+// Value: each value is rounded to the wire type (scaled by 2^k) before it is
+// added, so the cell holds the exact fp32 sum of what the sender accounts as
+// sent; the cell itself is rounded afterwards (round_cells).
+template <class Value = float, class Contribution = contribution<>>
 struct build_sketch {
-  contribution value;
+  Contribution value;
   const std::uint32_t* start;
   const std::uint32_t* order;
   float* sketch;      // [shards][cells]
   std::size_t chunk;  // lanes per call (divides lanes or covers the tail)
+  float wire_scale = 1.0f;  // 2^k (fp16), else 1
 
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const layout& l = value.lay;
     if (l.dense) {  // one element per call
       const std::size_t s = i / l.cells, c = i % l.cells;
-      sketch[i] = value(s, c);
+      sketch[i] = wire_round<Value>(value(s, c) * wire_scale);
       return;
     }
     const std::size_t chunks_per_row = (l.lanes + chunk - 1) / chunk;
@@ -127,7 +169,7 @@ struct build_sketch {
         const std::size_t e = base + (lane >= rot ? lane - rot : lane + l.lanes - rot);
         if (e >= l.shard_size) continue;
         const float v = value(s, e);
-        if (v != 0.0f) out[lane] += sign * v;
+        if (v != 0.0f) out[lane] += sign * wire_round<Value>(v * wire_scale);
       }
     }
   }

@@ -1,6 +1,8 @@
 #pragma once
-// defines: tagc::SparsifyPolicy and its kernels — error feedback plus a threshold
-//          that makes at least a fraction `sparsity` (theta) of the entries zero.
+// defines: tagc::SparsifyPolicy, tagc::SparsifyBf16ResidualPolicy
+//          (= tagc::BasicSparsifyPolicy<float | bfloat16>) and their kernels —
+//          error feedback plus a threshold that makes at least a fraction
+//          `sparsity` (theta) of the entries zero.
 //
 // The threshold is the k-th largest |g + residual| (k = floor((1 - theta) n)),
 // found *exactly* by a three-pass radix select over the float bit patterns
@@ -14,13 +16,28 @@
 //
 // Histograms are privatised (several copies, chosen by OpenMP thread or CUDA
 // block) so that the atomics of one pass rarely contend.
+//
+// Residual storage: BasicSparsifyPolicy<bfloat16> keeps the error-feedback
+// residual in bf16 (half the memory of the Reducer's largest buffer). All
+// arithmetic stays in fp32 (acc = g + float(residual)); only the store rounds.
+// Round-to-nearest would drop every update smaller than half a bf16 ulp of the
+// residual it is added to, forever (a residual of 1.0 absorbs nothing below
+// 2^-9 of it); the store therefore rounds *stochastically*: up with probability
+// (dropped bits) / 2^16, so the stored residual is an unbiased estimate of the
+// fp32 one. The random bits are a counter-based hash of (element, step, rank,
+// store site): no generator state, the same bits on every execution space, and
+// a resumed run (the step counter is part of save_state) rounds as the
+// uninterrupted one would.
 
 #include <cstdint>
 #include <cuda/atomic>
 #include <cuda/std/span>
+#include <type_traits>
 
+#include "../core/bfloat16.hpp"
 #include "../core/bits.hpp"
 #include "../core/config.hpp"
+#include "../core/murmur3.hpp"
 
 #if defined(_OPENMP) && !defined(__CUDA_ARCH__)
 #  include <omp.h>
@@ -29,10 +46,17 @@
 TAGC_BEGIN_NAMESPACE
 
 // Tag: error feedback + exact radix-select threshold (the default and only
-// selection today; a paper-faithful bisection would be another tag here).
-struct SparsifyPolicy {
+// selection today; a paper-faithful bisection would be another tag here), with
+// the residual stored as `Residual` (float, or bfloat16 with stochastic rounding).
+template <class Residual = float>
+struct BasicSparsifyPolicy {
+  static_assert(std::is_same_v<Residual, float> || std::is_same_v<Residual, bfloat16>,
+                "tagc: BasicSparsifyPolicy<Residual>: Residual is float or tagc::bfloat16");
+  using residual_type = Residual;
   static constexpr const char* name = "radix-select threshold + error feedback";
 };
+using SparsifyPolicy = BasicSparsifyPolicy<float>;
+using SparsifyBf16ResidualPolicy = BasicSparsifyPolicy<bfloat16>;
 
 // The paper pairs sparsity with sketch ratio: 2x/80%, 4x/90%, 10x/98.75%.
 inline constexpr double default_sparsity(int sketch_ratio) {
@@ -60,7 +84,48 @@ struct select_state {
   std::uint32_t remaining;   // rank of the target within the current prefix bucket (1-based)
   std::uint32_t threshold;   // final |x| bit pattern; keep entries strictly above it
   std::uint32_t nonfinite;   // count of NaN/Inf in g + residual (pass 0)
+  std::uint32_t top_bin;     // 1 + highest non-empty pass-0 bin (top 10 bits of |acc|), 0 if none; see find_top_bin
 };
+
+// ---- residual storage ----
+
+// Stochastic rounding of a float to bf16: the 16 dropped bits decide, against
+// 16 random bits, whether the magnitude rounds up (probability dropped / 2^16)
+// or is truncated, so E[result] = f exactly. Adding to the magnitude bits of a
+// sign-magnitude number carries into the exponent as rounding up should. NaN
+// and Inf round to nearest; a finite value is never rounded up to Inf.
+TAGC_HOST_DEVICE inline std::uint16_t bf16_bits_stochastic(float f, std::uint32_t random) {
+  const std::uint32_t u = cuda::std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7fffffffu) >= 0x7f800000u) return bf16_bits_from_float(f);
+  const std::uint16_t up = std::uint16_t((u + (random & 0xffffu)) >> 16);
+  return (up & 0x7fffu) == 0x7f80u ? std::uint16_t(u >> 16) : up;
+}
+
+// The random bits of one residual store: a hash of the element, the call's
+// seed (step and rank, see residual_seed) and the store site.
+enum class residual_site : std::uint32_t { update = 0, owed_estimate = 1 };
+TAGC_HOST_DEVICE inline std::uint32_t residual_seed(std::uint64_t step, int rank) {
+  return murmur3_32(std::uint32_t(step) ^ murmur3_32(std::uint32_t(step >> 32), 0x5eedu), std::uint32_t(rank));
+}
+TAGC_HOST_DEVICE inline std::uint32_t residual_random(std::size_t g, std::uint32_t seed, residual_site site) {
+  return murmur3_32(std::uint32_t(g), seed ^ (std::uint32_t(site) * 0x9e3779b9u));
+}
+
+// Read and write one residual entry of storage type R (float: plain).
+template <class R>
+TAGC_HOST_DEVICE inline float residual_load(const R* residual, std::size_t g) {
+  return float(residual[g]);
+}
+template <class R>
+TAGC_HOST_DEVICE inline void residual_store(R* residual, std::size_t g, float v, std::uint32_t seed, residual_site site) {
+  if constexpr (std::is_same_v<R, float>) {
+    (void)seed;
+    (void)site;
+    residual[g] = v;
+  } else {
+    residual[g] = R::from_bits(bf16_bits_stochastic(v, residual_random(g, seed, site)));
+  }
+}
 
 TAGC_HOST_DEVICE inline int histogram_copy() {
 #if defined(__CUDA_ARCH__)
@@ -73,15 +138,16 @@ TAGC_HOST_DEVICE inline int histogram_copy() {
 }
 
 // Pass `pass` of the radix select over u = bits(|grad + residual|).
+template <class R = float>
 struct histogram_pass {
   const float* grad;
-  const float* residual;
+  const R* residual;
   std::uint32_t* hist;  // [hist_copies][hist_bins]
   select_state* state;
   int pass;
 
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::uint32_t u = abs_bits(grad[i] + residual[i]);
+    const std::uint32_t u = abs_bits(grad[i] + residual_load(residual, i));
     if (pass == 0) {
       if (u >= inf_bits) {
         cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> nf(state->nonfinite);
@@ -131,6 +197,41 @@ struct select_digit {
   }
 };
 
+// The owner's estimates go into its residual with the opposite sign (as
+// decode.hpp's owe_estimates), for a residual stored in R (bf16: rounded
+// stochastically, its own store site).
+template <class R>
+struct owe_estimates_stored {
+  const std::uint8_t* state;  // decode state per shard entry; 1 = unresolved
+  const float* out;           // unscaled estimates
+  R* residual;                // the owner's whole residual
+  std::size_t first;          // global index of the shard's first entry
+  std::size_t length;
+  std::uint32_t seed;
+  TAGC_HOST_DEVICE void operator()(std::size_t e) const {
+    if (state[e] != 1 || first + e >= length) return;
+    residual_store(residual, first + e, residual_load(residual, first + e) - out[e], seed, residual_site::owed_estimate);
+  }
+};
+
+// One thread, after pass 0 and before select_digit clears the histogram: the
+// highest non-empty bin, i.e. the exponent (and 2 mantissa bits) of max |acc|.
+// fp16 values agree their scale from it (values exchanged as x * 2^k).
+struct find_top_bin {
+  const std::uint32_t* hist;
+  select_state* state;
+  TAGC_HOST_DEVICE void operator()(std::size_t) const {
+    std::uint32_t top = 0;
+    for (int b = (1 << digit_bits(0)) - 1; b >= 0 && top == 0; --b)
+      for (int cp = 0; cp < hist_copies; ++cp)
+        if (hist[cp * hist_bins + b] != 0) {
+          top = std::uint32_t(b) + 1u;
+          break;
+        }
+    state->top_bin = top;
+  }
+};
+
 // One thread each: reset the selection state and the call's counters; start a
 // search for the entry of rank `remaining`; or fix the threshold without one.
 struct init_select {
@@ -140,7 +241,7 @@ struct init_select {
   std::uint32_t remaining;
   std::uint32_t threshold;
   TAGC_HOST_DEVICE void operator()(std::size_t) const {
-    *state = select_state{0u, remaining, threshold, 0u};
+    *state = select_state{0u, remaining, threshold, 0u, 0u};
     for (std::size_t i = 0; i < n_counters; ++i) counters[i] = 0ull;
   }
 };
