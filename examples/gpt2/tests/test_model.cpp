@@ -531,8 +531,10 @@ TEST_CASE("gpt2_model gemm splitter: odd sizes, all transposes, several threads 
   const int saved = omp_get_max_threads();
   std::mt19937 r(3);
   std::uniform_real_distribution<double> u(-1, 1);
+  // the last two sizes are above the split threshold, so threads > 1 split them
+  static_assert(2.0 * 257 * 1031 * 131 >= gpt2::kernels::kGemmSplitMinFlops);
   for (int threads : {1, 2, 3})
-    for (auto [M, N, K] : {std::array<int, 3>{193, 67, 400}, {70, 1025, 129}, {640, 640, 40}})
+    for (auto [M, N, K] : {std::array<int, 3>{193, 67, 400}, {70, 1025, 129}, {257, 1031, 131}, {640, 640, 160}})
       for (int ta = 0; ta < 2; ++ta)
         for (int tb = 0; tb < 2; ++tb) {
           omp_set_num_threads(threads);

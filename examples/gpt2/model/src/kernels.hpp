@@ -35,8 +35,24 @@ inline void gemm1(bool ta, bool tb, int M, int N, int K, double alpha, const dou
               alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+// Products below this many flops run on one thread. A fork/join is cheap on idle cores but on
+// a loaded machine every barrier can wait a whole scheduler slice for the thread that lost
+// its core (measured on the shared 2-core VM at load ~11: splitting d2's 8-33 MFLOP layer
+// products doubled the step's CPU time). 64 MFLOP is ~1 ms on one core.
+constexpr double kGemmSplitMinFlops = 64e6;
+// Products above this are cut into kChunksPerThread chunks per thread, handed out
+// dynamically: when one thread is descheduled the other takes its chunks instead of
+// waiting at the barrier. Only where each chunk keeps >= kFineChunkMin rows (columns):
+// every chunk packs the whole other operand again, and a narrow chunk also runs the
+// micro-kernel less efficiently. In practice: the LM head's logits and dwte products
+// (3.3 GFLOP each at d2, split along the vocabulary), not dlnf (256 rows).
+constexpr double kGemmFineSplitFlops = 256e6;
+constexpr int kChunksPerThread = 4;
+constexpr int kFineChunkMin = 1024;
+
 // C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, row-major. Splits the larger of M, N
-// into slabs (multiples of 64) across the OpenMP threads; small products stay serial.
+// into slabs (multiples of 64) across the OpenMP threads; small products stay serial. Each
+// element of C is computed by exactly one slab, so the result does not depend on the split.
 template <class R>
 void gemm(bool ta, bool tb, int M, int N, int K, R alpha, const R* A, int lda, const R* B, int ldb, R beta,
           R* C, int ldc) {
@@ -44,16 +60,18 @@ void gemm(bool ta, bool tb, int M, int N, int K, R alpha, const R* A, int lda, c
   const double flops = 2.0 * M * N * K;
   const bool split_m = M >= N;
   const int dim = split_m ? M : N;
-  if (nt <= 1 || flops < 8e6 || dim < 128) {
+  if (nt <= 1 || flops < kGemmSplitMinFlops || dim < 128) {
     gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  const int slabs = std::min(nt, dim / 64);
+  const bool fine = flops >= kGemmFineSplitFlops && dim / (nt * kChunksPerThread) >= kFineChunkMin;
+  const int per_thread = fine ? kChunksPerThread : 1;
+  const int slabs = std::max(1, std::min(nt * per_thread, dim / 64));
   const int step = ((dim + slabs - 1) / slabs + 63) / 64 * 64;  // ceil, then a multiple of 64
-#pragma omp parallel for num_threads(slabs) schedule(static, 1)
-  for (int s = 0; s < slabs; ++s) {
+  const int nslab = (dim + step - 1) / step;                    // rounding up may leave fewer
+#pragma omp parallel for num_threads(std::min(nt, nslab)) schedule(dynamic, 1)
+  for (int s = 0; s < nslab; ++s) {
     const int d0 = s * step, d1 = std::min(dim, d0 + step);
-    if (d0 >= d1) continue;
     if (split_m) {  // rows of op(A) and of C
       const R* As = ta ? A + d0 : A + static_cast<size_t>(d0) * lda;
       gemm1(ta, tb, d1 - d0, N, K, alpha, As, lda, B, ldb, beta, C + static_cast<size_t>(d0) * ldc, ldc);
@@ -68,10 +86,12 @@ void gemm(bool ta, bool tb, int M, int N, int K, R alpha, const R* A, int lda, c
 // thread owns a block of columns and walks the rows, so no atomics and rows stay contiguous.
 constexpr int kColBlock = 64;
 
-// Below this many element-operations a loop runs on one thread: a fork/join costs more
-// than the loop, and on a loaded 2-core machine every barrier can wait a whole
-// scheduler slice for the thread that lost its core.
-constexpr size_t kParallelMin = size_t(1) << 18;
+// Below this many element-operations (~1 ms) a loop runs on one thread: a fork/join costs
+// more than the loop, and on a loaded 2-core machine every barrier can wait a whole
+// scheduler slice for the thread that lost its core. At d2 every per-layer loop is below
+// it (only the softmax over the vocabulary runs in parallel, and AdamW in optim.cpp); at d12
+// attention and GELU are above.
+constexpr size_t kParallelMin = size_t(1) << 22;
 inline bool par(size_t work) { return work >= kParallelMin; }
 
 // exp for x <= ~88 in float without a libm call, so loops over it vectorize:
