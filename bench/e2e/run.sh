@@ -10,12 +10,13 @@
 #   --quick       baseline fp32 vs TAGC 10x 1-bit adaptive, 12 steps, at 200mbit unless
 #                 --rate is given (~2 minutes)
 #   --beyond      issue 6: fp32, bf16, the paper's 10x 1-bit, and the beyond-paper policies
-#                 (exact reduce-scattered index, packed fp32/bf16 values, adaptive theta),
-#                 40 steps at 200mbit unless --rate is given (~20 minutes)
+#                 (exact reduce-scattered index, bf16 sketch cells, packed fp32/bf16 values,
+#                 adaptive theta), 40 steps at 200mbit unless --rate is given (~25 minutes)
 #   --rate RATE   tc tbf rate of the shared loopback link (default 1gbit: fp32 spends ~55-60% of its step communicating; see docs/results.md)
 #   --configs     subset of: fp32 bf16 r2i1 r2i4 r4i1 r4i4 r10i1 r10i4 r10i1-all r10i1-adaptive
 #                 r4i1-adaptive; beyond the paper: r10x-rs r10x-rs-adaptive r4x-rs-adaptive
-#                 packed packed-bf16 (--beyond: the issue-6 table, see docs/results.md)
+#                 r10i1-bf16 r10x-rs-bf16 r10x-rs-bf16-adaptive packed packed-bf16
+#                 (--beyond: the issue-6 table, see docs/results.md)
 #   --sweep       only time the fp32 baseline at several rates (pick the rate where it
 #                 spends about half its step communicating); writes sweep.csv
 # Environment: BUILD_DIR (default build), DATA_DIR (default data).
@@ -65,7 +66,7 @@ elif [[ $BEYOND -eq 1 ]]; then
   # issue 6: the beyond-paper policies against the paper's configuration and both baselines
   [[ $RATE_SET -eq 1 ]] || RATE=200mbit
   : "${STEPS:=40}" "${VAL_EVERY:=10}"
-  : "${CONFIGS:=fp32,bf16,r10i1,r10i1-adaptive,r10x-rs,r10x-rs-adaptive,packed,packed-bf16}"
+  : "${CONFIGS:=fp32,bf16,r10i1,r10i1-adaptive,r10x-rs,r10x-rs-adaptive,r10i1-bf16,r10x-rs-bf16,packed,packed-bf16}"
   : "${OUTDIR:=results/e2e-$(date +%Y%m%d)-beyond}"
 elif [[ $QUICK -eq 1 ]]; then
   [[ $RATE_SET -eq 1 ]] || RATE=200mbit  # the regime where the CPU codec pays (docs/results.md)
@@ -101,6 +102,9 @@ flags_of() {
     r10x-rs) echo "--compress non-attention --ratio 10 --index-bits exact --index-exchange reduce-scatter" ;;
     r10x-rs-adaptive) echo "--compress non-attention --ratio 10 --index-bits exact --index-exchange reduce-scatter --adaptive" ;;
     r4x-rs-adaptive) echo "--compress non-attention --ratio 4 --index-bits exact --index-exchange reduce-scatter --adaptive" ;;
+    r10i1-bf16) echo "--compress non-attention --values sketch-bf16 --ratio 10 --index-bits 1" ;;
+    r10x-rs-bf16) echo "--compress non-attention --values sketch-bf16 --ratio 10 --index-bits exact --index-exchange reduce-scatter" ;;
+    r10x-rs-bf16-adaptive) echo "--compress non-attention --values sketch-bf16 --ratio 10 --index-bits exact --index-exchange reduce-scatter --adaptive" ;;
     packed) echo "--compress non-attention --values packed --index-bits exact" ;;
     packed-bf16) echo "--compress non-attention --values packed-bf16 --index-bits exact" ;;
     *) echo "run.sh: unknown config $1" >&2; return 2 ;;

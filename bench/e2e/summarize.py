@@ -17,7 +17,7 @@ Means leave out step 1 (first-touch, TCP connection set-up). Per-rank figures ar
   bits_meas         grad_bytes x 8 / params / ((N-1)/N): whole model, the paper's accounting
   bits_cmp_meas     the same for the compressed parameters only (the plain part, 32 bits, taken out)
   bits_paper        Figure 2: 2b + 32/ratio for compressed parameters (32 for fp32, 16 for bf16);
-                    b (not 2b) for a reduce-scattered index, 16/ratio for bf16 sketch cells;
+                    b (not 2b) for a reduce-scattered index, 16/ratio for bf16/fp16 sketch cells;
                     nan for packed values (their bytes follow the union size, not a formula)
   speedup_vs_paper  against the paper's TAGC configuration (config r10i1: 10x, 1-bit, non-attention)
   load1_start/end   1-minute load average before / after the run (run.sh's load.txt)
@@ -74,7 +74,8 @@ if sweep:
     sys.exit(0)
 
 order = ["fp32", "bf16", "r2i1", "r2i4", "r4i1", "r4i4", "r10i1", "r10i4", "r10i1-all", "r10i1-adaptive", "r4i1-adaptive",
-         "r10x-rs", "r10x-rs-adaptive", "r4x-rs-adaptive", "packed", "packed-bf16"]
+         "r10x-rs", "r10x-rs-adaptive", "r4x-rs-adaptive", "r10i1-bf16", "r10x-rs-bf16", "r10x-rs-bf16-adaptive",
+         "packed", "packed-bf16"]
 PAPER = "r10i1"  # the paper's TAGC configuration: 10x sketch, 1-bit all-reduced index, non-attention
 
 
@@ -93,7 +94,8 @@ def label(run):
     idx = ("exact" if str(b) == "exact" else f"{b}-bit") + " index" + \
           (", reduce-scattered" if run.get("index_exchange", "all-reduce") == "reduce-scatter" else "")
     v = f"{run.get('ratio')}x sketch" if values == "sketch" else \
-        f"{run.get('ratio')}x bf16 sketch" if values == "sketch-bf16" else values + " values"
+        f"{run.get('ratio')}x bf16 sketch" if values == "sketch-bf16" else \
+        f"{run.get('ratio')}x fp16 sketch" if values == "sketch-fp16" else values + " values"
     return f"TAGC {v}, {idx}" + (", adaptive" if run.get("adaptive") else "")
 
 
@@ -165,7 +167,7 @@ for n in names:
     else:
         width = index_width(b, run["world"])
         index_bits = (1 if exchange == "reduce-scatter" else 2) * width
-        paper = index_bits + (32 / ratio if values == "sketch" else 16 / ratio if values == "sketch-bf16"
+        paper = index_bits + (32 / ratio if values == "sketch" else 16 / ratio if values.startswith("sketch-")
                               else float("nan"))
         plain_bytes = ring * 4 * (P - ncomp)
         bits_cmp = (gb - plain_bytes) * 8 / ncomp / ring if ncomp else float("nan")

@@ -23,7 +23,9 @@ expect 2 "unknown command 'fly'" -- fly
 expect 2 "unknown flag --bogus" -- train --bogus 1
 expect 2 "expected 2|4|10" -- train --ratio 3
 expect 2 "expected 1|4|exact" -- train --index-bits 2
-expect 2 "expected sketch|packed|packed-bf16" -- train --values fp8
+expect 2 "expected sketch|sketch-bf16|sketch-fp16|packed|packed-bf16" -- train --values fp8
+expect 2 "16-bit sketch cells are built with" -- train --values sketch-bf16 --index-bits 4
+expect 2 "--ratio 4 is not built with it" -- train --values sketch-fp16 --index-bits 1 --ratio 4
 expect 2 "expected all-reduce|reduce-scatter" -- train --index-exchange gather
 # policy combinations that are not built: refused before any rank starts, with the list
 expect 2 "reduce-scatter index exchange needs --index-bits exact" -- train --index-exchange reduce-scatter

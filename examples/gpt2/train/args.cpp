@@ -102,8 +102,10 @@ const std::map<std::string, Flag>& flags() {
          if (v == "sketch") a.values = ValuesMode::sketch;
          else if (v == "packed") a.values = ValuesMode::packed;
          else if (v == "packed-bf16") a.values = ValuesMode::packed_bf16;
-         else throw ArgsError("--values: expected sketch|packed|packed-bf16, got '" + v + "'");
-       }, "sketch|packed|packed-bf16 (sketch); packed: exact values at the union positions"}},
+         else if (v == "sketch-bf16") a.values = ValuesMode::sketch_bf16;
+         else if (v == "sketch-fp16") a.values = ValuesMode::sketch_fp16;
+         else throw ArgsError("--values: expected sketch|sketch-bf16|sketch-fp16|packed|packed-bf16, got '" + v + "'");
+       }, "sketch|sketch-bf16|sketch-fp16|packed|packed-bf16 (sketch); packed: exact values at the union positions"}},
       {"index-exchange", {false, [](A& a, S v) {
          if (v == "all-reduce") a.index_exchange = IndexExchange::all_reduce;
          else if (v == "reduce-scatter") a.index_exchange = IndexExchange::reduce_scatter;
@@ -223,6 +225,8 @@ const char* to_string(ValuesMode v) {
     case ValuesMode::sketch: return "sketch";
     case ValuesMode::packed: return "packed";
     case ValuesMode::packed_bf16: return "packed-bf16";
+    case ValuesMode::sketch_bf16: return "sketch-bf16";
+    case ValuesMode::sketch_fp16: return "sketch-fp16";
   }
   return "?";
 }

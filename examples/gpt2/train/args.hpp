@@ -25,9 +25,11 @@ enum class CompressMode { none, non_attention, all, automatic };
 enum class Schedule { constant, cosine };
 enum class DecoderMode { peel, estimate, peel_estimate };
 // What a compressed segment sends for its kept entries (tagc's third Reducer policy):
-// sketch = the paper's count sketch (SketchPolicy<ratio>); packed / packed_bf16 = the
-// exact values at the union of the ranks' supports (PackedValuesPolicy<float|bfloat16>).
-enum class ValuesMode { sketch, packed, packed_bf16 };
+// sketch = the paper's count sketch (SketchPolicy<ratio>), sketch_bf16 / sketch_fp16 = its
+// cells in 16 bits (SketchPolicy<ratio, lanes, bfloat16|float16>); packed / packed_bf16 =
+// the exact values at the union of the ranks' supports (PackedValuesPolicy<float|bfloat16>).
+enum class ValuesMode { sketch, packed, packed_bf16, sketch_bf16, sketch_fp16 };
+
 // How the index is exchanged: the paper all-reduces it; reduce_scatter sends each shard's
 // part to its owner only (half the index bytes; needs an exact index).
 enum class IndexExchange { all_reduce, reduce_scatter };

@@ -88,7 +88,7 @@ std::unique_ptr<UnitReducer> make_packed_unit(const CompressOptions& o, size_t n
   return make_unit<tagc::ExactIndexPolicy, Values, tagc::decode_mode::peel>(o, n, w, r);
 }
 
-// bf16_reducer.cpp: the combinations with bf16 values (checked by unbuilt_combination).
+// bf16_reducer.cpp: the combinations with 16-bit values (checked by unbuilt_combination).
 std::unique_ptr<UnitReducer> make_tagc_bf16_reducer(const CompressOptions& o, size_t n, int w, int r);
 
 }  // namespace train

@@ -24,8 +24,10 @@ CompressOptions compress_options(const Args& a) {
 
 // The set: the paper's grid (sketch, 1|4-bit all-reduced index, every ratio and
 // decoder: 18); the exact index reduce-scattered (half the index bytes) at the two
-// useful ratios with the default decoder (2); packed values in fp32 and bf16 with the
-// exact all-reduced index (2). Left out on purpose: the exact index all-reduced with a
+// useful ratios with the default decoder (2); 16-bit sketch cells (bf16, fp16) at 10x
+// with the default decoder and either the paper's index or the exact reduce-scattered
+// one (4, bf16_reducer.cpp); packed values in fp32 and bf16 with the exact all-reduced
+// index (2). Left out on purpose: the exact index all-reduced with a
 // sketch (at 2 ranks it is the 1-bit index, at 4-15 the 4-bit one, both built) and
 // packed values with the 1-bit index (exact only at 2 ranks, where it equals "exact").
 // Other combinations compile just as well; add them here and in the dispatch below
@@ -33,6 +35,8 @@ CompressOptions compress_options(const Args& a) {
 std::string built_combinations() {
   return "built: --values sketch --index-bits 1|4 --index-exchange all-reduce (any --ratio, any --decoder); "
          "--values sketch --index-bits exact --index-exchange reduce-scatter --ratio 4|10 --decoder peel-estimate; "
+         "--values sketch-bf16|sketch-fp16 --ratio 10 --decoder peel-estimate with --index-bits 1 --index-exchange "
+         "all-reduce or --index-bits exact --index-exchange reduce-scatter; "
          "--values packed|packed-bf16 --index-bits exact --index-exchange all-reduce (--ratio and --decoder "
          "unused, no --adaptive)";
 }
@@ -43,6 +47,15 @@ std::string unbuilt_combination(const CompressOptions& o) {
   const auto refuse = [&](const std::string& why) { return what + ": " + why + " (" + built_combinations() + ")"; };
   const bool exact = o.index_bits == index_bits_exact;
   const bool scatter = o.index_exchange == IndexExchange::reduce_scatter;
+  if (o.values == ValuesMode::sketch_bf16 || o.values == ValuesMode::sketch_fp16) {
+    if (!(o.index_bits == 1 && !scatter) && !(exact && scatter))
+      return refuse("16-bit sketch cells are built with --index-bits 1 --index-exchange all-reduce or "
+                    "--index-bits exact --index-exchange reduce-scatter");
+    if (o.ratio != 10) return refuse("--ratio " + std::to_string(o.ratio) + " is not built with it");
+    if (o.decoder != DecoderMode::peel_estimate)
+      return refuse(std::string("--decoder ") + to_string(o.decoder) + " is not built with it");
+    return {};
+  }
   if (o.values == ValuesMode::sketch) {
     if (!exact && scatter) return refuse("the reduce-scatter index exchange needs --index-bits exact");
     if (exact && !scatter) return refuse("the exact index is built with --index-exchange reduce-scatter only");
@@ -103,7 +116,9 @@ std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& o, size_t 
       if (o.index_bits == 4) return sketch_by_ratio<4>(o, length, world, rank);
       return sketch_exact_scattered(o, length, world, rank);
     case ValuesMode::packed: return make_packed_unit<tagc::PackedPolicy>(o, length, world, rank);
-    case ValuesMode::packed_bf16: return make_tagc_bf16_reducer(o, length, world, rank);
+    case ValuesMode::packed_bf16:
+    case ValuesMode::sketch_bf16:
+    case ValuesMode::sketch_fp16: return make_tagc_bf16_reducer(o, length, world, rank);
   }
   throw std::logic_error("unknown --values");
 }
