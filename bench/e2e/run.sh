@@ -66,7 +66,7 @@ elif [[ $BEYOND -eq 1 ]]; then
   # issue 6: the beyond-paper policies against the paper's configuration and both baselines
   [[ $RATE_SET -eq 1 ]] || RATE=200mbit
   : "${STEPS:=40}" "${VAL_EVERY:=10}"
-  : "${CONFIGS:=fp32,bf16,r10i1,r10i1-adaptive,r10x-rs,r10x-rs-adaptive,r10i1-bf16,r10x-rs-bf16,packed,packed-bf16}"
+  : "${CONFIGS:=fp32,bf16,r10i1,r10i1-adaptive,r10x-rs,r10i1-bf16,r10x-rs-bf16,r10x-rs-bf16-adaptive,packed,packed-bf16}"
   : "${OUTDIR:=results/e2e-$(date +%Y%m%d)-beyond}"
 elif [[ $QUICK -eq 1 ]]; then
   [[ $RATE_SET -eq 1 ]] || RATE=200mbit  # the regime where the CPU codec pays (docs/results.md)
