@@ -37,9 +37,11 @@ std::vector<float> make_gradient(std::size_t n, std::uint64_t seed) {
   return g;
 }
 
-template <int Bits, int Ratio>
+// Values: the value policy (16-bit sketch cells / packed values); Sparsify: the
+// residual storage (float, or bf16 with stochastic rounding).
+template <int Bits, class Values, class Sparsify = tagc::SparsifyPolicy>
 void codec(benchmark::State& state) {
-  using R = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<Bits>, tagc::SketchPolicy<Ratio>, tagc::DecodePolicy<>>;
+  using R = tagc::Reducer<Sparsify, tagc::IndexPolicy<Bits>, Values, tagc::DecodePolicy<>>;
   const auto n = std::size_t(state.range(0));
   tagc::local_world world(1);
   auto comm = world.communicator(0);
@@ -93,9 +95,9 @@ void codec(benchmark::State& state) {
 }  // namespace
 
 #define TAGC_CODEC_BENCH(B, R)                                                   \
-  BENCHMARK(codec<B, R>)->Name("codec/index" #B "/sketch" #R "x")                \
+  BENCHMARK(codec<B, tagc::SketchPolicy<R>>)->Name("codec/index" #B "/sketch" #R "x")                \
       ->Arg(1 << 20)->Arg(1 << 22)->Unit(benchmark::kMillisecond)->UseRealTime();     \
-  BENCHMARK(codec<B, R>)->Name("codec/index" #B "/sketch" #R "x")                \
+  BENCHMARK(codec<B, tagc::SketchPolicy<R>>)->Name("codec/index" #B "/sketch" #R "x")                \
       ->Arg(1 << 24)->Arg(1 << 26)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime()
 TAGC_CODEC_BENCH(1, 2);
 TAGC_CODEC_BENCH(1, 4);
@@ -103,5 +105,18 @@ TAGC_CODEC_BENCH(1, 10);
 TAGC_CODEC_BENCH(4, 2);
 TAGC_CODEC_BENCH(4, 4);
 TAGC_CODEC_BENCH(4, 10);
+
+// Low precision at 1M and 4M (docs/design.md, "Low precision"): 16-bit sketch
+// cells add a rounding pass over the cells and a widening one before decoding;
+// a bf16 residual adds a hash per stored element.
+#define TAGC_CODEC_LOWPREC(NAME, ...)                                            \
+  BENCHMARK(codec<4, __VA_ARGS__>)->Name("codec/index4/" NAME)                    \
+      ->Arg(1 << 20)->Arg(1 << 22)->Unit(benchmark::kMillisecond)->UseRealTime()
+TAGC_CODEC_LOWPREC("sketch10x_bf16", tagc::SketchBf16Policy<10>);
+TAGC_CODEC_LOWPREC("sketch10x_fp16", tagc::SketchFp16Policy<10>);
+TAGC_CODEC_LOWPREC("sketch10x_bf16residual", tagc::SketchPolicy<10>, tagc::SparsifyBf16ResidualPolicy);
+TAGC_CODEC_LOWPREC("packed", tagc::PackedPolicy);
+TAGC_CODEC_LOWPREC("packed_bf16", tagc::PackedBf16Policy);
+TAGC_CODEC_LOWPREC("packed_fp16", tagc::PackedFp16Policy);
 
 BENCHMARK_MAIN();

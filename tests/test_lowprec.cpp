@@ -347,8 +347,11 @@ TEST_CASE("16-bit values at world 1: every value's own rounding goes back to the
         CHECK(unfed == 0.0);
         CHECK(worst <= 1e-6 * mass / double(n));
       } else {
+        // Only the cell roundings that peeling delivers are lost (measured: 0.12 of
+        // them); a value rounding not fed back would add ~2^-10 of the delivered
+        // mass, more than all the cell roundings here.
         CHECK(unfed > 0.0);
-        CHECK(lost <= 3.0 * unfed + 1e-6 * mass);
+        CHECK(lost <= 0.5 * unfed + 1e-6 * mass);
       }
     };
     check(simulate<reducer_of<PackedBf16Policy>>(1, n, 0.95, steps, in), false, "bf16 packed");
