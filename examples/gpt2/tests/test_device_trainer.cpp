@@ -180,7 +180,8 @@ TEST_CASE("device trainer (exec::host + MPI): a 2-rank TAGC run learns and sends
     MESSAGE("TAGC loss " << first << " -> " << last3 << " (last 3 mean), CPU trainer " << cpu.loss.back()
                          << " at the last step, device " << tagc.loss.back() << "; grad bytes/step "
                          << tagc.grad_bytes.back() << " vs dense " << dense.grad_bytes.front());
-  CHECK(last3 < first - 1.0);
+  // ln(50257) = 10.8 at the start; measured 10.84 -> 9.77 (12 steps): a margin for other CPUs' rounding.
+  CHECK(last3 < first - 0.75);
   // Same compression on both trainers: the thresholds see gradients equal to float
   // rounding, so the runs stay close (an entry at a tie may go either way).
   CHECK(rel(tagc.loss.back(), cpu.loss.back()) <= 1e-2);
