@@ -61,8 +61,10 @@ class CommQueue {
 
   // model: the space the compute thread launches on; side: the space of the tasks.
   CommQueue(const Exec& model, const Exec& side) : order_(model, side), side_(side) {
-    if (auto s = run([this] { return order_.on_worker_start(); }); !s.ok())
-      throw std::runtime_error("communication worker start: " + s.what());
+    // The worker's first task, outside the event edges: on a GPU it makes the trainer's
+    // device current on that thread before the thread touches a stream or an event.
+    issued_ = worker_.enqueue([this] { return order_.on_worker_start(); });
+    if (auto s = worker_.wait(issued_); !s.ok()) throw std::runtime_error("communication worker start: " + s.what());
   }
 
   // The space a task launches its kernels on (the Reducer's, the plain path's).
