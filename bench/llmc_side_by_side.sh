@@ -15,6 +15,9 @@
 #                       auto: run ours with OPENBLAS_CORETYPE unset, so OpenBLAS picks the
 #                       kernels from the CPU's own cpuid (never a core the CPU lacks);
 #                       both: one "ours" run of each per round (default env)
+#     --trainer PATH    also time tagc-gpt2 train (the full loop: sharding, comm worker, grad
+#                       norm, AdamW) on 1 MPI rank, via scripts/mpirun_local.sh; wall time only
+#                       (its step_ms), first step not counted
 #     --train PATH --val PATH   llm.c token shards (default data/tokens/corpus_{train,val}.bin)
 #     --keep DIR        work directory to keep (default: a temporary one, removed)
 #
@@ -36,7 +39,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 llmc=$(realpath "$1"); shift
 [[ -x $llmc ]] || die "llm.c trainer '$llmc' is not an executable file"
 bench=$root/build/examples/gpt2/model/gpt2_step_bench
-model=d2 threads="2 1" rounds=3 steps=8 blas=env keep=""
+model=d2 threads="2 1" rounds=3 steps=8 blas=env keep="" trainer=""
 train=$root/data/tokens/corpus_train.bin val=$root/data/tokens/corpus_val.bin
 while [[ $# -gt 0 ]]; do
   [[ $# -ge 2 ]] || die "option $1 needs a value"
@@ -50,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --train) train=$2 ;;
     --val) val=$2 ;;
     --keep) keep=$2 ;;
+    --trainer) trainer=$2 ;;
     *) die "unknown option $1" ;;
   esac
   shift 2
@@ -59,6 +63,7 @@ done
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || die "--rounds must be a positive integer, got '$rounds'"
 case $blas in env|auto|both) ;; *) die "--blas-core must be env, auto or both, got '$blas'" ;; esac
 for f in "$train" "$val"; do [[ -r $f ]] || die "token shard '$f' not readable (scripts/fetch_data.sh, then tagc-gpt2 prepare)"; done
+[[ -z $trainer || -x $trainer ]] || die "--trainer '$trainer' is not an executable (build tagc-gpt2)"
 command -v stdbuf >/dev/null || die "stdbuf (coreutils) is needed to read llm.c's output line by line"
 
 if [[ -n $keep ]]; then work=$keep; mkdir -p "$work"; else work=$(mktemp -d); trap 'rm -rf "$work"' EXIT; fi
@@ -105,25 +110,55 @@ run_ours() {
        END {print r["wall_median_ms"], r["cpu_median_ms"], v, (c == "" ? "?" : c)}' <<<"$out"
 }
 
+# run_trainer THREADS -> "wall_median val_loss": tagc-gpt2 train, 1 rank, llm.c's hyperparameters
+run_trainer() {
+  local t=$1 log=$work/trainer.jsonl
+  rm -f "$log"
+  OMP_NUM_THREADS=$t "$root/scripts/mpirun_local.sh" -np 1 "$trainer" train --model "$model" --B 4 --T 64 \
+    --steps $((steps + 1)) --init-from "$work/gpt2_124M.bin" --compress none --train-data "$train" \
+    --val-data "$val" --val-batches 5 --val-every 0 --lr 1e-4 --schedule constant --clip none --log "$log" \
+    >/dev/null 2>&1 || die "tagc-gpt2 train failed (run it by hand to see why)"
+  python3 - "$log" <<'PY'
+import json, statistics, sys
+ms, val = [], float("nan")
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if "step_ms" in d and d["step"] > 1: ms.append(d["step_ms"])
+    if "val_loss" in d: val = d["val_loss"]
+print(f"{statistics.median(ms):.2f} {val:.6f}")
+PY
+}
+
 cores=()
 case $blas in env) cores=(env) ;; auto) cores=(auto) ;; both) cores=(env auto) ;; esac
 echo "llm.c: $llmc"
 echo "ours:  $bench (OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; --blas-core $blas)"
 echo "model $model, B=4 T=64, $steps timed steps per run (step 0 not counted), $rounds rounds, alternating"
+echo "(val loss: 5 val batches at the shared initial weights, printed by both; they agree to float rounding)"
 declare -A W C
 for t in $threads; do
   for ((r = 1; r <= rounds; r++)); do
     load=$(cut -d' ' -f1-3 /proc/loadavg)
-    read -r lw lc lv < <(run_llmc "$t")
+    read -r lw lc lv < <(run_llmc "$t") || true
+    [[ -n ${lw:-} ]] || die "no timing from $llmc at $t thread(s)"
     printf 'threads %s round %d  llm.c  wall %8.1f ms  cpu %8.1f ms  val loss %s  (load %s)\n' "$t" "$r" "$lw" "$lc" "$lv" "$load"
     W[llmc,$t]+="$lw"$'\n'; C[llmc,$t]+="$lc"$'\n'
     for core in "${cores[@]}"; do
       load=$(cut -d' ' -f1-3 /proc/loadavg)
-      read -r ow oc ov oname < <(run_ours "$t" "$core")
+      read -r ow oc ov oname < <(run_ours "$t" "$core") || true
+      [[ -n ${ow:-} ]] || die "no RESULT line from $bench at $t thread(s)"
       printf 'threads %s round %d  ours   wall %8.1f ms  cpu %8.1f ms  val loss %s  (load %s, OpenBLAS %s)\n' "$t" "$r" "$ow" "$oc" "$ov" "$load" "$oname"
       W[$core,$t]+="$ow"$'\n'; C[$core,$t]+="$oc"$'\n'
-      [[ $ov == "$lv" ]] || echo "  note: val loss differs in the 6th digit or more: llm.c $lv, ours $ov"
+      awk -v a="$lv" -v b="$ov" 'BEGIN {d = (a - b) / a; if (d < 0) d = -d;
+        if (d > 1e-5) printf "  WARNING: val loss differs by %.1e (relative): not the same computation?\n", d}'
     done
+    if [[ -n $trainer ]]; then
+      load=$(cut -d' ' -f1-3 /proc/loadavg)
+      read -r tw tv < <(run_trainer "$t") || true
+      [[ -n ${tw:-} ]] || die "no step times from $trainer at $t thread(s)"
+      printf 'threads %s round %d  tagc-gpt2 train (1 rank)  wall %8.1f ms  (load %s; val loss after training %s)\n' "$t" "$r" "$tw" "$load" "$tv"
+      W[trainer,$t]+="$tw"$'\n'
+    fi
   done
 done
 echo
@@ -137,4 +172,9 @@ for t in $threads; do
     awk -v t="$t" -v c="$core" -v lw="$lw" -v ow="$ow" -v lc="$lc" -v oc="$oc" \
       'BEGIN {printf "threads %s  RATIO llm.c/ours (%s): wall %.2fx, cpu %.2fx\n", t, c, lw / ow, lc / oc}'
   done
+  if [[ -n $trainer ]]; then
+    tw=$(printf '%s' "${W[trainer,$t]}" | median)
+    printf 'threads %s  tagc-gpt2 train, 1 rank (OpenBLAS as the environment selects)  wall %8.1f ms (%s)\n' "$t" "$tw" "$(printf '%s' "${W[trainer,$t]}" | minmax)"
+    awk -v t="$t" -v lw="$lw" -v tw="$tw" 'BEGIN {printf "threads %s  RATIO llm.c/tagc-gpt2 train: wall %.2fx\n", t, lw / tw}'
+  fi
 done

@@ -42,13 +42,15 @@ inline void gemm1(bool ta, bool tb, int M, int N, int K, double alpha, const dou
 constexpr double kGemmSplitMinFlops = 64e6;
 // Products above this are cut into kChunksPerThread chunks per thread, handed out
 // dynamically: when one thread is descheduled the other takes its chunks instead of
-// waiting at the barrier. Only where each chunk keeps >= kFineChunkMin rows (columns):
-// every chunk packs the whole other operand again, and a narrow chunk also runs the
-// micro-kernel less efficiently. In practice: the LM head's logits and dwte products
-// (3.3 GFLOP each at d2, split along the vocabulary), not dlnf (256 rows).
+// waiting at the barrier. Only where that is cheap: every chunk packs the whole operand
+// that is not split again (so it must be small, <= kFineRepackMax elements) and a chunk
+// narrower than kFineChunkMin runs the micro-kernel less efficiently. d2: the LM head's
+// logits and dwte products (3.3 GFLOP, split along the vocabulary), not dlnf (it would
+// repack all of wte per chunk); d12: also the qkv/fc products and their weight gradients.
 constexpr double kGemmFineSplitFlops = 256e6;
 constexpr int kChunksPerThread = 4;
-constexpr int kFineChunkMin = 1024;
+constexpr int kFineChunkMin = 256;
+constexpr double kFineRepackMax = 1 << 20;
 
 // C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, row-major. Splits the larger of M, N
 // into slabs (multiples of 64) across the OpenMP threads; small products stay serial. Each
@@ -64,7 +66,9 @@ void gemm(bool ta, bool tb, int M, int N, int K, R alpha, const R* A, int lda, c
     gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  const bool fine = flops >= kGemmFineSplitFlops && dim / (nt * kChunksPerThread) >= kFineChunkMin;
+  const double repacked = static_cast<double>(K) * (split_m ? N : M);  // the operand not split
+  const bool fine = flops >= kGemmFineSplitFlops && repacked <= kFineRepackMax &&
+                    dim / (nt * kChunksPerThread) >= kFineChunkMin;
   const int per_thread = fine ? kChunksPerThread : 1;
   const int slabs = std::max(1, std::min(nt * per_thread, dim / 64));
   const int step = ((dim + slabs - 1) / slabs + 63) / 64 * 64;  // ceil, then a multiple of 64
