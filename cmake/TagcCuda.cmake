@@ -8,10 +8,8 @@ if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
 endif()
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)  # CUDA::cudart, CUDA::cublas
-# NCCL (the CUDA trainer's collectives) is looked up here, at the top level, so that
-# NCCL::NCCL is visible in every directory: cmake/FindNCCL.cmake runs once per configure
-# (include_guard) and its imported target is directory-scoped, so a first lookup in
-# examples/ would hide the target from tests/cuda (TAGC_CUDA_CHECK) and vice versa.
+# NCCL (the CUDA trainer's collectives and the compile check) is looked up once here, at
+# the top level; cmake/FindNCCL.cmake makes NCCL::NCCL a GLOBAL imported target.
 find_package(NCCL QUIET)
 # C++20 for nvcc. CMake learned nvcc's C++20 flag in 3.26 (CMAKE_CUDA_STANDARD 20 fails
 # to generate on 3.25, our minimum), so older CMake gets the flag by hand.
