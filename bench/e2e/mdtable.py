@@ -1,6 +1,29 @@
 #!/usr/bin/env python3
-"""bench/e2e/mdtable.py summary.csv -- the paper's Table 2 layout (plus our columns) as markdown."""
+"""bench/e2e/mdtable.py [--beyond] summary.csv... -- the paper's Table 2 layout (plus our columns) as
+markdown; --beyond: the issue-6 layout (bits/param, ms/step, speedups vs fp32 / bf16 / the paper's
+configuration, final train and val loss, load average)."""
 import csv, sys
+
+
+def beyond(path):
+    rows = list(csv.DictReader(open(path)))
+    print(f"<!-- {path} -->")
+    print("| configuration | bits/param per rank (whole model / compressed part) | ms/step | speedup vs fp32 / bf16 / paper "
+          "| codec ms | final train loss | final val loss | load (1 min) before → after |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    f = lambda r, k: float(r[k]) if r.get(k, "") not in ("", "nan") else float("nan")
+    for r in rows:
+        cmp_ = f"{f(r, 'bits_cmp_meas'):.2f}" if r["compress"] != "none" else "-"
+        print(f"| {r['label']} | {f(r, 'bits_meas'):.2f} / {cmp_} | {f(r, 'step_ms'):.0f} | "
+              f"{f(r, 'speedup_vs_fp32'):.2f} / {f(r, 'speedup_vs_bf16'):.2f} / {f(r, 'speedup_vs_paper'):.2f} | "
+              f"{f(r, 'codec_ms'):.0f} | {f(r, 'final_train_loss'):.4f} | {f(r, 'final_val_loss'):.4f} | "
+              f"{r.get('load1_start', '')} → {r.get('load1_end', '')} |")
+    print()
+
+
+if sys.argv[1:2] == ["--beyond"]:
+    for path in sys.argv[2:]: beyond(path)
+    sys.exit(0)
 
 LAYERS = {"none": "-", "non-attention": "non-attn", "all": "all"}
 for path in sys.argv[1:]:
