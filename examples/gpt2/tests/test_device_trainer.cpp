@@ -13,13 +13,10 @@
 
 #include "args.hpp"
 #include "device_trainer.hpp"
-#include "token_shard.hpp"
+#include "train_test_harness.hpp"
 #include "trainer.hpp"
 
 #include "tagc/comm/mpi.hpp"
-
-#include <mpi.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -34,59 +31,11 @@ using HostTrainer = train_device::DeviceTrainer<tagc::exec::host, tagc::mpi_comm
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using train_test::scratch;
+using train_test::world_rank;
 
-const fs::path& scratch() {
-  static fs::path dir = [] {
-    long id = world_rank() == 0 ? long(getpid()) : 0;
-    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    return fs::temp_directory_path() / ("tagc_gpt2_device_train_test_" + std::to_string(id));
-  }();
-  return dir;
-}
-
-// Learnable synthetic text: repeated "sentences" of a few dozen token ids.
-void make_data() {
-  if (world_rank() == 0) {
-    fs::create_directories(scratch());
-    std::vector<uint32_t> tokens;
-    uint32_t x = 12345;
-    for (int i = 0; i < 40000; ++i) {
-      if (i % 16 == 0) x = x * 1103515245u + 12345u;
-      tokens.push_back(100 + ((x >> 8) % 23 + uint32_t(i % 16) * 5) % 200);
-    }
-    gpt2::write_shard(scratch() / "t_train.bin", tokens);
-    gpt2::write_shard(scratch() / "t_val.bin", std::span(tokens).subspan(0, 8000));
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
-Args tiny(int steps) {
-  static bool made = (make_data(), true);
-  (void)made;
-  Args a;
-  a.command = "train";
-  a.model = "d2";
-  a.L = 2;
-  a.C = 64;
-  a.NH = 2;
-  a.maxT = 64;
-  a.T = 32;
-  a.B = 2;
-  a.steps = steps;
-  a.lr = 1e-3f;
-  a.schedule = train::Schedule::cosine;
-  a.warmup = 1;
-  a.compress = CompressMode::none;
-  a.train_data = (scratch() / "t_train.bin").string();
-  a.val_data = (scratch() / "t_val.bin").string();
-  a.val_batches = 1;
-  return a;
-}
+// The shared tiny model (train_test_harness.hpp) with B = 2.
+Args tiny(int steps) { return train_test::tiny(2, steps); }
 
 struct Run {
   std::vector<double> loss, norm, grad_bytes;
@@ -236,19 +185,4 @@ TEST_CASE("device trainer: what it does not build is refused with a message") {
   CHECK_THROWS_WITH_AS(HostTrainer(b, mpi), doctest::Contains("--ratio 3"), std::runtime_error);
 }
 
-int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-  int rc = 1;
-  if (provided >= MPI_THREAD_SERIALIZED) {
-    doctest::Context ctx;
-    ctx.applyCommandLine(argc, argv);
-    rc = ctx.run();
-  }
-  // Any failing rank fails the job.
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (world_rank() == 0) fs::remove_all(scratch());
-  MPI_Finalize();
-  return worst;
-}
+int main(int argc, char** argv) { return train_test::mpi_doctest_main(argc, argv); }
