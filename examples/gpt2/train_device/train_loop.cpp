@@ -42,7 +42,9 @@ int cmd_train_device(const train::Args& a) {
                       {"steps", a.steps},
                       {"compress", train::to_string(a.compress)},
                       {"ratio", a.ratio},
-                      {"index_bits", a.index_bits},
+                      {"values", train::to_string(a.values)},
+                      {"index_bits", train::index_bits_name(a.index_bits)},
+                      {"index_exchange", train::to_string(a.index_exchange)},
                       {"decoder", train::to_string(a.decoder)},
                       {"sparsity", a.sparsity},
                       {"adaptive", a.adaptive},
@@ -53,7 +55,7 @@ int cmd_train_device(const train::Args& a) {
                     std::to_string(a.B) + " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
                     ", compress=" + train::to_string(a.compress) +
                     (a.compress != CompressMode::none
-                         ? " ratio=" + std::to_string(a.ratio) + " index-bits=" + std::to_string(a.index_bits)
+                         ? " ratio=" + std::to_string(a.ratio) + " index-bits=" + train::index_bits_name(a.index_bits)
                          : std::string()) +
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
     training = true;
