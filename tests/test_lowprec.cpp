@@ -175,6 +175,11 @@ TEST_CASE("fp16 range scale: sums of the agreed terms stay below 2^15, small val
       }
     }
   CHECK(fp16_scale_exponent(0, 8) == 0);  // all zero
+  // Beyond what 2^-126 can bring below 2^15: refused, not clamped into overflow.
+  const std::uint32_t huge = (abs_bits(std::ldexp(1.5f, 126)) >> 21) + 1u;
+  CHECK(fp16_scale_fits(huge, 1));
+  CHECK_FALSE(fp16_scale_fits(huge, 1u << 20));
+  CHECK(fp16_scale_fits((abs_bits(1.0f) >> 21) + 1u, 1u << 20));
 }
 
 // ---------------------------------------------------------------- stochastic rounding

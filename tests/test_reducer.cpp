@@ -270,6 +270,42 @@ TEST_CASE("byte accounting matches the formulas for each configuration of the pa
   check_bytes<1, 10>(2, n);
 }
 
+// A refused call must leave nothing behind: the next call delivers what a fresh
+// reducer would (regression: the refused call's histogram skewed the next threshold
+// and, for fp16 values, turned the agreed scale to 2^-115, delivering all zeros).
+template <class R>
+void check_clean_after_refusal(const char* name) {
+  CAPTURE(name);
+  const std::size_t n = 20000;
+  const int world = 2;
+  std::mutex m;
+  on_ranks(world, [&](local_communicator& comm) {
+    const reducer_arguments a{.length = n, .world_size = world, .rank = comm.rank(), .sparsity = 0.95};
+    R refused, fresh;
+    REQUIRE(refused.initialize(a).ok());
+    REQUIRE(fresh.initialize(a).ok());
+    std::vector<float> out(refused.output_size()), want(fresh.output_size());
+    auto bad = gradient(n, 4, comm.rank(), 0);
+    if (comm.rank() == 1) bad[77] = std::nanf("");
+    CHECK(refused.reduce_scatter(comm, std::span<const float>(bad), std::span<float>(out)).code() == errc::non_finite);
+    const auto g = gradient(n, 4, comm.rank(), 1);
+    REQUIRE(refused.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).ok());
+    REQUIRE(fresh.reduce_scatter(comm, std::span<const float>(g), std::span<float>(want)).ok());
+    std::size_t nonzero = 0;
+    for (float x : want) nonzero += x != 0.0f;
+    std::lock_guard lk(m);
+    CHECK(nonzero > 0);
+    CHECK(out == want);
+    CHECK(refused.residual_to_host() == fresh.residual_to_host());
+  });
+}
+
+TEST_CASE("a refused call leaves nothing behind (float sketch, fp16 packed, fp16 sketch)") {
+  check_clean_after_refusal<reducer_t<4, 10>>("float sketch");
+  check_clean_after_refusal<Reducer<SparsifyPolicy, IndexPolicy<4>, PackedFp16Policy, DecodePolicy<>>>("fp16 packed");
+  check_clean_after_refusal<Reducer<SparsifyPolicy, IndexPolicy<4>, SketchFp16Policy<10>, DecodePolicy<>>>("fp16 sketch");
+}
+
 TEST_CASE("bad input: a clear error on every rank, no hang, residual untouched") {
   const std::size_t n = 5000;
   const int world = 3;

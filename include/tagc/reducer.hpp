@@ -504,7 +504,12 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     if constexpr (wire_scaled<wire_t>) {
       std::int64_t top = 0;
       for (int r = 0; r < n; ++r) top = std::max(top, at(r, 6));
-      wire_exp_ = fp16_scale_exponent(std::uint32_t(top), std::uint64_t(n) * max_cell_terms_);
+      const std::uint64_t terms = std::uint64_t(n) * max_cell_terms_;
+      if (!fp16_scale_fits(std::uint32_t(top), terms))
+        return {errc::invalid_argument, "fp16 values cannot carry this call: max |gradient + residual| is near float's "
+                                        "largest values and " + std::to_string(terms) +
+                                        " of them may be summed; use bf16 values; residual left unchanged"};
+      wire_exp_ = fp16_scale_exponent(std::uint32_t(top), terms);
     }
     if (args_.adapt.enabled) {
       std::int64_t load = 0, unresolved = 0;
@@ -553,6 +558,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     stage_clock clock{this};
 
     // 1. Check (and, with adaptive theta, agree on theta) before anything changes.
+    // The histogram starts clean every call: a call refused after its first pass (the
+    // check below, or a failed collective) leaves counts behind, which would skew the
+    // next call's threshold and fp16 scale (NaN/Inf bins).
+    thrust::fill(exec_.policy(), hist_.begin(), hist_.end(), 0u);
     launch(1, kernels::init_select{st, cnt, n_counters, 0u, 0u});
     if (sizes_ok) launch(n, kernels::histogram_pass<residual_t>{g, r, raw(hist_), st, 0});  // counts NaN/Inf, histograms too
     if (wire_scaled<wire_t> && sizes_ok) launch(1, kernels::find_top_bin{raw(hist_), st});  // max |acc| for the fp16 scale
@@ -568,7 +577,6 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     const auto k = static_cast<std::size_t>(std::floor((1.0 - sparsity_) * double(n)));
     if (k == 0 || k >= n) {
       launch(1, kernels::fix_threshold{st, k == 0 ? inf_bits : 0u});  // keep nothing / every nonzero
-      thrust::fill(exec_.policy(), hist_.begin(), hist_.end(), 0u);    // clean for the next call
     } else {
       launch(1, kernels::start_select{st, std::uint32_t(k + 1)});
       for (int pass = 0; pass < kernels::select_passes; ++pass) {

@@ -54,12 +54,20 @@ constexpr int ceil_log2(std::uint64_t x) {
 // terms * 2^(e+1+k) <= 2^15, half of fp16's largest value, which leaves room
 // for the roundings of the partial sums. k is clamped so that 2^k and 2^-k are
 // normal floats (then scaling is exact).
-constexpr int fp16_scale_exponent(std::uint32_t top_bin, std::uint64_t terms) {
+constexpr int fp16_scale_exponent_unclamped(std::uint32_t top_bin, std::uint64_t terms) {
   if (top_bin == 0) return 0;
   const int biased = int((top_bin - 1u) >> 2);  // the float exponent field of max |acc|
   const int e = (biased == 0 ? -126 : biased - 127);
-  const int k = 14 - e - ceil_log2(terms < 1 ? 1 : terms);
+  return 14 - e - ceil_log2(terms < 1 ? 1 : terms);
+}
+constexpr int fp16_scale_exponent(std::uint32_t top_bin, std::uint64_t terms) {
+  const int k = fp16_scale_exponent_unclamped(top_bin, terms);
   return k < -126 ? -126 : (k > 126 ? 126 : k);
+}
+// False when even 2^-126 cannot bring the sums below 2^15 (|acc| near float's
+// largest values with thousands of terms): fp16 cannot carry them, the call is refused.
+constexpr bool fp16_scale_fits(std::uint32_t top_bin, std::uint64_t terms) {
+  return fp16_scale_exponent_unclamped(top_bin, terms) >= -126;
 }
 
 namespace kernels {
