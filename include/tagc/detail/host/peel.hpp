@@ -1,0 +1,200 @@
+#pragma once
+// defines: tagc::detail::host::shard_decoder — the owner's decode of its shard on
+//          the CPU: support list from index words, peeling by one sweep plus a
+//          queue, estimates for what is left (DecodePolicy's meaning, unchanged).
+//
+// The portable decoder (detail/portable_decode.hpp) peels in rounds over the whole
+// support list, because a GPU needs bulk-parallel steps; each round costs four
+// passes over the support and most rounds resolve few entries. On a CPU the
+// classic formulation is linear in the support: one sweep over the cells finds
+// every cell holding exactly one entry, a queue holds them, and resolving an
+// entry subtracts it from its three cells, pushing any cell that becomes lone.
+// Peeling to a fixpoint is order-independent (what is left is the 2-core of the
+// hypergraph), so this resolves exactly the entries the rounds resolve, and the
+// values agree to float rounding: only the order of the subtractions from a cell
+// differs. tests/test_decode_paths.cpp compares the two on the same inputs.
+//
+// Cells hold a count and the XOR of the *support positions* of their entries, so
+// a lone cell names its entry's cached edges directly. The hashes are computed
+// once per sketch block (support entries come sorted, 1024 to a block), not per
+// entry. Every buffer is sized in initialize(); run() allocates nothing.
+
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "../../shard/layout.hpp"
+#include "../decode_counts.hpp"
+#include "../decode_kernels_include.hpp"
+#include "support_list.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace detail::host {
+
+class shard_decoder {
+ public:
+  void initialize(const layout& l, std::size_t own_shard) {
+    lay_ = l;
+    const std::size_t first = own_shard * l.shard_size;
+    valid_ = l.length > first ? (l.length - first < l.shard_size ? l.length - first : l.shard_size) : 0;
+    list_.reserve(l.index_bytes);
+    support_.assign(l.shard_size, 0u);
+    edges_.assign(3 * l.shard_size, 0u);
+    count_.assign(l.cells, 0u);
+    ids_.assign(l.cells, 0u);
+    queue_.assign(l.cells, 0u);
+  }
+  std::size_t workspace_bytes() const {
+    return list_.workspace_bytes() +
+           (support_.size() + edges_.size() + count_.size() + ids_.size() + queue_.size()) * sizeof(std::uint32_t);
+  }
+
+  // Decode into `out` (every entry written: 0 off the support), consuming `cells`
+  // (the shard's summed sketch, fp32); `state` [shard] ends entry_absent,
+  // entry_applied (peeled) or entry_unresolved, as the portable decoder leaves it.
+  decode_counts run(float* cells, const std::uint8_t* own_index, float* out, std::uint8_t* state, bool peels,
+                    bool estimates) {
+    const std::size_t S = lay_.shard_size, C = lay_.cells;
+    clear(out, state, S);
+    decode_counts d;
+    const std::size_t m = list_.build(own_index, lay_.index_bytes, lay_.index_bits, valid_, support_.data());
+    d.support = m;
+    build_edges(m);
+    count_cells(m, C);
+    if (peels) d.peeled = peel(cells, out, state, C);
+    d.unresolved = m - d.peeled;
+    if (d.unresolved) finish_unresolved(cells, out, state, m, estimates);
+    return d;
+  }
+
+ private:
+  static constexpr std::uint32_t cell_mask = 0x7fffffffu, sign_bit = 0x80000000u;
+  static constexpr std::size_t parallel_from = std::size_t(1) << 15;  // below: one thread (fork/join costs more)
+
+  std::size_t cell(std::size_t i, int h) const { return edges_[3 * i + std::size_t(h)] & cell_mask; }
+  float sign(std::size_t i, int h) const { return (edges_[3 * i + std::size_t(h)] & sign_bit) ? -1.0f : 1.0f; }
+
+  static void clear(float* out, std::uint8_t* state, std::size_t S) {
+    constexpr std::size_t chunk = std::size_t(1) << 16;
+    const std::size_t chunks = (S + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (S >= parallel_from)
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::size_t b = c * chunk, n = S - b < chunk ? S - b : chunk;
+      std::memset(out + b, 0, n * sizeof(float));
+      std::memset(state + b, entry_absent, n);
+    }
+  }
+
+  // Cells and signs of every support entry, hashing once per block of lanes.
+  void build_edges(std::size_t m) {
+    const layout l = lay_;
+    const std::uint32_t* support = support_.data();
+    std::uint32_t* edges = edges_.data();
+#pragma omp parallel if (m >= parallel_from)
+    {
+      std::size_t block = ~std::size_t(0), row_base[3] = {0, 0, 0}, rot[3] = {0, 0, 0};
+      std::uint32_t sign[3] = {0, 0, 0};
+#pragma omp for schedule(static)
+      for (std::size_t i = 0; i < m; ++i) {
+        const std::size_t e = support[i], j = e / l.lanes, lane = e % l.lanes;
+        if (j != block) {
+          block = j;
+          for (int h = 0; h < 3; ++h) {
+            const std::uint32_t hash = sketch_hash(std::uint32_t(j), h);
+            row_base[h] = sketch_row(hash, l.part_rows, h) * l.lanes;
+            rot[h] = sketch_rotation(std::uint32_t(j), h, l.lanes);
+            sign[h] = sketch_sign(hash) < 0.0f ? sign_bit : 0u;
+          }
+        }
+        for (int h = 0; h < 3; ++h) {
+          const std::size_t c = row_base[h] + (lane + rot[h]) % l.lanes;  // = sketch_cell(l, e, h)
+          edges[3 * i + std::size_t(h)] = std::uint32_t(c) | sign[h];
+        }
+      }
+    }
+  }
+
+  // Count and XOR of support positions per cell. The three partitions own
+  // disjoint cells, so they are counted in parallel without atomics.
+  void count_cells(std::size_t m, std::size_t C) {
+    std::memset(count_.data(), 0, C * sizeof(std::uint32_t));
+    std::memset(ids_.data(), 0, C * sizeof(std::uint32_t));
+    std::uint32_t* count = count_.data();
+    std::uint32_t* ids = ids_.data();
+    const std::uint32_t* edges = edges_.data();
+#pragma omp parallel for schedule(static, 1) if (m >= parallel_from)
+    for (int h = 0; h < 3; ++h)
+      for (std::size_t i = 0; i < m; ++i) {
+        const std::uint32_t c = edges[3 * i + std::size_t(h)] & cell_mask;
+        ++count[c];
+        ids[c] ^= std::uint32_t(i);
+      }
+  }
+
+  // One sweep for the lone cells, then a FIFO queue: each cell is queued at most
+  // once (when its count first reaches 1), so the queue needs C slots. FIFO, not
+  // a stack: a value peeled from a cell carries the rounding of every value
+  // subtracted from that cell before, so the error grows with the length of the
+  // chain that led to it. A queue visits cells in the rounds' order (breadth
+  // first: chains as short as the portable rounds make them); a stack follows
+  // one chain deep, and near the threshold (ratio 4, load 0.8) its errors reached
+  // 1e-4 of unit values after ~9,000 peels.
+  std::size_t peel(float* cells, float* out, std::uint8_t* state, std::size_t C) {
+    std::uint32_t* count = count_.data();
+    std::uint32_t* ids = ids_.data();
+    std::uint32_t* queue = queue_.data();
+    const std::uint32_t* support = support_.data();
+    std::size_t head = 0, tail = 0, peeled = 0;
+    for (std::size_t c = 0; c < C; ++c)
+      if (count[c] == 1) queue[tail++] = std::uint32_t(c);
+    const std::size_t part_cells = lay_.part_rows * lay_.lanes;  // partition h owns cells [h, h + 1) * part_cells
+    while (head != tail) {
+      const std::size_t c = queue[head++];
+      if (count[c] != 1) continue;  // emptied since it was queued
+      const std::size_t i = ids[c];
+      const int hc = int(c / part_cells);
+      const float v = sign(i, hc) * cells[c];
+      const std::uint32_t e = support[i];
+      out[e] = v;
+      state[e] = entry_applied;
+      ++peeled;
+      for (int h = 0; h < 3; ++h) {
+        const std::size_t cc = cell(i, h);
+        cells[cc] -= sign(i, h) * v;
+        ids[cc] ^= std::uint32_t(i);
+        if (--count[cc] == 1) queue[tail++] = std::uint32_t(cc);
+      }
+    }
+    return peeled;
+  }
+
+  // Entries peeling left: marked unresolved (they are retransmitted), and given
+  // the conservative estimate from their three signed cells when the policy estimates.
+  void finish_unresolved(const float* cells, float* out, std::uint8_t* state, std::size_t m, bool estimates) {
+    const std::uint32_t* support = support_.data();
+#pragma omp parallel for schedule(static) if (m >= parallel_from)
+    for (std::size_t i = 0; i < m; ++i) {
+      const std::uint32_t e = support[i];
+      if (state[e] == entry_applied) continue;
+      state[e] = entry_unresolved;
+      if (estimates)
+        out[e] = conservative_estimate(sign(i, 0) * cells[cell(i, 0)], sign(i, 1) * cells[cell(i, 1)],
+                                       sign(i, 2) * cells[cell(i, 2)]);
+    }
+  }
+
+  layout lay_{};
+  std::size_t valid_ = 0;            // shard entries inside the caller's length
+  support_list list_;
+  std::vector<std::uint32_t> support_;  // [shard] support entries, ascending
+  std::vector<std::uint32_t> edges_;    // [3 * shard] cell | sign bit, per support entry and partition
+  std::vector<std::uint32_t> count_;    // [cells] entries not yet peeled
+  std::vector<std::uint32_t> ids_;      // [cells] XOR of their support positions
+  std::vector<std::uint32_t> queue_;    // [cells] lone cells to visit, in order
+};
+
+}  // namespace detail::host
+TAGC_END_NAMESPACE

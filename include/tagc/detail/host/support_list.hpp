@@ -1,0 +1,87 @@
+#pragma once
+// defines: tagc::detail::host::support_list — the sorted list of the entries a
+//          shard's reduced index marks, built on the CPU from 64-bit index words
+//          (popcount per chunk, a scan over the chunks, then each chunk writes its
+//          entries), into caller-owned memory; and tagc::detail::host::count_marks.
+//
+// The chunk table is the only workspace and is sized once (reserve); a call
+// allocates nothing. Chunks run in parallel on OpenMP threads when there are
+// several; the list comes out ascending whatever the thread count.
+
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "../support_words.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace detail::host {
+
+// Marked entries among the first `entries` of an index of `bytes` bytes (word popcounts).
+inline std::size_t count_marks(const std::uint8_t* index, std::size_t bytes, int bits, std::size_t entries) {
+  const std::size_t words = index_words(bytes);
+  std::size_t total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total) if (words >= (std::size_t(1) << 16))
+  for (std::size_t k = 0; k < words; ++k)
+    total += std::size_t(__builtin_popcountll(word_marks(index, bytes, bits, entries, k)));
+  return total;
+}
+
+class support_list {
+ public:
+  // Index words per chunk: 64K entries at 1 bit per entry, enough work to pay for a thread.
+  static constexpr std::size_t words_per_chunk = 1024;
+
+  // Sizes the chunk table for an index of up to `index_bytes` bytes.
+  void reserve(std::size_t index_bytes) {
+    chunk_start_.assign((index_words(index_bytes) + words_per_chunk - 1) / words_per_chunk + 1, 0u);
+  }
+  std::size_t workspace_bytes() const { return chunk_start_.size() * sizeof(std::uint32_t); }
+
+  // Writes the marked entries (< `entries`) of `index` ascending into `list` (room
+  // for `entries`), returns how many. `bytes` must not exceed what reserve() saw.
+  std::size_t build(const std::uint8_t* index, std::size_t bytes, int bits, std::size_t entries, std::uint32_t* list) {
+    const std::size_t words = index_words(bytes);
+    const std::size_t chunks = (words + words_per_chunk - 1) / words_per_chunk;
+    std::uint32_t* start = chunk_start_.data();
+    const bool parallel = chunks > 1 && omp_get_max_threads() > 1;
+#pragma omp parallel if (parallel)
+    {
+#pragma omp for schedule(static)
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t k1 = (c + 1) * words_per_chunk < words ? (c + 1) * words_per_chunk : words;
+        std::uint32_t n = 0;
+        for (std::size_t k = c * words_per_chunk; k < k1; ++k)
+          n += std::uint32_t(__builtin_popcountll(word_marks(index, bytes, bits, entries, k)));
+        start[c + 1] = n;
+      }
+#pragma omp single
+      {
+        start[0] = 0;
+        for (std::size_t c = 0; c < chunks; ++c) start[c + 1] += start[c];
+      }  // (implicit barrier)
+#pragma omp for schedule(static)
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t k1 = (c + 1) * words_per_chunk < words ? (c + 1) * words_per_chunk : words;
+        std::uint32_t* out = list + start[c];
+        for (std::size_t k = c * words_per_chunk; k < k1; ++k) {
+          std::uint64_t m = word_marks(index, bytes, bits, entries, k);
+          const std::uint32_t first = std::uint32_t(k * (64 / std::size_t(bits)));
+          while (m) {
+            *out++ = first + std::uint32_t(__builtin_ctzll(m)) / std::uint32_t(bits);
+            m &= m - 1;
+          }
+        }
+      }
+    }
+    return chunks ? start[chunks] : 0;
+  }
+
+ private:
+  std::vector<std::uint32_t> chunk_start_;  // [chunks + 1] exclusive scan of the chunks' counts
+};
+
+}  // namespace detail::host
+TAGC_END_NAMESPACE
