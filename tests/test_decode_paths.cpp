@@ -83,12 +83,12 @@ decoded run_portable(const shard_input& in, bool peels, bool estimates) {
 
 decoded run_host(const shard_input& in, bool peels, bool estimates) {
   detail::host::shard_decoder dec;
-  dec.initialize(in.lay, in.shard);
+  REQUIRE(dec.initialize(in.lay, in.shard, exec::host{}).ok());
   decoded r;
   r.out.assign(in.lay.shard_size, 123.0f);
   r.state.assign(in.lay.shard_size, 77);
   auto cells = in.cells;
-  r.counts = dec.run(cells.data(), in.index.data(), r.out.data(), r.state.data(), peels, estimates);
+  REQUIRE(dec.run(cells.data(), in.index.data(), r.out.data(), r.state.data(), peels, estimates, r.counts).ok());
   return r;
 }
 

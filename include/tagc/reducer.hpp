@@ -422,7 +422,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     // From here on the step cannot fail.
     residual_.template commit<wire_t>(c, retransmit);
     values_.finish(c, residual_, decode_);
-    clock.mark(&S::decode);  // includes committing the residual
+    clock.mark(&S::residual);
     ++step_;                 // committed: the next call rounds a bf16 residual with fresh bits
 
     if (stats || args_.adapt.enabled) {

@@ -45,7 +45,11 @@ struct reduce_stats {
   // a GPU costs overlap, so it is off by default.
   struct stage_seconds {
     double check = 0, sparsify = 0, index = 0, index_exchange = 0, sketch = 0, value_exchange = 0, decode = 0;
-    double compress() const { return sparsify + index + sketch; }
+    // Committing the residual (error feedback over the whole gradient, after the
+    // owner's decode): the sender's side of compression, so compress() counts it.
+    // decode is the owner's shard alone (and telling senders what it left).
+    double residual = 0;
+    double compress() const { return sparsify + index + sketch + residual; }
     double exchange() const { return check + index_exchange + value_exchange; }
   } seconds;
 };

@@ -32,6 +32,7 @@ nlohmann::json step_json(const StepMetrics& m) {
     t.sketch += r.seconds.sketch;
     t.value_exchange += r.seconds.value_exchange;
     t.decode += r.seconds.decode;
+    t.residual += r.seconds.residual;
     elements += double(r.elements);
     kept += double(r.kept);
     support += double(r.support);
@@ -60,7 +61,7 @@ nlohmann::json step_json(const StepMetrics& m) {
     j["reducer_ms"] = {{"check", t.check * 1e3},   {"sparsify", t.sparsify * 1e3},
                        {"index", t.index * 1e3},   {"index_exchange", t.index_exchange * 1e3},
                        {"sketch", t.sketch * 1e3}, {"value_exchange", t.value_exchange * 1e3},
-                       {"decode", t.decode * 1e3}};
+                       {"decode", t.decode * 1e3}, {"residual", t.residual * 1e3}};
     j["units"] = units;
     j["compression_all_ranks"] = {{"support", m.all_support}, {"load", m.all_load},
                                   {"unresolved", m.all_unresolved}, {"deferred", m.all_pending}};

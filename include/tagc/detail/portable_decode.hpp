@@ -28,7 +28,7 @@
 #include "../core/status.hpp"
 #include "../shard/layout.hpp"
 #include "decode_counts.hpp"
-#include "decode_kernels_include.hpp"
+#include "decode_kernels.hpp"
 #include "support_words.hpp"
 
 #if defined(__CUDACC__)

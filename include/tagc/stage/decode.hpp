@@ -11,13 +11,11 @@
 #include <cstdint>
 #include <span>
 
-#include <thrust/copy.h>
-#include <thrust/iterator/counting_iterator.h>
-
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
 #include "../detail/decode_kernels.hpp"
 #include "../detail/launch.hpp"
+#include "../detail/shard_decoder.hpp"
 #include "../policy/decode.hpp"
 #include "../stats.hpp"
 #include "plan.hpp"
@@ -46,45 +44,28 @@ class Decode<DecodePolicy<Mode>, Exec> {
     last_ = {};
     if (!peeled) return {};
     const layout& l = p.lay;
-    count_.assign(l.cells, 0u);
-    ids_.assign(l.cells, 0u);
-    writer_.assign(l.cells, 0u);
     entry_state_.assign(l.shard_size, 0);
     mask_bytes_ = (l.shard_size + 7) / 8;
     unresolved_mask_.assign(mask_bytes_ * std::size_t(p.shards), 0);
     unresolved_total_.assign(1, 0);
-    support_.assign(l.shard_size, 0u);
-    edges_.assign(3 * l.shard_size, 0u);
+    TAGC_TRY(decoder_.initialize(l, p.own_shard, exec));
     return {};
   }
   std::size_t workspace_bytes() const {
-    return detail::buffer_bytes(count_) + detail::buffer_bytes(ids_) + detail::buffer_bytes(writer_) +
-           detail::buffer_bytes(entry_state_) + detail::buffer_bytes(unresolved_mask_) +
-           detail::buffer_bytes(unresolved_total_) + detail::buffer_bytes(support_) + detail::buffer_bytes(edges_);
+    return detail::buffer_bytes(entry_state_) + detail::buffer_bytes(unresolved_mask_) +
+           detail::buffer_bytes(unresolved_total_) + decoder_.workspace_bytes();
   }
 
   // Peel (and estimate) the owner's shard into `out`, unscaled; entry_state()
-  // tells afterwards which entries stayed unresolved.
-  void run(float* cells, const std::uint8_t* own_index, float* out) {
-    const std::size_t S = plan_.lay.shard_size, C = plan_.lay.cells;
-    const detail::decode_view v{plan_.lay, plan_.own_shard, own_index,         cells,             detail::raw(count_),
-                                detail::raw(ids_), detail::raw(writer_), detail::raw(entry_state_),
-                                detail::raw(support_), detail::raw(edges_), out};
-    result d;
-    launch_(S, detail::mark_support{v});
-    const auto last = thrust::copy_if(launch_.exec.policy(), thrust::counting_iterator<std::uint32_t>(0),
-                                      thrust::counting_iterator<std::uint32_t>(std::uint32_t(S)), support_.begin(),
-                                      detail::is_support_entry{detail::raw(entry_state_)});
-    const std::size_t m = std::size_t(last - support_.begin());
-    launch_(C, detail::reset_cells{v});
-    launch_(m, detail::add_edges{v});
-    if constexpr (decode_policy::peels) apply_rounds(v, m);
-    d.support = m;
-    d.unresolved = launch_.sum_list(detail::raw(support_), m, detail::count_state{v, detail::entry_unresolved});
-    d.peeled = m - d.unresolved;
-    if constexpr (decode_policy::estimates)
-      if (d.unresolved) launch_(m, detail::estimate_round{v});
-    last_ = d;
+  // tells afterwards which entries stayed unresolved. The execution space's own
+  // decoder does it (detail/shard_decoder.hpp); the counts come back with it.
+  status run(float* cells, const std::uint8_t* own_index, float* out) {
+    last_ = {};
+    detail::decode_counts d;
+    TAGC_TRY(decoder_.run(cells, own_index, out, detail::raw(entry_state_), decode_policy::peels,
+                          decode_policy::estimates, d));
+    last_ = {d.support, d.peeled, d.unresolved};
+    return {};
   }
 
   // Tell every sender which entries of which shard were not resolved: a tiny
@@ -126,39 +107,15 @@ class Decode<DecodePolicy<Mode>, Exec> {
   const std::uint8_t* entry_state() const { return detail::raw(entry_state_); }
 
  private:
-  static constexpr std::size_t check_every = 4;  // peeling rounds between progress checks
-
-  // Serialised subtraction rounds until every resolved entry has been subtracted
-  // from its cells, or nothing moves any more.
-  void apply_rounds(const detail::decode_view& v, std::size_t m) {
-    const std::uint32_t* list = detail::raw(support_);
-    unsigned long long before = launch_.sum_list(list, m, detail::work_left{v});
-    const std::size_t max_rounds = 2 * m + 8;  // each productive round retires at least one unit of work
-    for (std::size_t round = 0; before != 0 && round < max_rounds; ++round) {
-      launch_(m, detail::peel_round{v});
-      launch_(m, detail::claim_cells{v});
-      launch_(m, detail::apply_resolved{v});
-      launch_(m, detail::release_cells{v});
-      if (round % check_every == check_every - 1) {  // not every round: each check is a host round trip on a GPU
-        const unsigned long long now = launch_.sum_list(list, m, detail::work_left{v});
-        // Only unresolved entries with no lone cell left: a stopping set.
-        if (now == before && launch_.sum_list(list, m, detail::count_state{v, detail::entry_resolved}) == 0) break;
-        before = now;
-      }
-    }
-  }
-
   detail::launcher<Exec> launch_{};
   reducer_plan plan_{};
   result last_{};
   double sent_ = 0.0;
   std::size_t mask_bytes_ = 0;
-  vector<std::uint32_t> count_, ids_, writer_;  // peeling workspace [cells]
   vector<std::uint8_t> unresolved_mask_;        // [shards][mask_bytes] entries to retransmit
   vector<std::int64_t> unresolved_total_;       // [1]
-  vector<std::uint8_t> entry_state_;            // [shard]
-  vector<std::uint32_t> support_;               // [shard] compacted support list
-  vector<std::uint32_t> edges_;                 // [3 * shard] cached cells and signs of the support
+  vector<std::uint8_t> entry_state_;            // [shard] detail::entry_*
+  detail::shard_decoder_t<Exec> decoder_{};     // support list, peeling, estimates (and their workspace)
 };
 
 }  // namespace stage

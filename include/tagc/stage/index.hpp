@@ -12,6 +12,7 @@
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
 #include "../detail/index_kernels.hpp"
+#include "../detail/host/support_list.hpp"
 #include "../detail/launch.hpp"
 #include "../policy/index.hpp"
 #include "plan.hpp"
@@ -89,6 +90,10 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
   // Marks in what this rank received (stats).
   unsigned long long received_marks() const {
     const std::size_t first_shard = plan_.scatter_index ? plan_.own_shard : 0;
+    if constexpr (!Exec::is_device)  // 64 marks per popcount, not a loop per entry
+      return plan_.lay.index_bytes ? detail::host::count_marks(reduced(), plan_.lay, first_shard,
+                                                               reduced_.size() / plan_.lay.index_bytes)
+                                   : 0;
     return launch_.sum(reduced_.size(), detail::count_marks{reduced(), plan_.lay, first_shard});
   }
 

@@ -17,6 +17,7 @@
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
 #include "../detail/index_kernels.hpp"
+#include "../detail/host/support_list.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/packed_kernels.hpp"
 #include "../policy/packed.hpp"
@@ -110,7 +111,10 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
 
   template <class Decoder>
   void fill_stats(reduce_stats& s, const call_view<Residual>& c, const Decoder&) const {
-    s.support = launch_.sum(plan_.lay.index_bytes, detail::count_marks{c.own_index, plan_.lay, plan_.own_shard});
+    if constexpr (!Exec::is_device)  // 64 marks per popcount, not a loop per entry
+      s.support = detail::host::count_marks(c.own_index, plan_.lay, plan_.own_shard, 1);
+    else
+      s.support = launch_.sum(plan_.lay.index_bytes, detail::count_marks{c.own_index, plan_.lay, plan_.own_shard});
     s.peeled = s.support;
     s.packed_slots = slots_;
   }

@@ -130,7 +130,7 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
       dec.clear();
       return {};
     }
-    dec.run(decode_cells(), c.own_index, c.out);
+    TAGC_TRY(dec.run(decode_cells(), c.own_index, c.out));
     return dec.publish_unresolved(comm, retransmit);
   }
 

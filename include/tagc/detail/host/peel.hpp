@@ -19,16 +19,17 @@
 // once per sketch block (support entries come sorted, 1024 to a block), not per
 // entry. Every buffer is sized in initialize(); run() allocates nothing.
 
-#include <omp.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "../../core/status.hpp"
+#include "../../exec/host.hpp"
 #include "../../shard/layout.hpp"
 #include "../decode_counts.hpp"
-#include "../decode_kernels_include.hpp"
+#include "../decode_kernels.hpp"
 #include "support_list.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -36,16 +37,17 @@ namespace detail::host {
 
 class shard_decoder {
  public:
-  void initialize(const layout& l, std::size_t own_shard) {
+  // Same contract as portable_decoder<Exec> (detail/portable_decode.hpp).
+  status initialize(const layout& l, std::size_t own_shard, exec::host = {}) {
     lay_ = l;
-    const std::size_t first = own_shard * l.shard_size;
-    valid_ = l.length > first ? (l.length - first < l.shard_size ? l.length - first : l.shard_size) : 0;
+    valid_ = shard_entries(l, own_shard);
     list_.reserve(l.index_bytes);
     support_.assign(l.shard_size, 0u);
     edges_.assign(3 * l.shard_size, 0u);
     count_.assign(l.cells, 0u);
     ids_.assign(l.cells, 0u);
     queue_.assign(l.cells, 0u);
+    return {};
   }
   std::size_t workspace_bytes() const {
     return list_.workspace_bytes() +
@@ -55,11 +57,11 @@ class shard_decoder {
   // Decode into `out` (every entry written: 0 off the support), consuming `cells`
   // (the shard's summed sketch, fp32); `state` [shard] ends entry_absent,
   // entry_applied (peeled) or entry_unresolved, as the portable decoder leaves it.
-  decode_counts run(float* cells, const std::uint8_t* own_index, float* out, std::uint8_t* state, bool peels,
-                    bool estimates) {
+  status run(float* cells, const std::uint8_t* own_index, float* out, std::uint8_t* state, bool peels, bool estimates,
+             decode_counts& d) {
     const std::size_t S = lay_.shard_size, C = lay_.cells;
     clear(out, state, S);
-    decode_counts d;
+    d = {};
     const std::size_t m = list_.build(own_index, lay_.index_bytes, lay_.index_bits, valid_, support_.data());
     d.support = m;
     build_edges(m);
@@ -67,7 +69,7 @@ class shard_decoder {
     if (peels) d.peeled = peel(cells, out, state, C);
     d.unresolved = m - d.peeled;
     if (d.unresolved) finish_unresolved(cells, out, state, m, estimates);
-    return d;
+    return {};
   }
 
  private:

@@ -2,18 +2,19 @@
 // defines: tagc::detail::host::support_list — the sorted list of the entries a
 //          shard's reduced index marks, built on the CPU from 64-bit index words
 //          (popcount per chunk, a scan over the chunks, then each chunk writes its
-//          entries), into caller-owned memory; and tagc::detail::host::count_marks.
+//          entries), into caller-owned memory; tagc::detail::host::count_marks
+//          (marks in an index, by word popcounts) and shard_entries.
 //
 // The chunk table is the only workspace and is sized once (reserve); a call
 // allocates nothing. Chunks run in parallel on OpenMP threads when there are
 // several; the list comes out ascending whatever the thread count.
 
-#include <omp.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "../../shard/layout.hpp"
 #include "../support_words.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -26,6 +27,21 @@ inline std::size_t count_marks(const std::uint8_t* index, std::size_t bytes, int
 #pragma omp parallel for schedule(static) reduction(+ : total) if (words >= (std::size_t(1) << 16))
   for (std::size_t k = 0; k < words; ++k)
     total += std::size_t(__builtin_popcountll(word_marks(index, bytes, bits, entries, k)));
+  return total;
+}
+
+// Entries of shard `shard` inside the caller's length.
+inline std::size_t shard_entries(const layout& l, std::size_t shard) {
+  const std::size_t first = shard * l.shard_size;
+  return l.length > first ? (l.length - first < l.shard_size ? l.length - first : l.shard_size) : 0;
+}
+
+// Marks in `shards` consecutive shard indexes starting at shard `first_shard`
+// (reduce_stats::index_popcount, PackedPolicy's support): word popcounts.
+inline std::size_t count_marks(const std::uint8_t* index, const layout& l, std::size_t first_shard, std::size_t shards) {
+  std::size_t total = 0;
+  for (std::size_t k = 0; k < shards; ++k)
+    total += count_marks(index + k * l.index_bytes, l.index_bytes, l.index_bits, shard_entries(l, first_shard + k));
   return total;
 }
 
@@ -46,7 +62,7 @@ class support_list {
     const std::size_t words = index_words(bytes);
     const std::size_t chunks = (words + words_per_chunk - 1) / words_per_chunk;
     std::uint32_t* start = chunk_start_.data();
-    const bool parallel = chunks > 1 && omp_get_max_threads() > 1;
+    const bool parallel = chunks > 1;
 #pragma omp parallel if (parallel)
     {
 #pragma omp for schedule(static)
