@@ -9,10 +9,14 @@
 //                  word's entries (detail/support_words.hpp): no per-entry
 //                  compaction, no temporaries
 //   edges          cells and signs of each support entry, cached
-//   peeling        rounds over the support list (decode functors): resolve
-//                  entries alone in a cell, claim / apply / release to serialise
-//                  subtractions per cell; progress is checked every few rounds,
-//                  not every round (a check is a host round trip on a GPU)
+//   peeling        rounds (decode functors): resolve entries alone in a cell,
+//                  claim / apply / release to serialise subtractions per cell.
+//                  The rounds run over a frontier, the support positions still
+//                  unresolved or not yet subtracted, compacted every few rounds
+//                  (CUB DeviceSelect on CUDA, into workspace sized at
+//                  initialize): later rounds touch only what is left, and the
+//                  host learns the frontier's size (and progress) only at those
+//                  compactions, never every round
 //   estimate       the conservative estimate for what is left
 //
 // Every buffer is sized in initialize(); run() allocates nothing.
@@ -33,12 +37,40 @@
 
 #if defined(__CUDACC__)
 #  include <cub/device/device_scan.cuh>
+#  include <cub/device/device_select.cuh>
 
 #  include "../exec/cuda.hpp"  // TAGC_CUDA_TRY
 #endif
 
 TAGC_BEGIN_NAMESPACE
 namespace detail {
+
+// Run a support-list functor on the support positions a frontier lists.
+template <class F>
+struct over_frontier {
+  F f;
+  const std::uint32_t* frontier;
+  TAGC_HOST_DEVICE void operator()(std::size_t k) const { f(std::size_t(frontier[k])); }
+};
+// An entry-state functor (work_left, count_state) at a support position.
+template <class F>
+struct at_position {
+  F f;
+  const std::uint32_t* support;
+  TAGC_HOST_DEVICE unsigned long long operator()(std::uint32_t i) const { return f(support[i]); }
+};
+// Support positions peeling is not done with: unresolved, or resolved and not yet subtracted.
+struct peeling_active {
+  decode_view v;
+  TAGC_HOST_DEVICE bool operator()(std::uint32_t i) const {
+    const std::uint8_t s = v.state[v.support[i]];
+    return s == entry_unresolved || s == entry_resolved;
+  }
+};
+struct write_position {
+  std::uint32_t* frontier;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const { frontier[i] = std::uint32_t(i); }
+};
 
 template <class Exec>
 class portable_decoder {
@@ -59,11 +91,18 @@ class portable_decoder {
     edges_.assign(3 * l.shard_size, 0u);
     word_counts_.assign(words_, 0u);
     word_offsets_.assign(words_ + 1, 0u);
+    frontier_[0].assign(l.shard_size, 0u);
+    frontier_[1].assign(l.shard_size, 0u);
+    selected_.assign(1, 0u);
 #if defined(__CUDACC__)
-    if constexpr (Exec::is_device) {
-      std::size_t bytes = 0;
-      TAGC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, raw_(word_counts_), raw_(word_offsets_) + 1,
+    if constexpr (Exec::is_device) {  // one temporary for both CUB calls: the larger of their needs
+      std::size_t scan_bytes = 0, select_bytes = 0;
+      TAGC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, raw_(word_counts_), raw_(word_offsets_) + 1,
                                                   int(words_), exec.stream));
+      const decode_view none{};
+      TAGC_CUDA_TRY(cub::DeviceSelect::If(nullptr, select_bytes, raw_(frontier_[0]), raw_(frontier_[1]),
+                                          raw_(selected_), int(l.shard_size), peeling_active{none}, exec.stream));
+      const std::size_t bytes = scan_bytes > select_bytes ? scan_bytes : select_bytes;
       scan_temp_.assign(bytes ? bytes : 1, 0);
     }
 #endif
@@ -71,7 +110,9 @@ class portable_decoder {
   }
   std::size_t workspace_bytes() const {
     return (count_.size() + ids_.size() + writer_.size() + support_.size() + edges_.size() + word_counts_.size() +
-            word_offsets_.size()) * sizeof(std::uint32_t) + scan_temp_.size();
+            word_offsets_.size() + frontier_[0].size() + frontier_[1].size() + selected_.size()) *
+               sizeof(std::uint32_t) +
+           scan_temp_.size();
   }
 
   // Same contract as host::shard_decoder::run.
@@ -85,7 +126,7 @@ class portable_decoder {
     TAGC_TRY(support_list(own_index, m));
     launch(lay_.cells, reset_cells{v});
     launch(m, add_edges{v});
-    if (peels) apply_rounds(v, m);
+    if (peels) TAGC_TRY(apply_rounds(v, m));
     d.support = m;
     d.unresolved = sum_over_support(m, count_state{v, entry_unresolved});
     d.peeled = m - d.unresolved;
@@ -130,23 +171,65 @@ class portable_decoder {
     return {};
   }
 
+  template <class F> unsigned long long sum_at(const std::uint32_t* positions, std::size_t n, F f) const {
+    if (n == 0) return 0;
+    return thrust::transform_reduce(exec_.policy(), positions, positions + n,
+                                    at_position<F>{f, thrust::raw_pointer_cast(support_.data())}, 0ull,
+                                    thrust::plus<unsigned long long>());
+  }
+
+  // Keep the active positions of `in` (n of them) in `out`; how many, on the host.
+  status compact(const decode_view& v, const std::uint32_t* in, std::size_t n, std::uint32_t* out, std::size_t& kept) {
+    if constexpr (Exec::is_device) {
+#if defined(__CUDACC__)
+      std::size_t bytes = scan_temp_.size();
+      TAGC_CUDA_TRY(cub::DeviceSelect::If(raw_(scan_temp_), bytes, in, out, raw_(selected_), int(n), peeling_active{v},
+                                          exec_.stream));
+#endif
+      std::uint32_t k = 0;
+      TAGC_TRY(exec_.copy_to_host(raw_(selected_), &k, 1));
+      kept = k;
+    } else {  // host memory: the reference path, in order
+      const peeling_active active{v};
+      std::size_t k = 0;
+      for (std::size_t j = 0; j < n; ++j)
+        if (active(in[j])) out[k++] = in[j];
+      kept = k;
+    }
+    return {};
+  }
+
   // Serialised subtraction rounds until every resolved entry has been subtracted
-  // from its cells, or nothing moves any more.
-  void apply_rounds(const decode_view& v, std::size_t m) {
-    unsigned long long before = sum_over_support(m, work_left{v});
+  // from its cells, or nothing moves any more. Each round runs over the frontier;
+  // every check_every rounds the frontier is compacted (one host round trip) and
+  // progress is checked: the same rounds, in the same order, as over the whole
+  // support list (an entry outside the frontier is done: no functor acts on it).
+  status apply_rounds(const decode_view& v, std::size_t m) {
+    std::uint32_t* cur = raw_(frontier_[0]);
+    std::uint32_t* next = raw_(frontier_[1]);
+    launch(m, write_position{cur});
+    std::size_t n = m;
+    unsigned long long before = sum_at(cur, n, work_left{v});
     const std::size_t max_rounds = 2 * m + 8;  // each productive round retires at least one unit of work
     for (std::size_t round = 0; before != 0 && round < max_rounds; ++round) {
-      launch(m, peel_round{v});
-      launch(m, claim_cells{v});
-      launch(m, apply_resolved{v});
-      launch(m, release_cells{v});
+      launch(n, over_frontier<peel_round>{{v}, cur});
+      launch(n, over_frontier<claim_cells>{{v}, cur});
+      launch(n, over_frontier<apply_resolved>{{v}, cur});
+      launch(n, over_frontier<release_cells>{{v}, cur});
       if (round % check_every == check_every - 1) {
-        const unsigned long long now = sum_over_support(m, work_left{v});
+        std::size_t kept = 0;
+        TAGC_TRY(compact(v, cur, n, next, kept));
+        n = kept;
+        std::uint32_t* t = cur;
+        cur = next;
+        next = t;
+        const unsigned long long now = sum_at(cur, n, work_left{v});
         // Only unresolved entries with no lone cell left: a stopping set.
-        if (now == before && sum_over_support(m, count_state{v, entry_resolved}) == 0) break;
+        if (now == before && sum_at(cur, n, count_state{v, entry_resolved}) == 0) break;
         before = now;
       }
     }
+    return {};
   }
 
   Exec exec_{};
@@ -157,7 +240,9 @@ class portable_decoder {
   vector<std::uint32_t> edges_;                 // [3 * shard] cached cells and signs of the support
   vector<std::uint32_t> word_counts_;           // [index words] marks per word
   vector<std::uint32_t> word_offsets_;          // [index words + 1] their inclusive scan, shifted by one
-  vector<unsigned char> scan_temp_;             // CUB scan workspace (CUDA only)
+  vector<std::uint32_t> frontier_[2];           // [shard] support positions still peeling (ping-pong)
+  vector<std::uint32_t> selected_;              // [1] the compacted frontier's size (CUDA)
+  vector<unsigned char> scan_temp_;             // CUB scan / select workspace (CUDA only)
 };
 
 }  // namespace detail
