@@ -172,6 +172,9 @@ void codec(benchmark::State& state) {
   state.counters["residual_ms"] = 1e3 * residual / it;
   state.counters["call_ms"] = 1e3 * call / it;
   state.counters["memcpy_GBps"] = double(n) * sizeof(float) * it / memcpy_grad / 1e9;
+  // Throughputs for the cost model (bench/e2e/overhead.sh): gradient bytes / compress, shard bytes / decode.
+  state.counters["compress_GBps"] = double(n) * sizeof(float) * it / compress / 1e9;
+  state.counters["decode_GBps"] = double(shard) * sizeof(float) * it / decode / 1e9;
   state.counters["unresolved"] = double(samples[0].stats.unresolved);
   state.counters["load"] = samples[0].stats.load;
 }
