@@ -62,8 +62,7 @@ class support_list {
     const std::size_t words = index_words(bytes);
     const std::size_t chunks = (words + words_per_chunk - 1) / words_per_chunk;
     std::uint32_t* start = chunk_start_.data();
-    const bool parallel = chunks > 1;
-#pragma omp parallel if (parallel)
+#pragma omp parallel if (chunks > 1)
     {
 #pragma omp for schedule(static)
       for (std::size_t c = 0; c < chunks; ++c) {
