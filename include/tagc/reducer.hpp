@@ -187,6 +187,18 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
            index_.workspace_bytes() + values_.workspace_bytes() + decode_.workspace_bytes();
   }
 
+  // Read-only access to the stages (stage/*.hpp), for tests and tools that
+  // compare execution paths; the stages' interfaces are not a stable API.
+  struct stage_refs {
+    const agreement_stage& agreement;
+    const select_stage& select;
+    const index_stage& index;
+    const values_stage& values;
+    const decode_stage& decode;
+    const residual_stage& residual;
+  };
+  stage_refs stages() const { return {agreement_, select_, index_, values_, decode_, residual_}; }
+
   // ZeRO-3 / FSDP: rank r receives shard r (output_size() elements, tail padding 0).
   template <communicator C>
   status reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard, reduce_stats* stats = nullptr) {
@@ -215,7 +227,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     }
   }
   // Bytes the residual occupies (bf16 storage: half of float's).
-  std::size_t residual_bytes() const { return residual_.workspace_bytes(); }
+  std::size_t residual_bytes() const { return residual_.residual_bytes(); }
   // Successful calls so far (seeds the stochastic rounding of a bf16 residual; checkpointed).
   std::uint64_t steps() const { return step_; }
 
@@ -370,7 +382,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     stage_clock clock{this};
 
     // 1. Check (and, with adaptive theta, agree on theta) before anything changes.
-    select_.begin(g, r, sizes_ok, wire_scaled<wire_t>);  // pass 0 counts NaN/Inf (and max |acc| for fp16)
+    float* acc = residual_.acc();  // host paths: g + residual, written once by pass 0
+    select_.begin(g, r, acc, sizes_ok, wire_scaled<wire_t>);  // pass 0 counts NaN/Inf (and max |acc| for fp16)
     clock.mark(&S::sparsify);
     if (args_.check_inputs) {
       detail::select_state h{};
@@ -385,11 +398,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     }
 
     // 2. Threshold: the (k+1)-th largest |acc|, k = most entries that may be kept.
-    select_.select(g, r, current_sparsity());
+    select_.select(g, r, acc, current_sparsity());
     clock.mark(&S::sparsify);
 
     // 3. Index: local marks, summed across ranks.
-    index_.build(g, r, select_.state(), select_.counters() + 0);
+    index_.build(g, r, acc, select_.state(), select_.counters() + 0);
     clock.mark(&S::index);
     TAGC_TRY(index_.exchange(comm));
     clock.mark(&S::index_exchange);
@@ -410,6 +423,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     c.wire_unscale = detail::pow2(-wire_exp_);
     c.seed = detail::residual_seed(step_, args_.rank);
     c.lay = lay;
+    c.acc = acc;
+    c.kept = index_.kept_list();
+    c.kept_count = index_.kept_count();
+    c.kept_listed = index_.kept_listed();
 
     // 4. Values, exchanged to the owner(s) and decoded; then commit the residual.
     values_.encode(c, stats != nullptr);
@@ -467,7 +484,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     s.value_type_bytes = int(sizeof(wire_t));
     s.value_scale_exponent = wire_exp_;
     s.unfed_rounding = values_.unfed_rounding();
-    s.residual_bytes = residual_.workspace_bytes();
+    s.residual_bytes = residual_.residual_bytes();
     return {};
   }
 

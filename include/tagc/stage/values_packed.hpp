@@ -115,6 +115,9 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     s.packed_slots = slots_;
   }
   std::size_t value_bytes_sent() const { return value_bytes_; }
+  // What this rank sent last call ([shards][slots], in the space's memory): tests compare paths with it.
+  const wire_t* sent() const { return detail::raw(values_send_); }
+  std::size_t sent_size() const { return std::size_t(plan_.shards) * slots_; }
   double unfed_rounding() const { return 0.0; }
 
  private:
