@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <utility>
 
 #include <thrust/for_each.h>
@@ -21,11 +22,18 @@
 #include <thrust/transform_reduce.h>
 
 #include "../core/config.hpp"
+#include "../core/status.hpp"
 
 TAGC_BEGIN_NAMESPACE
 namespace detail {
 
 inline constexpr std::size_t host_inline_below = std::size_t(1) << 15;
+
+// A failed collective's status, naming the reducer's phase it failed in.
+inline status in_phase(status s, std::string_view phase) {
+  if (s.ok()) return s;
+  return {s.code(), std::string(phase) + ": " + s.message()};
+}
 
 template <class V> auto raw(V& v) { return thrust::raw_pointer_cast(v.data()); }
 template <class V> auto raw(const V& v) { return thrust::raw_pointer_cast(v.data()); }

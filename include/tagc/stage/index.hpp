@@ -81,8 +81,12 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     std::uint8_t* local = detail::raw(local_);
     std::uint8_t* idx = detail::raw(reduced_);
     const std::span<const std::uint8_t> send(local, local_.size());
-    if (plan_.scatter_index) TAGC_TRY(comm.reduce_scatter(send, std::span<std::uint8_t>(idx, reduced_.size())));
-    else TAGC_TRY(comm.all_reduce(send, std::span<std::uint8_t>(idx, reduced_.size())));
+    if (plan_.scatter_index)
+      TAGC_TRY(detail::in_phase(comm.reduce_scatter(send, std::span<std::uint8_t>(idx, reduced_.size())),
+                                "index exchange (reduce-scatter)"));
+    else
+      TAGC_TRY(detail::in_phase(comm.all_reduce(send, std::span<std::uint8_t>(idx, reduced_.size())),
+                                "index exchange (all-reduce)"));
     if (plan_.pair_repair) {
       const std::uint8_t* mine = plan_.scatter_index ? local + plan_.own_shard * plan_.lay.index_bytes : local;
       launch_(reduced_.size(), detail::repair_pair_index{mine, idx});

@@ -108,9 +108,13 @@ class ThresholdSelect {
     }
   }
 
-  // k = floor((1 - theta) n).
+  // k = floor((1 - theta) n), for theta in [0, 1] (anything else is clamped
+  // there, NaN keeps nothing: the conversion never sees a value out of range).
   static std::size_t kept_at_most(double theta, std::size_t n) {
-    return static_cast<std::size_t>(std::floor((1.0 - theta) * double(n)));
+    if (!(theta >= 0.0)) theta = theta < 0.0 ? 0.0 : 1.0;
+    if (theta > 1.0) theta = 1.0;
+    const double k = std::floor((1.0 - theta) * double(n));
+    return k <= 0.0 ? 0 : k >= double(n) ? n : static_cast<std::size_t>(k);
   }
 
  private:

@@ -92,8 +92,9 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     value_bytes_ = send_count * sizeof(wire_t);
     const std::span<const wire_t> send(detail::raw(values_send_), send_count);
     const std::span<wire_t> recv(detail::raw(values_recv_), slots_);
-    if (plan_.args.topo == topology::sharded) return comm.reduce_scatter(send, recv);
-    return comm.all_reduce(send, recv);
+    if (plan_.args.topo == topology::sharded)
+      return detail::in_phase(comm.reduce_scatter(send, recv), "value exchange (reduce-scatter)");
+    return detail::in_phase(comm.all_reduce(send, recv), "value exchange (all-reduce)");
   }
 
   template <communicator C, class Decoder>
