@@ -134,8 +134,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   Reducer() = default;
 
   status initialize(const reducer_arguments& args, Exec exec = {}) {
-    TAGC_TRY(can_implement(args));
+    name_.assign(args.name.data(), args.name.size());
+    if (auto s = can_implement(args); !s.ok()) return annotate(std::move(s), false);
     args_ = args;
+    args_.name = {};  // the reducer keeps its own copy (name()): a moved reducer must not view a moved string
     exec_ = exec;
     sparsity_ = args.sparsity >= 0.0 ? args.sparsity : default_sparsity(sketched ? Ratio : 10);
     if (args.adapt.enabled) sparsity_ = std::clamp(sparsity_, args.adapt.min_sparsity, args.adapt.max_sparsity);
@@ -149,12 +151,14 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     p.scatter_index = IX == index_exchange::reduce_scatter && args.topo == topology::sharded;
     p.lay = values_stage::make_plan_layout(args.length, p.shards, width);
 
-    TAGC_TRY(residual_.initialize(p, exec));
-    TAGC_TRY(agreement_.initialize(p, exec));
-    TAGC_TRY(select_.initialize(p, exec));
-    TAGC_TRY(index_.initialize(p, exec));
-    TAGC_TRY(values_.initialize(p, exec));
-    TAGC_TRY(decode_.initialize(p, exec, values_stage::peels(p.lay)));
+    p.args.name = {};  // stages do not keep the caller's string
+    status s = residual_.initialize(p, exec);
+    if (s.ok()) s = agreement_.initialize(p, exec);
+    if (s.ok()) s = select_.initialize(p, exec);
+    if (s.ok()) s = index_.initialize(p, exec);
+    if (s.ok()) s = values_.initialize(p, exec);
+    if (s.ok()) s = decode_.initialize(p, exec, values_stage::peels(p.lay));
+    if (!s.ok()) return annotate(std::move(s), false);
     step_ = 0;
     last_load_ppm_ = 0;
     last_unresolved_ = 0;
@@ -165,7 +169,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   // Change theta between calls (draining residuals, an external schedule).
   status set_sparsity(double theta) {
     if (!(theta >= 0.0 && theta <= 1.0))
-      return {errc::invalid_argument, "sparsity " + std::to_string(theta) + " outside [0, 1]"};
+      return annotate({errc::invalid_argument, "sparsity " + std::to_string(theta) + " outside [0, 1]"}, false);
     sparsity_ = theta;
     return {};
   }
@@ -174,7 +178,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   void set_profiling(bool on) { profiling_ = on; }
 
   const layout& plan() const { return plan_.lay; }
-  const reducer_arguments& arguments() const { return args_; }
+  const reducer_arguments& arguments() const { return args_; }  // (its name is empty: see name())
+  std::string_view name() const { return name_; }
   double sparsity() const { return sparsity_; }
   bool exact_index() const { return plan_.exact_index; }
   // Length of the shard a rank receives (sharded) or of the whole buffer (replicated).
@@ -187,20 +192,32 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
            index_.workspace_bytes() + values_.workspace_bytes() + decode_.workspace_bytes();
   }
 
+  // Read-only access to the stages (stage/*.hpp), for tests and tools that
+  // compare execution paths; the stages' interfaces are not a stable API.
+  struct stage_refs {
+    const agreement_stage& agreement;
+    const select_stage& select;
+    const index_stage& index;
+    const values_stage& values;
+    const decode_stage& decode;
+    const residual_stage& residual;
+  };
+  stage_refs stages() const { return {agreement_, select_, index_, values_, decode_, residual_}; }
+
   // ZeRO-3 / FSDP: rank r receives shard r (output_size() elements, tail padding 0).
   template <communicator C>
   status reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard, reduce_stats* stats = nullptr) {
     if (args_.topo != topology::sharded)
-      return {errc::invalid_argument, "reduce_scatter on a Reducer initialised for topology::replicated"};
-    return run(comm, grad, shard, stats);
+      return annotate({errc::invalid_argument, "reduce_scatter on a Reducer initialised for topology::replicated"});
+    return annotate(run(comm, grad, shard, stats));
   }
 
   // DDP: every rank receives the whole reduced gradient.
   template <communicator C>
   status all_reduce(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats = nullptr) {
     if (args_.topo != topology::replicated)
-      return {errc::invalid_argument, "all_reduce on a Reducer initialised for topology::sharded"};
-    return run(comm, grad, out, stats);
+      return annotate({errc::invalid_argument, "all_reduce on a Reducer initialised for topology::sharded"});
+    return annotate(run(comm, grad, out, stats));
   }
 
   // ---- state: the error-feedback residual ----
@@ -215,7 +232,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     }
   }
   // Bytes the residual occupies (bf16 storage: half of float's).
-  std::size_t residual_bytes() const { return residual_.workspace_bytes(); }
+  std::size_t residual_bytes() const { return residual_.residual_bytes(); }
   // Successful calls so far (seeds the stochastic rounding of a bf16 residual; checkpointed).
   std::uint64_t steps() const { return step_; }
 
@@ -236,7 +253,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     return out;
   }
 
-  status load_state(std::span<const std::byte> in) {
+  // Everything restored is range-checked first (theta, the adaptive-theta
+  // feedback, the step counter, every residual entry); a refused state leaves
+  // the reducer as it was, with a status naming the field.
+  status load_state(std::span<const std::byte> in) { return annotate(load_state_checked(in), false); }
+
+ private:
+  status load_state_checked(std::span<const std::byte> in) {
     if (!initialized_) return {errc::invalid_argument, "load_state before initialize"};
     const auto want = header();
     std::uint64_t h[header_words];
@@ -286,8 +309,26 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
       std::memcpy(&step, p, sizeof step);
       p += sizeof step;
     }
+    if (!(theta >= 0.0 && theta <= 1.0))
+      return {errc::io, "reducer state holds theta " + std::to_string(theta) + ", outside [0, 1] (damaged state?)"};
+    const layout& l = plan_.lay;
+    // Load of the last decode (ppm): support / cells, support <= shard size.
+    const double max_load_ppm = 1e6 * double(l.shard_size) / double(l.cells ? l.cells : 1) + 1.0;
+    if (feedback[0] < 0 || double(feedback[0]) > max_load_ppm)
+      return {errc::io, "reducer state holds a last decode load of " + std::to_string(feedback[0]) +
+                            " ppm, outside [0, " + std::to_string(std::int64_t(max_load_ppm)) + "] (damaged state?)"};
+    if (feedback[1] < 0 || std::uint64_t(feedback[1]) > l.shard_size)
+      return {errc::io, "reducer state holds " + std::to_string(feedback[1]) +
+                            " unresolved entries, outside [0, shard size " + std::to_string(l.shard_size) +
+                            "] (damaged state?)"};
+    if (step >= (std::uint64_t(1) << 53))
+      return {errc::io, "reducer state holds step counter " + std::to_string(step) + ", beyond 2^53 calls (damaged state?)"};
     std::vector<residual_t> residual(residual_.size());
     if (!residual.empty()) std::memcpy(residual.data(), p, residual.size() * sizeof(residual_t));
+    for (std::size_t i = 0; i < residual.size(); ++i)
+      if (!std::isfinite(float(residual[i])))
+        return {errc::io, "reducer state holds a non-finite residual at element " + std::to_string(i) +
+                              " (damaged state?)"};
     TAGC_TRY(residual_.from_host(residual.data()));
     sparsity_ = theta;
     last_load_ppm_ = feedback[0];
@@ -296,7 +337,6 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     return {};
   }
 
- private:
   static constexpr std::size_t header_words = 11;
 
   std::array<std::uint64_t, header_words> header() const {
@@ -331,6 +371,15 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     return std::uint64_t(plan_.lay.index_bits) * 1000003u + std::uint64_t(IX) * 100003u +
            std::uint64_t(Ratio) * 1009u + std::uint64_t(args_.topo) * 7u + std::uint64_t(args_.op) +
            (sketched ? 0u : 500009u) + std::uint64_t(wire_type_id<wire_t>) * 50021u;
+  }
+
+  // Every status the reducer returns names its unit and, for a call, the step
+  // (the reducer's own count of completed calls): "unit 'mlp.fc' (step 12): ...".
+  status annotate(status s, bool with_step = true) const {
+    if (s.ok()) return s;
+    std::string prefix = name_.empty() ? std::string("reducer") : "unit '" + name_ + "'";
+    if (with_step) prefix += " (step " + std::to_string(step_) + ")";
+    return {s.code(), prefix + ": " + s.message()};
   }
 
   // Theta for this call: the one place it is read (adaptive theta and
@@ -370,7 +419,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     stage_clock clock{this};
 
     // 1. Check (and, with adaptive theta, agree on theta) before anything changes.
-    select_.begin(g, r, sizes_ok, wire_scaled<wire_t>);  // pass 0 counts NaN/Inf (and max |acc| for fp16)
+    float* acc = residual_.acc();  // host paths: g + residual, written once by pass 0
+    select_.begin(g, r, acc, sizes_ok, wire_scaled<wire_t>);  // pass 0 counts NaN/Inf (and max |acc| for fp16)
     clock.mark(&S::sparsify);
     if (args_.check_inputs) {
       detail::select_state h{};
@@ -385,11 +435,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     }
 
     // 2. Threshold: the (k+1)-th largest |acc|, k = most entries that may be kept.
-    select_.select(g, r, current_sparsity());
+    select_.select(g, r, acc, current_sparsity());
     clock.mark(&S::sparsify);
 
     // 3. Index: local marks, summed across ranks.
-    index_.build(g, r, select_.state(), select_.counters() + 0);
+    index_.build(g, r, acc, select_.state(), select_.counters() + 0);
     clock.mark(&S::index);
     TAGC_TRY(index_.exchange(comm));
     clock.mark(&S::index_exchange);
@@ -410,6 +460,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     c.wire_unscale = detail::pow2(-wire_exp_);
     c.seed = detail::residual_seed(step_, args_.rank);
     c.lay = lay;
+    c.acc = acc;
+    c.kept = index_.kept_list();
+    c.kept_count = index_.kept_count();
+    c.kept_listed = index_.kept_listed();
 
     // 4. Values, exchanged to the owner(s) and decoded; then commit the residual.
     values_.encode(c, stats != nullptr);
@@ -467,11 +521,12 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     s.value_type_bytes = int(sizeof(wire_t));
     s.value_scale_exponent = wire_exp_;
     s.unfed_rounding = values_.unfed_rounding();
-    s.residual_bytes = residual_.workspace_bytes();
+    s.residual_bytes = residual_.residual_bytes();
     return {};
   }
 
-  reducer_arguments args_{};
+  reducer_arguments args_{};  // name left empty: see name_
+  std::string name_;
   Exec exec_{};
   stage::reducer_plan plan_{};
   double sparsity_ = 0.0;

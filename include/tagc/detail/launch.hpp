@@ -6,10 +6,14 @@
 // Single source: the same functor runs on every execution space. On the host a
 // launch below host_inline_below iterations runs inline on the calling thread:
 // an OpenMP fork/join costs more than the work (and a scheduler slice when the
-// cores are shared).
+// cores are shared). Sums on the host are OpenMP reductions, not
+// thrust::transform_reduce, whose OpenMP backend allocates its partial sums on
+// every call (the step path allocates nothing: tests/test_step_alloc.cpp).
+// (On CUDA, transform_reduce still takes Thrust's temporary storage.)
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <utility>
 
 #include <thrust/for_each.h>
@@ -18,11 +22,18 @@
 #include <thrust/transform_reduce.h>
 
 #include "../core/config.hpp"
+#include "../core/status.hpp"
 
 TAGC_BEGIN_NAMESPACE
 namespace detail {
 
 inline constexpr std::size_t host_inline_below = std::size_t(1) << 15;
+
+// A failed collective's status, naming the reducer's phase it failed in.
+inline status in_phase(status s, std::string_view phase) {
+  if (s.ok()) return s;
+  return {s.code(), std::string(phase) + ": " + s.message()};
+}
 
 template <class V> auto raw(V& v) { return thrust::raw_pointer_cast(v.data()); }
 template <class V> auto raw(const V& v) { return thrust::raw_pointer_cast(v.data()); }
@@ -49,29 +60,32 @@ struct launcher {
     thrust::for_each(exec.policy(), b, e, f);
   }
   // sum of f(i) over [0, n)
-  template <class F> unsigned long long sum(std::size_t n, F f) const {
-    if (n == 0) return 0;
+  template <class F> unsigned long long sum(std::size_t n, F f) const { return sum_of<unsigned long long>(n, f); }
+  // sum of f(i) over [0, n) in T (the host adds in a fixed order per chunk; floating sums
+  // may differ from the device's in the last bits: used for statistics only)
+  template <class T, class F> T sum_of(std::size_t n, F f) const {
+    if (n == 0) return T(0);
     if constexpr (!Exec::is_device) {
-      if (n < host_inline_below) {
-        unsigned long long s = 0;
-        for (std::size_t i = 0; i < n; ++i) s += f(i);
-        return s;
-      }
+      T s = T(0);
+#pragma omp parallel for schedule(static) reduction(+ : s) if (n >= host_inline_below)
+      for (std::size_t i = 0; i < n; ++i) s += f(i);
+      return s;
+    } else {
+      auto [b, e] = index_range(n);
+      return thrust::transform_reduce(exec.policy(), b, e, f, T(0), thrust::plus<T>());
     }
-    auto [b, e] = index_range(n);
-    return thrust::transform_reduce(exec.policy(), b, e, f, 0ull, thrust::plus<unsigned long long>());
   }
   // sum of f(list[i]) over [0, m)
   template <class F> unsigned long long sum_list(const std::uint32_t* list, std::size_t m, F f) const {
     if (m == 0) return 0;
     if constexpr (!Exec::is_device) {
-      if (m < host_inline_below) {
-        unsigned long long s = 0;
-        for (std::size_t i = 0; i < m; ++i) s += f(list[i]);
-        return s;
-      }
+      unsigned long long s = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s) if (m >= host_inline_below)
+      for (std::size_t i = 0; i < m; ++i) s += f(list[i]);
+      return s;
+    } else {
+      return thrust::transform_reduce(exec.policy(), list, list + m, f, 0ull, thrust::plus<unsigned long long>());
     }
-    return thrust::transform_reduce(exec.policy(), list, list + m, f, 0ull, thrust::plus<unsigned long long>());
   }
 };
 

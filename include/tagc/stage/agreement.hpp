@@ -73,8 +73,9 @@ class Agreement {
                              mine.load_ppm,                  mine.unresolved};
     if constexpr (wire_scaled<Wire>) w[6] = std::int64_t(mine.top_bin);
     TAGC_TRY(exec_.copy_from_host(w, detail::raw(send_), words));
-    TAGC_TRY(comm.all_gather(std::span<const std::int64_t>(detail::raw(send_), words),
-                             std::span<std::int64_t>(detail::raw(recv_), recv_.size())));
+    TAGC_TRY(detail::in_phase(comm.all_gather(std::span<const std::int64_t>(detail::raw(send_), words),
+                                              std::span<std::int64_t>(detail::raw(recv_), recv_.size())),
+                              "agreement check (all-gather of lengths, config and NaN/Inf counts)"));
     TAGC_TRY(exec_.copy_to_host(detail::raw(recv_), table_.data(), table_.size()));
     const auto at = [&](int r, std::size_t i) { return table_[std::size_t(r) * words + i]; };
     const int n = world_;
@@ -97,7 +98,10 @@ class Agreement {
       if (at(r, 2) != 0)
         bad += (bad.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " has " +
                std::to_string(at(r, 2)) + " NaN/Inf entries";
-    if (!bad.empty()) return {errc::non_finite, "gradient + residual is not finite: " + bad + "; residual left unchanged"};
+    if (!bad.empty())
+      return {errc::non_finite, "gradient + residual is not finite: " + bad +
+                                    " (found by the agreement check, before any value was exchanged); residual left "
+                                    "unchanged"};
     v = {};
     if constexpr (wire_scaled<Wire>) {
       std::int64_t top = 0;

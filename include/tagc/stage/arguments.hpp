@@ -4,6 +4,7 @@
 //          can_implement reads).
 
 #include <cstddef>
+#include <string_view>
 
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
@@ -32,6 +33,9 @@ struct reducer_arguments {
   double sparsity = -1.0;   // theta; < 0 picks the paper's pairing for the sketch ratio
   bool check_inputs = true; // agreement + NaN/Inf check before every call (one tiny all-gather)
   adaptive_sparsity adapt{};
+  // The unit's name (e.g. "mlp.fc"), the prefix of every status message the
+  // reducer returns. Copied at initialize: the caller's string need not outlive it.
+  std::string_view name{};
 };
 
 TAGC_END_NAMESPACE

@@ -82,15 +82,18 @@ class Decode<DecodePolicy<Mode>, Exec> {
     if (sharded && world > 1) {
       TAGC_TRY(launch_.exec.copy_from_host(&total, detail::raw(unresolved_total_), 1));
       const std::span<std::int64_t> t(detail::raw(unresolved_total_), 1);
-      TAGC_TRY(comm.all_reduce(std::span<const std::int64_t>(t), t));
+      TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const std::int64_t>(t), t),
+                                "unresolved-entry count (all-reduce)"));
       TAGC_TRY(launch_.exec.copy_to_host(detail::raw(unresolved_total_), &total, 1));
       sent_ = ring_bytes_sent(collective::all_reduce, 8.0, world);
     }
     if (total == 0) return {};
     launch_(mask_bytes_, detail::unresolved_bitmap{detail::raw(entry_state_), mine, plan_.lay.shard_size});
     if (sharded && world > 1) {
-      TAGC_TRY(comm.all_gather(std::span<const std::uint8_t>(mine, mask_bytes_),
-                               std::span<std::uint8_t>(detail::raw(unresolved_mask_), unresolved_mask_.size())));
+      TAGC_TRY(detail::in_phase(
+          comm.all_gather(std::span<const std::uint8_t>(mine, mask_bytes_),
+                          std::span<std::uint8_t>(detail::raw(unresolved_mask_), unresolved_mask_.size())),
+          "unresolved-entry bitmaps (all-gather)"));
       sent_ += ring_bytes_sent(collective::all_gather, double(unresolved_mask_.size()), world);
     }
     retransmit = detail::raw(unresolved_mask_);

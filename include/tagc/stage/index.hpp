@@ -13,6 +13,7 @@
 #include "../core/status.hpp"
 #include "../detail/index_kernels.hpp"
 #include "../detail/host/support_list.hpp"
+#include "../detail/host_compress.hpp"
 #include "../detail/launch.hpp"
 #include "../policy/index.hpp"
 #include "plan.hpp"
@@ -28,6 +29,10 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
  public:
   using index_policy = IndexPolicy<Bits, IX>;
   template <class T> using vector = typename Exec::template vector<T>;
+  static constexpr bool host_paths = detail::uses_host_paths<Exec>;
+  // Host: the kept entries are listed (for the sketch and the sparse residual
+  // commit) when there are at most length / 4 (theta >= 0.75).
+  static std::size_t kept_capacity(std::size_t n) { return n / 4 + 1; }
 
   static status can_implement(const reducer_arguments& a) {
     const int width = index_policy::width_for(a.world_size);
@@ -52,12 +57,23 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     const std::size_t all = p.lay.index_bytes * std::size_t(p.shards);
     local_.assign(all, 0);
     reduced_.assign(p.scatter_index ? p.lay.index_bytes : all, 0);
+    if constexpr (host_paths) kept_.assign(kept_capacity(p.lay.length), 0u);
     return {};
   }
-  std::size_t workspace_bytes() const { return detail::buffer_bytes(local_) + detail::buffer_bytes(reduced_); }
+  std::size_t workspace_bytes() const {
+    return detail::buffer_bytes(local_) + detail::buffer_bytes(reduced_) + detail::buffer_bytes(kept_);
+  }
 
   // This rank's marks (counter = 1 where |acc| is above the threshold); counts the kept entries.
-  void build(const float* g, const Residual* r, const detail::select_state* st, unsigned long long* kept) {
+  // Host paths: from acc, in one pass that also lists the kept entries.
+  void build(const float* g, const Residual* r, const float* acc, detail::select_state* st, unsigned long long* kept) {
+    if constexpr (host_paths) {
+      *kept = detail::host_build_index(acc, plan_.lay, st->threshold, detail::raw(local_), detail::raw(kept_),
+                                       kept_.size(), &listed_);
+      kept_count_ = listed_ ? std::size_t(*kept) : 0;
+      return;
+    }
+    (void)acc;
     launch_(local_.size(), detail::build_index<Residual>{g, r, st, detail::raw(local_), kept, plan_.lay});
   }
 
@@ -66,8 +82,12 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     std::uint8_t* local = detail::raw(local_);
     std::uint8_t* idx = detail::raw(reduced_);
     const std::span<const std::uint8_t> send(local, local_.size());
-    if (plan_.scatter_index) TAGC_TRY(comm.reduce_scatter(send, std::span<std::uint8_t>(idx, reduced_.size())));
-    else TAGC_TRY(comm.all_reduce(send, std::span<std::uint8_t>(idx, reduced_.size())));
+    if (plan_.scatter_index)
+      TAGC_TRY(detail::in_phase(comm.reduce_scatter(send, std::span<std::uint8_t>(idx, reduced_.size())),
+                                "index exchange (reduce-scatter)"));
+    else
+      TAGC_TRY(detail::in_phase(comm.all_reduce(send, std::span<std::uint8_t>(idx, reduced_.size())),
+                                "index exchange (all-reduce)"));
     if (plan_.pair_repair) {
       const std::uint8_t* mine = plan_.scatter_index ? local + plan_.own_shard * plan_.lay.index_bytes : local;
       launch_(reduced_.size(), detail::repair_pair_index{mine, idx});
@@ -77,6 +97,8 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
 
   // What this rank received: the whole reduced index, or its shard's part.
   const std::uint8_t* reduced() const { return detail::raw(reduced_); }
+  // This rank's own marks, [shards][index_bytes] (in the space's memory).
+  const std::uint8_t* local() const { return detail::raw(local_); }
   std::size_t reduced_bytes() const { return reduced_.size(); }
   std::size_t local_bytes() const { return local_.size(); }
   // What the owner decodes with.
@@ -86,6 +108,11 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
   // What senders check their entries against: nothing when the index is exact
   // (every kept entry is then marked).
   const std::uint8_t* sender_check() const { return plan_.exact_index ? nullptr : reduced(); }
+
+  // Host paths: the kept entries' positions, ascending (valid when kept_listed()).
+  const std::uint32_t* kept_list() const { return detail::raw(kept_); }
+  std::size_t kept_count() const { return kept_count_; }
+  bool kept_listed() const { return listed_; }
 
   // Marks in what this rank received (stats).
   unsigned long long received_marks() const {
@@ -102,6 +129,9 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
   reducer_plan plan_{};
   vector<std::uint8_t> local_;    // [shards][index_bytes] this rank's marks
   vector<std::uint8_t> reduced_;  // summed: all shards, or this shard's (index reduce-scatter)
+  vector<std::uint32_t> kept_;    // host paths: kept positions, ascending
+  std::size_t kept_count_ = 0;
+  bool listed_ = false;
 };
 
 }  // namespace stage

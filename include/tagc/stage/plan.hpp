@@ -49,6 +49,11 @@ struct call_view {
   float scale = 1.0f;                         // the op's: 1/N for mean
   float wire_scale = 1.0f, wire_unscale = 1.0f;  // fp16 range scale 2^k, 2^-k
   std::uint32_t seed = 0;                     // stochastic rounding of a bf16 residual
+  // Host paths only (detail/host_compress.hpp), else nullptr / false:
+  const float* acc = nullptr;                 // g + residual, computed once this call
+  const std::uint32_t* kept = nullptr;        // ascending positions of the kept entries
+  std::size_t kept_count = 0;
+  bool kept_listed = false;                   // whether `kept` holds them (it has a capacity)
   layout lay{};
 
   // The value this rank sends for padded element (s, e).

@@ -12,6 +12,7 @@
 #include "../core/status.hpp"
 #include "../detail/decode_kernels.hpp"
 #include "../detail/index_kernels.hpp"
+#include "../detail/host_compress.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/select_kernels.hpp"
 #include "plan.hpp"
@@ -26,15 +27,21 @@ class ResidualStore {
  public:
   using residual_t = Residual;
   template <class T> using vector = typename Exec::template vector<T>;
+  static constexpr bool host_paths = detail::uses_host_paths<Exec>;
 
   static status can_implement(const reducer_arguments&) { return {}; }
   status initialize(const reducer_plan& p, Exec exec) {
     launch_ = {exec};
     length_ = p.lay.length;
     residual_.assign(length_, residual_t(0.0f));
+    if constexpr (host_paths) acc_.assign(length_, 0.0f);
     return {};
   }
-  std::size_t workspace_bytes() const { return detail::buffer_bytes(residual_); }
+  // The residual itself (residual_bytes()) plus, on host paths, the acc buffer.
+  std::size_t workspace_bytes() const { return detail::buffer_bytes(residual_) + detail::buffer_bytes(acc_); }
+  std::size_t residual_bytes() const { return detail::buffer_bytes(residual_); }
+  // Host paths: where this call's acc = g + residual goes (nullptr elsewhere).
+  float* acc() { return host_paths ? detail::raw(acc_) : nullptr; }
 
   residual_t* data() { return detail::raw(residual_); }
   const residual_t* data() const { return detail::raw(residual_); }
@@ -42,8 +49,25 @@ class ResidualStore {
 
   // After the exchange (cannot fail): residual = what was not delivered. `retransmit`:
   // the owners' bitmaps of unresolved entries, or nullptr.
+  // Host paths: from acc; a float residual *becomes* the acc buffer (swapped in,
+  // no copy) after its kept entries are settled.
   template <class Wire>
   void commit(const call_view<Residual>& c, const std::uint8_t* retransmit) {
+    if constexpr (host_paths) {
+      const detail::host_commit_entry what{c.sender_check, retransmit, c.lay};
+      const std::uint32_t threshold = c.state->threshold;
+      if constexpr (std::is_same_v<residual_t, float>) {
+        detail::host_commit_float<Wire>(detail::raw(acc_), c.kept, c.kept_count, c.kept_listed, length_, threshold,
+                                        what, c.wire_scale, c.wire_unscale, c.counters);
+        residual_.swap(acc_);
+      } else {
+        detail::host_commit_residual(detail::host_commit_stored<Wire, residual_t>{detail::raw(acc_), data(), threshold,
+                                                                                  what, c.wire_scale, c.wire_unscale,
+                                                                                  c.seed, nullptr},
+                                     length_, c.counters);
+      }
+      return;
+    }
     launch_(length_, detail::update_residual<Wire, residual_t>{c.grad, c.residual, c.sender_check, retransmit, c.state,
                                                                c.counters, c.lay, c.wire_scale, c.wire_unscale, c.seed});
   }
@@ -68,6 +92,7 @@ class ResidualStore {
   detail::launcher<Exec> launch_{};
   std::size_t length_ = 0;
   vector<residual_t> residual_;  // [length] error feedback (the state)
+  vector<float> acc_;            // host paths: [length] g + residual of the current call
 };
 
 }  // namespace stage

@@ -16,6 +16,7 @@
 #include <thrust/fill.h>
 
 #include "../core/status.hpp"
+#include "../detail/host_compress.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/select_kernels.hpp"
 #include "plan.hpp"
@@ -28,6 +29,10 @@ class ThresholdSelect {
  public:
   template <class T> using vector = typename Exec::template vector<T>;
   static constexpr std::size_t n_counters = 3;  // kept, deferred, retransmitted
+  static constexpr bool host_paths = detail::uses_host_paths<Exec>;
+  // Host: candidates of the threshold's pass-0 bin gathered for an exact select
+  // (a fuller bin takes radix passes 1 and 2 instead).
+  static std::size_t candidate_capacity(std::size_t n) { return n / 16 + 1; }
 
   static status can_implement(const reducer_arguments& a) {
     if (a.sparsity > 1.0 || (a.sparsity >= 0.0 && std::isnan(a.sparsity)))
@@ -41,10 +46,12 @@ class ThresholdSelect {
     hist_.assign(std::size_t(detail::hist_copies) * detail::hist_bins, 0u);
     state_.resize(1);
     counters_.assign(n_counters, 0ull);
+    if constexpr (host_paths) candidates_.assign(candidate_capacity(n_), 0u);
     return {};
   }
   std::size_t workspace_bytes() const {
-    return detail::buffer_bytes(hist_) + detail::buffer_bytes(state_) + detail::buffer_bytes(counters_);
+    return detail::buffer_bytes(hist_) + detail::buffer_bytes(state_) + detail::buffer_bytes(counters_) +
+           detail::buffer_bytes(candidates_);
   }
 
   detail::select_state* state() { return detail::raw(state_); }
@@ -55,7 +62,17 @@ class ThresholdSelect {
   // The histogram starts clean every call: a call refused after its first pass (the
   // agreement check, or a failed collective) leaves counts behind, which would skew the
   // next call's threshold and fp16 scale (NaN/Inf bins).
-  void begin(const float* g, const Residual* r, bool sizes_ok, bool want_top_bin) {
+  // Host paths: pass 0 also writes acc = g + residual (`acc`), which the later
+  // stages read instead of recomputing it.
+  void begin(const float* g, const Residual* r, float* acc, bool sizes_ok, bool want_top_bin) {
+    if constexpr (host_paths) {
+      launch_(1, detail::init_select{state(), counters(), n_counters, 0u, 0u});
+      if (!sizes_ok) return;
+      state()->nonfinite = detail::host_accumulate(g, r, acc, n_, detail::raw(hist_));
+      if (want_top_bin) launch_(1, detail::find_top_bin{detail::raw(hist_), state()});
+      return;
+    }
+    (void)acc;
     thrust::fill(launch_.exec.policy(), hist_.begin(), hist_.end(), 0u);
     launch_(1, detail::init_select{state(), counters(), n_counters, 0u, 0u});
     if (!sizes_ok) return;
@@ -69,12 +86,21 @@ class ThresholdSelect {
   }
 
   // Threshold for theta: the (k+1)-th largest |acc|, k = most entries that may be kept.
-  void select(const float* g, const Residual* r, double theta) {
+  void select(const float* g, const Residual* r, const float* acc, double theta) {
     const std::size_t k = kept_at_most(theta, n_);
     if (k == 0 || k >= n_) {
       launch_(1, detail::fix_threshold{state(), k == 0 ? inf_bits : 0u});  // keep nothing / every nonzero
       return;
     }
+    if constexpr (host_paths) {
+      const std::uint32_t t = detail::host_select(acc, n_, detail::raw(hist_), std::uint32_t(k + 1),
+                                                  detail::raw(candidates_), candidates_.size());
+      state()->prefix = t;
+      state()->remaining = 0;
+      state()->threshold = t;
+      return;
+    }
+    (void)acc;
     launch_(1, detail::start_select{state(), std::uint32_t(k + 1)});
     for (int pass = 0; pass < detail::select_passes; ++pass) {
       if (pass > 0) launch_(n_, detail::histogram_pass<Residual>{g, r, detail::raw(hist_), state(), pass});
@@ -82,9 +108,13 @@ class ThresholdSelect {
     }
   }
 
-  // k = floor((1 - theta) n).
+  // k = floor((1 - theta) n), for theta in [0, 1] (anything else is clamped
+  // there, NaN keeps nothing: the conversion never sees a value out of range).
   static std::size_t kept_at_most(double theta, std::size_t n) {
-    return static_cast<std::size_t>(std::floor((1.0 - theta) * double(n)));
+    if (!(theta >= 0.0)) theta = theta < 0.0 ? 0.0 : 1.0;
+    if (theta > 1.0) theta = 1.0;
+    const double k = std::floor((1.0 - theta) * double(n));
+    return k <= 0.0 ? 0 : k >= double(n) ? n : static_cast<std::size_t>(k);
   }
 
  private:
@@ -93,6 +123,7 @@ class ThresholdSelect {
   vector<std::uint32_t> hist_;  // radix-select histograms
   vector<detail::select_state> state_;
   vector<unsigned long long> counters_;
+  vector<std::uint32_t> candidates_;  // host paths: |acc| bits of the threshold's bin
 };
 
 }  // namespace stage

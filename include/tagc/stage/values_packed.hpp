@@ -93,8 +93,9 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     value_bytes_ = send_count * sizeof(wire_t);
     const std::span<const wire_t> send(detail::raw(values_send_), send_count);
     const std::span<wire_t> recv(detail::raw(values_recv_), slots_);
-    if (plan_.args.topo == topology::sharded) return comm.reduce_scatter(send, recv);
-    return comm.all_reduce(send, recv);
+    if (plan_.args.topo == topology::sharded)
+      return detail::in_phase(comm.reduce_scatter(send, recv), "value exchange (reduce-scatter)");
+    return detail::in_phase(comm.all_reduce(send, recv), "value exchange (all-reduce)");
   }
 
   template <communicator C, class Decoder>
@@ -119,6 +120,9 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     s.packed_slots = slots_;
   }
   std::size_t value_bytes_sent() const { return value_bytes_; }
+  // What this rank sent last call ([shards][slots], in the space's memory): tests compare paths with it.
+  const wire_t* sent() const { return detail::raw(values_send_); }
+  std::size_t sent_size() const { return std::size_t(plan_.shards) * slots_; }
   double unfed_rounding() const { return 0.0; }
 
  private:

@@ -16,6 +16,7 @@
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
 #include "../detail/decode_kernels.hpp"
+#include "../detail/host_compress.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/sketch_kernels.hpp"
 #include "../detail/wire_kernels.hpp"
@@ -90,23 +91,35 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
     using build_t = detail::build_sketch<wire_t, detail::contribution<Residual>>;
     const auto value = c.contribution();
     unfed_rounding_ = 0.0;
+    // Host paths: cells from the kept list (1-10 % of the entries) instead of a gather over all of them.
+    bool from_kept = false;
+    if constexpr (detail::uses_host_paths<Exec>) {
+      if (!plan_.lay.dense && c.kept_listed) {
+        float* cells = narrow_cells ? static_cast<float*>(detail::raw(sketch_f32_)) : float_send();
+        detail::host_sketch_from_kept<wire_t>(c.acc, c.kept, c.kept_count, plan_.lay, c.sender_check, cells,
+                                              c.wire_scale);
+        from_kept = true;
+      }
+    }
     if constexpr (narrow_cells) {
       // Cells are summed in fp32 from values already rounded to wire_t (that
       // rounding goes back to the residual), then rounded once for the wire.
-      launch_(build_t::calls(plan_.lay, chunk), build_t{value, detail::raw(bucket_start_), detail::raw(bucket_order_),
-                                                        detail::raw(sketch_f32_), chunk, c.wire_scale});
+      if (!from_kept)
+        launch_(build_t::calls(plan_.lay, chunk), build_t{value, detail::raw(bucket_start_),
+                                                          detail::raw(bucket_order_), detail::raw(sketch_f32_), chunk,
+                                                          c.wire_scale});
       launch_(values_send_.size(), detail::round_cells<wire_t>{detail::raw(sketch_f32_), detail::raw(values_send_)});
       if (measure) {
-        auto [b, e] = detail::index_range(values_send_.size());
         unfed_rounding_ = double(c.wire_unscale) *
-            thrust::transform_reduce(launch_.exec.policy(), b, e,
-                                     detail::cell_rounding<wire_t>{detail::raw(sketch_f32_), detail::raw(values_send_)},
-                                     0.0, thrust::plus<double>());
+            launch_.template sum_of<double>(values_send_.size(), detail::cell_rounding<wire_t>{
+                                                                     detail::raw(sketch_f32_), detail::raw(values_send_)});
       }
     } else {
       (void)measure;
-      launch_(build_t::calls(plan_.lay, chunk), build_t{value, detail::raw(bucket_start_), detail::raw(bucket_order_),
-                                                        detail::raw(values_send_), chunk, c.wire_scale});
+      if (!from_kept)
+        launch_(build_t::calls(plan_.lay, chunk), build_t{value, detail::raw(bucket_start_),
+                                                          detail::raw(bucket_order_), detail::raw(values_send_), chunk,
+                                                          c.wire_scale});
     }
   }
 
@@ -115,8 +128,9 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
     value_bytes_ = values_send_.size() * sizeof(wire_t);
     const std::span<const wire_t> send(detail::raw(values_send_), values_send_.size());
     const std::span<wire_t> recv(detail::raw(values_recv_), values_recv_.size());
-    if (plan_.args.topo == topology::sharded) return comm.reduce_scatter(send, recv);
-    return comm.all_reduce(send, recv);
+    if (plan_.args.topo == topology::sharded)
+      return detail::in_phase(comm.reduce_scatter(send, recv), "value exchange (reduce-scatter)");
+    return detail::in_phase(comm.all_reduce(send, recv), "value exchange (all-reduce)");
   }
 
   template <communicator C, class Decoder>
@@ -152,6 +166,9 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
     s.load = plan_.lay.cells ? double(s.support) / double(plan_.lay.cells) : 0.0;
   }
   std::size_t value_bytes_sent() const { return value_bytes_; }
+  // What this rank sent last call ([shards][cells], in the space's memory): tests compare paths with it.
+  const wire_t* sent() const { return detail::raw(values_send_); }
+  std::size_t sent_size() const { return values_send_.size(); }
   double unfed_rounding() const { return unfed_rounding_; }
 
  private:
@@ -160,6 +177,11 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
     std::size_t c = 1;
     if constexpr (requires { Exec::sketch_lanes_per_call; }) c = Exec::sketch_lanes_per_call;
     return std::max<std::size_t>(1, std::min(c, plan_.lay.lanes));
+  }
+  // float cells to send (only meaningful when the wire type is float).
+  float* float_send() {
+    if constexpr (narrow_cells) return nullptr;
+    else return detail::raw(values_send_);
   }
   // The owner's summed cells in fp32, as peeling consumes them: the received
   // cells themselves, or their fp32 widening when they travel in 16 bits.

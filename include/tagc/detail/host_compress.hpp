@@ -1,0 +1,325 @@
+#pragma once
+// defines: tagc::detail::uses_host_paths<Exec> and the host (OpenMP)
+//          implementations of the compress-side stages: acc = g + residual
+//          once per call, the threshold from chunk-private histograms and an
+//          exact select over the candidates of one bin, the local index and the
+//          kept list in the same pass over acc, the sketch from the kept list,
+//          and the residual committed sparsely.
+//
+// Same algorithm as the portable functors (detail/*_kernels.hpp), another
+// shape for a CPU (as Thrust and CUB dispatch one algorithm per system):
+//  - no atomics and no omp_get_thread_num() per element: the work is cut into
+//    `host_chunks` fixed chunks (independent of the thread count, so the
+//    results are too), each with its own histogram / counter;
+//  - the threshold is the exact (k+1)-th largest |acc|, as the radix select's:
+//    pass 0's 10-bit histogram names the bin holding it, the bin's entries are
+//    gathered (candidates) and the rank is selected among them; a bin too full
+//    for the candidate buffer falls back to radix passes 1 and 2 over acc;
+//  - sketch cells add their terms in ascending block order, as the gather
+//    build's (detail/sketch_kernels.hpp), so the cells are bit-identical;
+//  - the residual of a float reducer is the acc buffer itself after the call
+//    (swapped in): only kept entries are written.
+// Launches below host_inline_below elements run on the calling thread.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "../core/bits.hpp"
+#include "../core/config.hpp"
+#include "../shard/layout.hpp"
+#include "index_kernels.hpp"
+#include "launch.hpp"
+#include "select_kernels.hpp"
+#include "sketch_kernels.hpp"
+#include "wire_kernels.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace detail {
+
+// Whether a stage runs its host implementation on execution space Exec.
+template <class Exec>
+inline constexpr bool uses_host_paths = [] {
+  if constexpr (requires { Exec::host_paths; }) return !Exec::is_device && Exec::host_paths;
+  else return false;
+}();
+
+// Fixed work chunks of a host pass; each owns one histogram copy.
+inline constexpr int host_chunks = hist_copies;
+inline constexpr std::size_t chunk_begin(std::size_t n, int c) { return n * std::size_t(c) / std::size_t(host_chunks); }
+
+// Pass 0: acc = g + residual; chunk c histograms the top digit ([30:21]) of |acc|
+// into hist[c * hist_bins ..] (cleared here). Returns the NaN/Inf count.
+template <class R>
+inline std::uint32_t host_accumulate(const float* g, const R* r, float* acc, std::size_t n, std::uint32_t* hist) {
+  std::uint32_t nonfinite = 0;
+  const int bins = 1 << digit_bits(0);
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) if (n >= host_inline_below)
+  for (int c = 0; c < host_chunks; ++c) {
+    std::uint32_t* h = hist + std::size_t(c) * hist_bins;
+    for (int b = 0; b < bins; ++b) h[b] = 0;
+    std::uint32_t nf = 0;
+    const std::size_t e = chunk_begin(n, c + 1);
+    for (std::size_t i = chunk_begin(n, c); i < e; ++i) {
+      const float a = g[i] + residual_load(r, i);
+      acc[i] = a;
+      const std::uint32_t u = abs_bits(a);
+      nf += u >= inf_bits;
+      ++h[u >> digit_shift(0)];
+    }
+    nonfinite += nf;
+  }
+  return nonfinite;
+}
+
+// The `target`-th largest |acc| (1-based; target <= n) bit pattern, from pass 0's
+// histograms. `cand`: room for `cand_cap` candidates. Leaves `hist` dirty.
+inline std::uint32_t host_select(const float* acc, std::size_t n, std::uint32_t* hist, std::uint32_t target,
+                                 std::uint32_t* cand, std::size_t cand_cap) {
+  const int top_bins = 1 << digit_bits(0);
+  std::uint32_t above = 0, in_bin = 0;
+  int bin = 0;
+  for (int b = top_bins - 1; b >= 0; --b) {
+    std::uint32_t c = 0;
+    for (int k = 0; k < host_chunks; ++k) c += hist[std::size_t(k) * hist_bins + std::size_t(b)];
+    if (above + c >= target) {
+      bin = b;
+      in_bin = c;
+      break;
+    }
+    above += c;
+  }
+  std::uint32_t remaining = target - above;  // rank within the bin, 1-based
+  const bool par = n >= host_inline_below;
+  if (in_bin <= cand_cap) {
+    // Gather the bin's entries, chunk by chunk at known offsets; select among them.
+    std::size_t offset[host_chunks + 1];
+    offset[0] = 0;
+    for (int k = 0; k < host_chunks; ++k) offset[k + 1] = offset[k] + hist[std::size_t(k) * hist_bins + std::size_t(bin)];
+#pragma omp parallel for schedule(static) if (par)
+    for (int c = 0; c < host_chunks; ++c) {
+      std::size_t o = offset[c];
+      const std::size_t e = chunk_begin(n, c + 1);
+      for (std::size_t i = chunk_begin(n, c); i < e; ++i) {
+        const std::uint32_t u = abs_bits(acc[i]);
+        if ((u >> digit_shift(0)) == std::uint32_t(bin)) cand[o++] = u;
+      }
+    }
+    std::nth_element(cand, cand + (remaining - 1), cand + in_bin, std::greater<std::uint32_t>());
+    return cand[remaining - 1];
+  }
+  // A crowded bin: radix passes 1 and 2 over acc, chunk-private histograms.
+  std::uint32_t prefix = std::uint32_t(bin);
+  for (int pass = 1; pass < select_passes; ++pass) {
+    const int shift = digit_shift(pass), bits = digit_bits(pass), bins = 1 << bits;
+    const std::uint32_t mask = (1u << bits) - 1u;
+#pragma omp parallel for schedule(static) if (par)
+    for (int c = 0; c < host_chunks; ++c) {
+      std::uint32_t* h = hist + std::size_t(c) * hist_bins;
+      for (int b = 0; b < bins; ++b) h[b] = 0;
+      const std::size_t e = chunk_begin(n, c + 1);
+      for (std::size_t i = chunk_begin(n, c); i < e; ++i) {
+        const std::uint32_t u = abs_bits(acc[i]);
+        if ((u >> (shift + bits)) == prefix) ++h[(u >> shift) & mask];
+      }
+    }
+    std::uint32_t chosen = 0, over = 0;
+    for (int b = bins - 1; b >= 0; --b) {
+      std::uint32_t c = 0;
+      for (int k = 0; k < host_chunks; ++k) c += hist[std::size_t(k) * hist_bins + std::size_t(b)];
+      if (over + c >= remaining) {
+        chosen = std::uint32_t(b);
+        break;
+      }
+      over += c;
+    }
+    remaining -= over;
+    prefix = (prefix << bits) | chosen;
+  }
+  return prefix;
+}
+
+// Marks of index bytes [b0, b1) from acc (shard by shard: no division per
+// byte), and how many.
+inline unsigned host_index_bytes(const float* acc, const layout& l, std::size_t b0, std::size_t b1,
+                                 std::uint32_t threshold, std::uint8_t* index) {
+  const int bits = l.index_bits, per_byte = 8 / bits;
+  std::size_t s = b0 / l.index_bytes, within = b0 % l.index_bytes;
+  unsigned kept = 0;
+  for (std::size_t b = b0; b < b1; ++b) {
+    const std::size_t first = within * std::size_t(per_byte);
+    const std::size_t g0 = s * l.shard_size + first;
+    unsigned out = 0;
+    if (first + std::size_t(per_byte) <= l.shard_size && g0 + std::size_t(per_byte) <= l.length) {
+      const float* a = acc + g0;
+      for (int k = 0; k < per_byte; ++k) out |= unsigned(abs_bits(a[k]) > threshold) << (k * bits);
+    } else {
+      for (int k = 0; k < per_byte; ++k) {
+        const std::size_t e = first + std::size_t(k);
+        if (e >= l.shard_size || g0 + std::size_t(k) >= l.length) break;
+        out |= unsigned(abs_bits(acc[g0 + std::size_t(k)]) > threshold) << (k * bits);
+      }
+    }
+    index[b] = std::uint8_t(out);
+    kept += unsigned(__builtin_popcount(out));  // one bit per marked counter (counters are 0 or 1)
+    if (++within == l.index_bytes) {
+      within = 0;
+      ++s;
+    }
+  }
+  return kept;
+}
+
+// This rank's index [shards][index_bytes] from acc, and (when it fits in
+// `list_cap`) the ascending list of the kept entries' positions. Returns the
+// kept count; *listed says whether `list` holds them.
+inline unsigned long long host_build_index(const float* acc, const layout& l, std::uint32_t threshold,
+                                           std::uint8_t* index, std::uint32_t* list, std::size_t list_cap,
+                                           bool* listed) {
+  const std::size_t bytes = l.index_bytes * std::size_t(l.shards);
+  std::size_t count[host_chunks + 1] = {};
+  const bool par = bytes * std::size_t(8 / l.index_bits) >= host_inline_below;
+#pragma omp parallel for schedule(static) if (par)
+  for (int c = 0; c < host_chunks; ++c) {
+    count[c + 1] = host_index_bytes(acc, l, chunk_begin(bytes, c), chunk_begin(bytes, c + 1), threshold, index);
+  }
+  for (int c = 0; c < host_chunks; ++c) count[c + 1] += count[c];
+  const unsigned long long total = count[host_chunks];
+  *listed = total <= list_cap;
+  if (!*listed) return total;
+  const int bits = l.index_bits, per_byte = 8 / bits;
+  const unsigned mask = (1u << bits) - 1u;
+#pragma omp parallel for schedule(static) if (par)
+  for (int c = 0; c < host_chunks; ++c) {
+    std::size_t o = count[c];
+    const std::size_t e = chunk_begin(bytes, c + 1);
+    for (std::size_t b = chunk_begin(bytes, c); b < e; ++b) {
+      const unsigned v = index[b];
+      if (v == 0) continue;
+      const std::size_t s = b / l.index_bytes;
+      const std::size_t g0 = s * l.shard_size + (b % l.index_bytes) * std::size_t(per_byte);
+      for (int k = 0; k < per_byte; ++k)
+        if ((v >> (k * bits)) & mask) list[o++] = std::uint32_t(g0 + std::size_t(k));
+    }
+  }
+  return total;
+}
+
+// The sketch cells [shards][cells] (fp32 sums) from the kept list. Each cell
+// adds its terms in ascending block order, as build_sketch does: bit-identical.
+template <class Value>
+inline void host_sketch_from_kept(const float* acc, const std::uint32_t* kept, std::size_t m, const layout& l,
+                                  const std::uint8_t* sender_check, float* sketch, float wire_scale) {
+  const std::size_t shards = std::size_t(l.shards), cells = l.cells;
+  const bool par = shards * cells >= host_inline_below || m >= host_inline_below;
+#pragma omp parallel for schedule(static) if (par)
+  for (std::size_t i = 0; i < shards * cells; ++i) sketch[i] = 0.0f;
+  const int tasks = int(shards) * 3;
+#pragma omp parallel for schedule(dynamic, 1) if (par)
+  for (int t = 0; t < tasks; ++t) {
+    const std::size_t s = std::size_t(t) / 3;
+    const int h = t % 3;
+    const std::size_t first = s * l.shard_size;
+    const std::uint32_t* b = std::lower_bound(kept, kept + m, std::uint32_t(first));
+    const std::uint32_t* e = std::lower_bound(b, kept + m, std::uint32_t(std::min(first + l.shard_size, l.length)));
+    float* out = sketch + s * cells;
+    std::uint32_t block = 0xffffffffu;
+    std::size_t row_base = 0, rot = 0;
+    float sign = 1.0f;
+    for (const std::uint32_t* p = b; p != e; ++p) {
+      const std::size_t el = std::size_t(*p) - first;
+      if (sender_check && !index_marked(sender_check, l, s, el)) continue;
+      const auto j = std::uint32_t(el / l.lanes);
+      if (j != block) {
+        block = j;
+        const std::uint32_t hash = sketch_hash(j, h);
+        row_base = sketch_row(hash, l.part_rows, h) * l.lanes;
+        sign = sketch_sign(hash);
+        rot = sketch_rotation(j, h, l.lanes);
+      }
+      const std::size_t lane = (el % l.lanes + rot) % l.lanes;
+      out[row_base + lane] += sign * wire_round<Value>(acc[*p] * wire_scale);
+    }
+  }
+}
+
+// One kept entry after the exchange: delivered (its wire rounding stays in the
+// residual) or not (acc stays); counts what was not.
+struct host_commit_entry {
+  const std::uint8_t* reduced_index;  // nullptr when exact
+  const std::uint8_t* retransmit;     // [shards][mask bytes] or nullptr
+  layout lay;
+  // 0 delivered, 1 deferred (not marked), 2 retransmitted (not resolved)
+  int operator()(std::size_t g) const {
+    const std::size_t s = g / lay.shard_size, e = g % lay.shard_size;
+    const bool marked = !reduced_index || index_marked(reduced_index, lay, s, e);
+    const std::size_t mask_bytes = (lay.shard_size + 7) / 8;
+    const bool resolved = !retransmit || !((retransmit[s * mask_bytes + e / 8] >> (e % 8)) & 1u);
+    return marked && resolved ? 0 : marked ? 2 : 1;
+  }
+};
+
+// Float residual: acc becomes the residual; only kept entries change (the
+// delivered ones keep their wire rounding). Over the kept list when there is
+// one, else over all of acc. Adds to counters[1] (deferred), [2] (retransmitted).
+template <class Value>
+inline void host_commit_float(float* acc, const std::uint32_t* kept, std::size_t m, bool listed, std::size_t n,
+                              std::uint32_t threshold, host_commit_entry what, float wire_scale, float wire_unscale,
+                              unsigned long long* counters) {
+  unsigned long long deferred = 0, again = 0;
+  const std::size_t count = listed ? m : n;
+#pragma omp parallel for schedule(static) reduction(+ : deferred, again) if (count >= host_inline_below)
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t g = listed ? std::size_t(kept[i]) : i;
+    const float a = acc[g];
+    if (!listed && !is_kept(a, threshold)) continue;
+    const int w = what(g);
+    if (w == 0) acc[g] = a - wire_round<Value>(a * wire_scale) * wire_unscale;
+    else if (w == 1) ++deferred;
+    else ++again;
+  }
+  counters[1] += deferred;
+  counters[2] += again;
+}
+
+// A 16-bit (bf16) residual: every entry is stored (rounded stochastically), from acc.
+template <class Value, class R>
+struct host_commit_stored {
+  const float* acc;
+  R* residual;
+  std::uint32_t threshold;
+  host_commit_entry what;
+  float wire_scale, wire_unscale;
+  std::uint32_t seed;
+  unsigned long long* counts;  // [2 * host_chunks]: deferred, retransmitted per chunk
+  void operator()(std::size_t g, int chunk) const {
+    const float a = acc[g];
+    bool delivered = false;
+    if (is_kept(a, threshold)) {
+      const int w = what(g);
+      delivered = w == 0;
+      if (w) ++counts[2 * chunk + (w - 1)];
+    }
+    const float left = delivered ? a - wire_round<Value>(a * wire_scale) * wire_unscale : a;
+    residual_store(residual, g, left, seed, residual_site::update);
+  }
+};
+template <class Value, class R>
+inline void host_commit_residual(const host_commit_stored<Value, R>& f, std::size_t n, unsigned long long* counters) {
+  unsigned long long counts[2 * host_chunks] = {};
+  auto fc = f;
+  fc.counts = counts;
+#pragma omp parallel for schedule(static) if (n >= host_inline_below)
+  for (int c = 0; c < host_chunks; ++c) {
+    const std::size_t e = chunk_begin(n, c + 1);
+    for (std::size_t g = chunk_begin(n, c); g < e; ++g) fc(g, c);
+  }
+  for (int c = 0; c < host_chunks; ++c) {
+    counters[1] += counts[2 * c];
+    counters[2] += counts[2 * c + 1];
+  }
+}
+
+}  // namespace detail
+TAGC_END_NAMESPACE

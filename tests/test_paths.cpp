@@ -1,0 +1,133 @@
+// Results do not depend on the path: the host's own stage implementations
+// (exec::host: acc once, chunk-private histograms, kept list, sparse commit;
+// detail/host_compress.hpp) against the portable single-source functors (the
+// code a GPU runs) on the host (exec::host_portable), on the same inputs, at 2
+// and 3 ranks, for every policy combination and for loads near the peeling
+// threshold. Bit-identical: threshold, kept set (this rank's index), the
+// reduced index, what was sent (sketch cells / packed slots), the residual and
+// the counters; decoded values within float tolerance.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "support/harness.hpp"
+
+using namespace tagc;
+using namespace tagc_test;
+
+namespace {
+
+template <class T>
+bool same_bytes(const T* a, const T* b, std::size_t n) {
+  return n == 0 || std::memcmp(a, b, n * sizeof(T)) == 0;
+}
+
+// Gradients whose magnitudes take a handful of values: the threshold's bin
+// holds most entries, so the host select takes its radix fallback.
+inline std::vector<float> crowded(std::size_t n, int rank, int step) {
+  std::vector<float> g(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t h = murmur3_32(std::uint32_t(i), std::uint32_t(rank * 131 + step));
+    g[i] = (h & 1 ? 1.0f : -1.0f) * (1e-3f + 1e-7f * float((h >> 1) % 5));
+  }
+  return g;
+}
+
+template <class Sparsify, class Index, class Values>
+void compare_paths(int world, std::size_t n, double theta, int steps, bool crowd = false,
+                   topology topo = topology::sharded) {
+  using fast_t = Reducer<Sparsify, Index, Values, DecodePolicy<>, exec::host>;
+  using portable_t = Reducer<Sparsify, Index, Values, DecodePolicy<>, exec::host_portable>;
+  CAPTURE(world); CAPTURE(n); CAPTURE(theta); CAPTURE(crowd);
+  std::mutex m;
+  std::vector<std::string> failures;
+  on_ranks(world, [&](local_communicator& comm) {
+    const auto fail = [&](const std::string& what, int step) {
+      std::lock_guard<std::mutex> lock(m);
+      failures.push_back("rank " + std::to_string(comm.rank()) + " step " + std::to_string(step) + ": " + what);
+    };
+    reducer_arguments a;
+    a.length = n;
+    a.world_size = world;
+    a.rank = comm.rank();
+    a.sparsity = theta;
+    a.topo = topo;
+    fast_t fast;
+    portable_t port;
+    if (!fast.initialize(a).ok() || !port.initialize(a).ok()) return fail("initialize", -1);
+    std::vector<float> out_f(fast.output_size()), out_p(port.output_size());
+    for (int t = 0; t < steps; ++t) {
+      const auto g = crowd ? crowded(n, comm.rank(), t) : gradient(n, 4242, comm.rank(), t, 0.7);
+      reduce_stats sf, sp;
+      const status stf = topo == topology::sharded ? fast.reduce_scatter(comm, g, out_f, &sf)
+                                                   : fast.all_reduce(comm, g, out_f, &sf);
+      const status stp = topo == topology::sharded ? port.reduce_scatter(comm, g, out_p, &sp)
+                                                   : port.all_reduce(comm, g, out_p, &sp);
+      if (!stf.ok() || !stp.ok()) return fail("call failed: " + stf.what() + " / " + stp.what(), t);
+      if (std::memcmp(&sf.threshold, &sp.threshold, sizeof(float)) != 0) fail("threshold", t);
+      if (sf.kept != sp.kept || sf.deferred != sp.deferred || sf.retransmitted != sp.retransmitted)
+        fail("counters kept/deferred/retransmitted", t);
+      if (sf.support != sp.support || sf.unresolved != sp.unresolved || sf.index_popcount != sp.index_popcount)
+        fail("support / unresolved / popcount", t);
+      if (sf.value_scale_exponent != sp.value_scale_exponent) fail("fp16 scale", t);
+      const auto fs = fast.stages(), ps = port.stages();
+      const std::size_t ib = fast.plan().index_bytes * std::size_t(fast.plan().shards);
+      if (!same_bytes(fs.index.local(), ps.index.local(), ib)) fail("local index (kept set)", t);
+      if (!same_bytes(fs.index.reduced(), ps.index.reduced(), fs.index.reduced_bytes())) fail("reduced index", t);
+      if (fs.values.sent_size() != ps.values.sent_size() ||
+          !same_bytes(fs.values.sent(), ps.values.sent(), fs.values.sent_size()))
+        fail("sketch cells / packed slots sent", t);
+      const auto rf = fast.residual_to_host(), rp = port.residual_to_host();
+      if (!same_bytes(rf.data(), rp.data(), rf.size())) fail("residual", t);
+      double worst = 0.0, scale = 1e-30;
+      for (std::size_t i = 0; i < out_f.size(); ++i) {
+        worst = std::max(worst, std::fabs(double(out_f[i]) - double(out_p[i])));
+        scale = std::max(scale, std::fabs(double(out_p[i])));
+      }
+      if (worst > 1e-6 * scale) fail("decoded values differ by " + std::to_string(worst), t);
+    }
+    // Both restore and continue alike from each other's checkpoint.
+    const auto saved = fast.save_state();
+    if (saved != port.save_state()) fail("saved state", steps);
+  });
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+}
+
+template <class Sparsify, class Index, class Values>
+void compare_at_2_and_3(std::size_t n, double theta, int steps = 3) {
+  compare_paths<Sparsify, Index, Values>(2, n, theta, steps);
+  compare_paths<Sparsify, Index, Values>(3, n + 2, theta, steps);
+}
+
+}  // namespace
+
+TEST_CASE("paths: sketch fp32 cells, 1-bit index (the paper's), ratios 2 and 4 near the peeling threshold") {
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<2, 64>>(40001, 0.80);
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(40001, 0.90);
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(3001, 0.90);  // inline (no OpenMP team)
+}
+TEST_CASE("paths: sketch fp32, 4-bit index and the exact index reduce-scattered") {
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<4>, SketchPolicy<4, 64>>(40001, 0.90);
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<index_auto, index_exchange::reduce_scatter>, SketchPolicy<2, 64>>(
+      40001, 0.80);
+}
+TEST_CASE("paths: 16-bit sketch cells (bf16, fp16)") {
+  compare_at_2_and_3<SparsifyPolicy, ExactIndexPolicy, SketchBf16Policy<4, 64>>(40001, 0.90);
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<4>, SketchFp16Policy<2, 64>>(40001, 0.80);
+}
+TEST_CASE("paths: packed values fp32, bf16, fp16 with 1-bit, 4-bit and exact indexes") {
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, PackedPolicy>(40001, 0.95);
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<4>, PackedBf16Policy>(40001, 0.90);
+  compare_at_2_and_3<SparsifyPolicy, ExactIndexPolicy, PackedFp16Policy>(40001, 0.90);
+}
+TEST_CASE("paths: bf16 residual (stochastic rounding from the same bits)") {
+  compare_at_2_and_3<SparsifyBf16ResidualPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(40001, 0.90);
+  compare_at_2_and_3<SparsifyBf16ResidualPolicy, ExactIndexPolicy, PackedBf16Policy>(40001, 0.90);
+}
+TEST_CASE("paths: the host fallbacks (no kept list at theta 0.5; a crowded threshold bin) and replicated") {
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.5, 2);
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, true);
+  compare_paths<SparsifyPolicy, IndexPolicy<4>, PackedPolicy>(3, 40001, 0.90, 2, true);
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, false, topology::replicated);
+}
