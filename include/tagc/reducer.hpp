@@ -56,6 +56,7 @@
 #include "policy/packed.hpp"
 #include "policy/sketch.hpp"
 #include "policy/sparsify.hpp"
+#include "policy/sparsity_schedule.hpp"
 #include "shard/layout.hpp"
 #include "stats.hpp"
 
@@ -83,6 +84,7 @@ struct reducer_arguments {
   double sparsity = -1.0;   // theta; < 0 picks the paper's pairing for the sketch ratio
   bool check_inputs = true; // agreement + NaN/Inf check before every call (one tiny all-gather)
   adaptive_sparsity adapt{};
+  sparsity_schedule schedule{};  // theta warm-up over the first calls (policy/sparsity_schedule.hpp)
 };
 
 template <class>
@@ -157,6 +159,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     if (wire_scaled<wire_t> && !a.check_inputs)
       return {errc::invalid_argument, "fp16 values agree their range scale through the agreement check: keep "
                                       "check_inputs (or use bf16 values, which need no scale)"};
+    // sparsity schedule (issue 11): checked against the resolved target theta
+    TAGC_TRY(check_sparsity_schedule(a.schedule, a.sparsity >= 0.0 ? a.sparsity : default_sparsity(sketched ? Ratio : 10)));
     if (a.adapt.enabled) {
       if (!sketched) return {errc::invalid_argument, "adaptive sparsity steers the sketch load; PackedPolicy has none"};
       if (!a.check_inputs)
@@ -178,6 +182,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     exec_ = exec;
     sparsity_ = args.sparsity >= 0.0 ? args.sparsity : default_sparsity(sketched ? Ratio : 10);
     if (args.adapt.enabled) sparsity_ = std::clamp(sparsity_, args.adapt.min_sparsity, args.adapt.max_sparsity);
+    target_sparsity_ = sparsity_;  // sparsity schedule: the ramp's end (adaptive steers a factor around it)
     const int shards = args.topo == topology::sharded ? args.world_size : 1;
     own_shard_ = args.topo == topology::sharded ? std::size_t(args.rank) : 0;
     const int width = index_policy::width_for(args.world_size);
@@ -248,6 +253,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   const layout& plan() const { return lay_; }
   const reducer_arguments& arguments() const { return args_; }
   double sparsity() const { return sparsity_; }
+  // Theta of the next call: sparsity() on the sparsity schedule's ramp at steps().
+  double next_sparsity() const { return scheduled_sparsity(args_.schedule, target_sparsity_, sparsity_, step_); }
   bool exact_index() const { return exact_index_; }
   // Length of the shard a rank receives (sharded) or of the whole buffer (replicated).
   std::size_t output_size() const { return args_.topo == topology::sharded ? lay_.shard_size : lay_.length; }
@@ -574,7 +581,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     }
 
     // 2. Threshold: the (k+1)-th largest |acc|, k = most entries that may be kept.
-    const auto k = static_cast<std::size_t>(std::floor((1.0 - sparsity_) * double(n)));
+    call_sparsity_ = next_sparsity();  // sparsity schedule hook (adaptive moved sparsity_ just above)
+    const auto k = static_cast<std::size_t>(std::floor((1.0 - call_sparsity_) * double(n)));
     if (k == 0 || k >= n) {
       launch(1, kernels::fix_threshold{st, k == 0 ? inf_bits : 0u});  // keep nothing / every nonzero
     } else {
@@ -786,7 +794,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     TAGC_TRY(exec_.copy_to_host(raw(state_), &st, 1));
     s = reduce_stats{};
     s.elements = lay_.length;
-    s.theta = sparsity_;
+    s.theta = call_sparsity_;
     s.kept = c[0];
     s.deferred = c[1];
     s.retransmitted = c[2];
@@ -827,6 +835,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   reducer_arguments args_{};
   Exec exec_{};
   double sparsity_ = 0.0;
+  double target_sparsity_ = 0.0, call_sparsity_ = 0.0;  // sparsity schedule: ramp end, last call's theta
   std::size_t own_shard_ = 0;
   layout lay_{};
   bool exact_index_ = false;  // the reduced index is the union (senders need not check it)
