@@ -28,6 +28,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 
 ORDER = ["fp32", "bf16", "tagc-paper", "tagc-paper-sched", "tagc-packed-bf16", "tagc-packed-bf16-sched"]
 
@@ -155,6 +156,23 @@ def main():
         for (c, r), (m, n) in sorted(step_ms.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
             fo.write(f"{c},{r},{m:.1f},{n},{commit}\n")
 
+    # Wall time of the first `step` steps at rate r. A scheduled run's warm-up steps cost what
+    # its own timing run measured (its first steps: the densest of the warm-up, so an upper
+    # bound); after the warm-up it sends what the unscheduled configuration sends, so those
+    # steps cost that configuration's step time.
+    def warmup_of(c):
+        return int(runs[c][0].get("sparsity_warmup", 0) or 0) if c in runs else 0
+
+    def time_at(c, r, step):
+        if (c, r) not in step_ms:
+            return None
+        own = step_ms[(c, r)][0] / 1e3
+        w, base = warmup_of(c), c[:-len("-sched")] if c.endswith("-sched") else None
+        if w > 0 and base and (base, r) in step_ms:
+            steady = step_ms[(base, r)][0] / 1e3
+            return min(step, w) * own + max(0, step - w) * steady
+        return step * own
+
     # ---- time to target ----
     target = runs["fp32"][2][-1]["val_loss"]
     target_step = runs["fp32"][2][-1]["step"]
@@ -169,11 +187,7 @@ def main():
             for c in configs:
                 if (c, r) not in step_ms:
                     continue
-                ms = step_ms[(c, r)][0]
-                if reach[c] is None:
-                    ttt[(c, r)] = None
-                else:
-                    ttt[(c, r)] = reach[c] * ms / 1e3
+                ttt[(c, r)] = None if reach[c] is None else time_at(c, r, reach[c])
             for c in configs:
                 if (c, r) not in ttt:
                     continue
@@ -186,12 +200,11 @@ def main():
                          f"{step_ms[(c, r)][0]:.1f},{f'{t:.0f}' if t is not None else 'not reached'},{rel[0]},{rel[1]}\n")
 
     # ---- plots (gnuplot) ----
-    dat = os.path.join(a.docs, ".long_plot")
-    os.makedirs(dat, exist_ok=True)
+    dat = tempfile.mkdtemp(prefix="long_plot")
     for c in configs:
         with open(os.path.join(dat, c + ".dat"), "w") as fo:
             for st, tok, l in curves[c]:
-                fo.write(f"{st} {tok} {l}\n")
+                fo.write(f"{st} {tok} {l} " + " ".join(f"{time_at(c, r, st) or 0:.1f}" for r in rates) + "\n")
     plot = ["set terminal pngcairo size 900,560 font ',10'", "set grid", "set key top right",
             "set ylabel 'validation loss'"]
     lines_tok = ", ".join(f"'{dat}/{c}.dat' using 2:3 with linespoints title '{c}'" for c in configs)
@@ -202,9 +215,9 @@ def main():
         have = [c for c in configs if (c, r) in step_ms]
         if not have:
             continue
-        lines = ", ".join(f"'{dat}/{c}.dat' using ($1*{step_ms[(c, r)][0] / 1e3:.6f}):3 with linespoints title '{c}'"
-                          for c in have)
-        plot += [f"set output '{a.docs}/val_vs_wall-{r}.png'", "set xlabel 'training wall time, s (steps x measured step time)'",
+        col = 4 + rates.index(r)
+        lines = ", ".join(f"'{dat}/{c}.dat' using {col}:3 with linespoints title '{c}'" for c in have)
+        plot += [f"set output '{a.docs}/val_vs_wall-{r}.png'", "set xlabel 'training wall time, s (steps x step time measured at this rate)'",
                  f"set title 'validation loss vs wall time at {r} (shared link, 2 ranks; codec of {commit})'",
                  f"plot {lines}, {target} with lines dt 2 lc rgb 'gray' title 'fp32 final'"]
     subprocess.run(["gnuplot"], input="\n".join(plot) + "\n", text=True, check=True)
