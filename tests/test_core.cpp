@@ -65,8 +65,8 @@ TEST_CASE("layout pads explicitly and never sketches larger than the shard") {
 TEST_CASE("sketch cells of one element are distinct and inside the sketch") {
   const auto l = tagc::make_layout(1u << 20, 2, 1024, 10, 4);
   for (std::size_t e = 0; e < l.shard_size; e += 997) {
-    const auto c0 = tagc::kernels::sketch_cell(l, e, 0), c1 = tagc::kernels::sketch_cell(l, e, 1),
-               c2 = tagc::kernels::sketch_cell(l, e, 2);
+    const auto c0 = tagc::detail::sketch_cell(l, e, 0), c1 = tagc::detail::sketch_cell(l, e, 1),
+               c2 = tagc::detail::sketch_cell(l, e, 2);
     CHECK(c0 < l.cells); CHECK(c1 < l.cells); CHECK(c2 < l.cells);
     CHECK(c0 != c1); CHECK(c1 != c2); CHECK(c0 != c2);
   }

@@ -189,10 +189,10 @@ TEST_CASE("bf16 stochastic rounding: unbiased, exact where representable, never 
     CAPTURE(x);
     double sum = 0;
     const int draws = 1 << 16;
-    const std::uint32_t seed = kernels::residual_seed(3, 1);
+    const std::uint32_t seed = detail::residual_seed(3, 1);
     for (int i = 0; i < draws; ++i) {
-      const std::uint16_t b = kernels::bf16_bits_stochastic(x, kernels::residual_random(std::size_t(i), seed,
-                                                                                       kernels::residual_site::update));
+      const std::uint16_t b = detail::bf16_bits_stochastic(x, detail::residual_random(std::size_t(i), seed,
+                                                                                       detail::residual_site::update));
       const float y = float_from_bf16_bits(b);
       // Only the two neighbours: the truncation and one ulp up.
       const float lo = float_from_bf16_bits(std::uint16_t(abs_bits(x) >> 16)) * (x < 0 ? -1.0f : 1.0f);
@@ -203,13 +203,13 @@ TEST_CASE("bf16 stochastic rounding: unbiased, exact where representable, never 
     // E = x; the mean of 2^16 Bernoulli(p) ulps has sd <= ulp / 2 / 256.
     CHECK(std::fabs(sum / draws - double(x)) <= 5.0 * ulp / 512.0);
   }
-  CHECK(kernels::bf16_bits_stochastic(1.5f, 0xffffu) == bfloat16(1.5f).bits);  // representable: unchanged
-  CHECK(kernels::bf16_bits_stochastic(std::numeric_limits<float>::max(), 0xffffu) == 0x7f7f);  // not Inf
-  CHECK(std::isinf(float_from_bf16_bits(kernels::bf16_bits_stochastic(INFINITY, 0))));
-  CHECK(kernels::residual_random(12, kernels::residual_seed(7, 2), kernels::residual_site::update) ==
-        kernels::residual_random(12, kernels::residual_seed(7, 2), kernels::residual_site::update));
-  CHECK(kernels::residual_seed(7, 2) != kernels::residual_seed(8, 2));
-  CHECK(kernels::residual_seed(7, 2) != kernels::residual_seed(7, 3));
+  CHECK(detail::bf16_bits_stochastic(1.5f, 0xffffu) == bfloat16(1.5f).bits);  // representable: unchanged
+  CHECK(detail::bf16_bits_stochastic(std::numeric_limits<float>::max(), 0xffffu) == 0x7f7f);  // not Inf
+  CHECK(std::isinf(float_from_bf16_bits(detail::bf16_bits_stochastic(INFINITY, 0))));
+  CHECK(detail::residual_random(12, detail::residual_seed(7, 2), detail::residual_site::update) ==
+        detail::residual_random(12, detail::residual_seed(7, 2), detail::residual_site::update));
+  CHECK(detail::residual_seed(7, 2) != detail::residual_seed(8, 2));
+  CHECK(detail::residual_seed(7, 2) != detail::residual_seed(7, 3));
 }
 
 // ---------------------------------------------------------------- reducers
@@ -474,8 +474,8 @@ TEST_CASE("bf16 residual: half the memory; stochastic rounding keeps small updat
     double exact = 1.0;
     for (std::uint64_t t = 0; t < 4096; ++t) {
       rn = float(bfloat16(rn + 0x1p-10f));
-      sr = float_from_bf16_bits(kernels::bf16_bits_stochastic(
-          sr + 0x1p-10f, kernels::residual_random(0, kernels::residual_seed(t, 0), kernels::residual_site::update)));
+      sr = float_from_bf16_bits(detail::bf16_bits_stochastic(
+          sr + 0x1p-10f, detail::residual_random(0, detail::residual_seed(t, 0), detail::residual_site::update)));
       exact += 0x1p-10;
     }
     CHECK(rn == 1.0f);                             // 4 units of mass lost

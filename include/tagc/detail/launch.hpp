@@ -1,0 +1,79 @@
+#pragma once
+// defines: tagc::detail::launcher<Exec> (run a functor over [0, n) on an
+//          execution space, or inline on the host when n is small),
+//          tagc::detail::raw, tagc::detail::buffer_bytes.
+//
+// Single source: the same functor runs on every execution space. On the host a
+// launch below host_inline_below iterations runs inline on the calling thread:
+// an OpenMP fork/join costs more than the work (and a scheduler slice when the
+// cores are shared).
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include <thrust/for_each.h>
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include "../core/config.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace detail {
+
+inline constexpr std::size_t host_inline_below = std::size_t(1) << 15;
+
+template <class V> auto raw(V& v) { return thrust::raw_pointer_cast(v.data()); }
+template <class V> auto raw(const V& v) { return thrust::raw_pointer_cast(v.data()); }
+// Bytes a workspace buffer holds.
+template <class V> std::size_t buffer_bytes(const V& v) { return v.size() * sizeof(typename V::value_type); }
+
+inline auto index_range(std::size_t n) {
+  return std::pair{thrust::counting_iterator<std::size_t>(0), thrust::counting_iterator<std::size_t>(n)};
+}
+
+template <class Exec>
+struct launcher {
+  Exec exec{};
+
+  template <class F> void operator()(std::size_t n, F f) const {
+    if (n == 0) return;
+    if constexpr (!Exec::is_device) {
+      if (n < host_inline_below) {
+        for (std::size_t i = 0; i < n; ++i) f(i);
+        return;
+      }
+    }
+    auto [b, e] = index_range(n);
+    thrust::for_each(exec.policy(), b, e, f);
+  }
+  // sum of f(i) over [0, n)
+  template <class F> unsigned long long sum(std::size_t n, F f) const {
+    if (n == 0) return 0;
+    if constexpr (!Exec::is_device) {
+      if (n < host_inline_below) {
+        unsigned long long s = 0;
+        for (std::size_t i = 0; i < n; ++i) s += f(i);
+        return s;
+      }
+    }
+    auto [b, e] = index_range(n);
+    return thrust::transform_reduce(exec.policy(), b, e, f, 0ull, thrust::plus<unsigned long long>());
+  }
+  // sum of f(list[i]) over [0, m)
+  template <class F> unsigned long long sum_list(const std::uint32_t* list, std::size_t m, F f) const {
+    if (m == 0) return 0;
+    if constexpr (!Exec::is_device) {
+      if (m < host_inline_below) {
+        unsigned long long s = 0;
+        for (std::size_t i = 0; i < m; ++i) s += f(list[i]);
+        return s;
+      }
+    }
+    return thrust::transform_reduce(exec.policy(), list, list + m, f, 0ull, thrust::plus<unsigned long long>());
+  }
+};
+
+}  // namespace detail
+TAGC_END_NAMESPACE

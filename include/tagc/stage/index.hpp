@@ -1,0 +1,103 @@
+#pragma once
+// defines: tagc::stage::IndexExchange<IndexPolicy, Residual, Exec> — the index
+//          stage: this rank's marks of kept entries (one counter per element,
+//          policy/index.hpp), summed across ranks by an all-reduce or (exact
+//          index) a reduce-scatter, and repaired to the exact union for a 1-bit
+//          index at two ranks.
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "../comm/communicator.hpp"
+#include "../core/status.hpp"
+#include "../detail/index_kernels.hpp"
+#include "../detail/launch.hpp"
+#include "../policy/index.hpp"
+#include "plan.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace stage {
+
+template <class IndexPolicy, class Residual, class Exec>
+class IndexExchange;
+
+template <int Bits, index_exchange IX, class Residual, class Exec>
+class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
+ public:
+  using index_policy = IndexPolicy<Bits, IX>;
+  template <class T> using vector = typename Exec::template vector<T>;
+
+  static status can_implement(const reducer_arguments& a) {
+    const int width = index_policy::width_for(a.world_size);
+    if (width == 0)
+      return {errc::unsupported_world_size, "no byte-packed exact index counts " + std::to_string(a.world_size) +
+                                                " ranks (at most 255)"};
+    if (Bits >= 2 && !index_policy::exact(width, a.world_size))
+      return {errc::unsupported_world_size,
+              "IndexPolicy<" + std::to_string(Bits) + "> counts at most " + std::to_string((1 << Bits) - 1) +
+                  " ranks per element, world size is " + std::to_string(a.world_size) +
+                  "; its counters would overflow (use ExactIndexPolicy)"};
+    if (IX == index_exchange::reduce_scatter && !index_policy::exact(width, a.world_size))
+      return {errc::unsupported_world_size,
+              "index_exchange::reduce_scatter needs an exact index, and IndexPolicy<1> is exact only up to 2 ranks "
+              "(world size " + std::to_string(a.world_size) + ")"};
+    return {};
+  }
+
+  status initialize(const reducer_plan& p, Exec exec) {
+    launch_ = {exec};
+    plan_ = p;
+    const std::size_t all = p.lay.index_bytes * std::size_t(p.shards);
+    local_.assign(all, 0);
+    reduced_.assign(p.scatter_index ? p.lay.index_bytes : all, 0);
+    return {};
+  }
+  std::size_t workspace_bytes() const { return detail::buffer_bytes(local_) + detail::buffer_bytes(reduced_); }
+
+  // This rank's marks (counter = 1 where |acc| is above the threshold); counts the kept entries.
+  void build(const float* g, const Residual* r, const detail::select_state* st, unsigned long long* kept) {
+    launch_(local_.size(), detail::build_index<Residual>{g, r, st, detail::raw(local_), kept, plan_.lay});
+  }
+
+  template <communicator C>
+  status exchange(C& comm) {
+    std::uint8_t* local = detail::raw(local_);
+    std::uint8_t* idx = detail::raw(reduced_);
+    const std::span<const std::uint8_t> send(local, local_.size());
+    if (plan_.scatter_index) TAGC_TRY(comm.reduce_scatter(send, std::span<std::uint8_t>(idx, reduced_.size())));
+    else TAGC_TRY(comm.all_reduce(send, std::span<std::uint8_t>(idx, reduced_.size())));
+    if (plan_.pair_repair) {
+      const std::uint8_t* mine = plan_.scatter_index ? local + plan_.own_shard * plan_.lay.index_bytes : local;
+      launch_(reduced_.size(), detail::repair_pair_index{mine, idx});
+    }
+    return {};
+  }
+
+  // What this rank received: the whole reduced index, or its shard's part.
+  const std::uint8_t* reduced() const { return detail::raw(reduced_); }
+  std::size_t reduced_bytes() const { return reduced_.size(); }
+  std::size_t local_bytes() const { return local_.size(); }
+  // What the owner decodes with.
+  const std::uint8_t* own_index() const {
+    return plan_.scatter_index ? reduced() : reduced() + plan_.own_shard * plan_.lay.index_bytes;
+  }
+  // What senders check their entries against: nothing when the index is exact
+  // (every kept entry is then marked).
+  const std::uint8_t* sender_check() const { return plan_.exact_index ? nullptr : reduced(); }
+
+  // Marks in what this rank received (stats).
+  unsigned long long received_marks() const {
+    const std::size_t first_shard = plan_.scatter_index ? plan_.own_shard : 0;
+    return launch_.sum(reduced_.size(), detail::count_marks{reduced(), plan_.lay, first_shard});
+  }
+
+ private:
+  detail::launcher<Exec> launch_{};
+  reducer_plan plan_{};
+  vector<std::uint8_t> local_;    // [shards][index_bytes] this rank's marks
+  vector<std::uint8_t> reduced_;  // summed: all shards, or this shard's (index reduce-scatter)
+};
+
+}  // namespace stage
+TAGC_END_NAMESPACE

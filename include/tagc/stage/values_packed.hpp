@@ -1,0 +1,131 @@
+#pragma once
+// defines: tagc::stage::Values<PackedValuesPolicy<Value>, Residual, Exec> — the
+//          values stage of a packed reducer: every rank holds the whole reduced
+//          index, so each writes its values at the union positions of every
+//          shard densely (slot = prefix count of marks) and the slots are
+//          reduce-scattered; the owner unpacks the exact sums. No decode stage.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/scan.h>
+
+#include "../comm/communicator.hpp"
+#include "../core/status.hpp"
+#include "../detail/index_kernels.hpp"
+#include "../detail/launch.hpp"
+#include "../detail/packed_kernels.hpp"
+#include "../policy/packed.hpp"
+#include "../stats.hpp"
+#include "plan.hpp"
+#include "residual.hpp"
+#include "values.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace stage {
+
+template <class Value, class Residual, class Exec>
+class Values<PackedValuesPolicy<Value>, Residual, Exec> {
+ public:
+  using wire_t = Value;
+  static constexpr int ratio = 1, lanes = 1024;
+  static constexpr bool sketched = false;
+  template <class T> using vector = typename Exec::template vector<T>;
+
+  static status can_implement(const reducer_arguments& a) {
+    if (a.adapt.enabled) return {errc::invalid_argument, "adaptive sparsity steers the sketch load; PackedPolicy has none"};
+    return {};
+  }
+  // No sketch cells; packed slots are sized per call.
+  static layout make_plan_layout(std::size_t length, int shards, int index_width) {
+    layout l = make_layout(length, shards, std::size_t(lanes), ratio, index_width);
+    l.dense = true;
+    return l;
+  }
+  static bool peels(const layout&) { return false; }
+
+  status initialize(const reducer_plan& p, Exec exec) {
+    launch_ = {exec};
+    plan_ = p;
+    const std::size_t index_all = p.lay.index_bytes * std::size_t(p.shards);
+    // Worst case every entry of a shard is in the union: room for whole shards.
+    values_send_.assign(p.lay.padded(), wire_t(0.0f));
+    values_recv_.assign(p.lay.shard_size, wire_t(0.0f));
+    offsets_.assign(index_all + 1, 0u);
+    starts_.assign(std::size_t(p.shards) + 1, 0u);
+    starts_host_.assign(starts_.size(), 0u);
+    return {};
+  }
+  std::size_t workspace_bytes() const {
+    return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) + detail::buffer_bytes(offsets_) +
+           detail::buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t);
+  }
+  std::size_t max_cell_terms() const { return 1; }  // a packed slot holds one value per rank
+
+  // Slots per shard = marks in it; every rank computes all of them alike.
+  void encode(const call_view<Residual>& c, bool) {
+    const std::uint8_t* idx = c.reduced_index;  // the whole all-reduced index
+    const std::size_t index_all = offsets_.size() - 1;
+    const auto marks = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
+                                                       detail::marks_in_byte{idx, plan_.lay, index_all});
+    thrust::exclusive_scan(launch_.exec.policy(), marks, marks + std::ptrdiff_t(index_all + 1), offsets_.begin(), 0u);
+    launch_(starts_.size(), detail::shard_starts{detail::raw(offsets_), detail::raw(starts_), plan_.lay.index_bytes});
+    (void)launch_.exec.copy_to_host(detail::raw(starts_), starts_host_.data(), starts_host_.size());
+    std::size_t slots = 0;
+    for (std::size_t s = 0; s + 1 < starts_host_.size(); ++s)
+      slots = std::max<std::size_t>(slots, starts_host_[s + 1] - starts_host_[s]);
+    slots_ = slots;
+    const std::size_t shards = std::size_t(plan_.shards);
+    launch_(shards * slots, detail::zero_padding_slots<wire_t>{detail::raw(starts_), detail::raw(values_send_), slots});
+    launch_(index_all, detail::pack_values<wire_t, detail::contribution<Residual>>{
+                           c.contribution(), idx, detail::raw(offsets_), detail::raw(starts_),
+                           detail::raw(values_send_), slots, c.wire_scale});
+  }
+
+  template <communicator C>
+  status exchange(C& comm) {
+    const std::size_t send_count = std::size_t(plan_.shards) * slots_;
+    value_bytes_ = send_count * sizeof(wire_t);
+    const std::span<const wire_t> send(detail::raw(values_send_), send_count);
+    const std::span<wire_t> recv(detail::raw(values_recv_), slots_);
+    if (plan_.args.topo == topology::sharded) return comm.reduce_scatter(send, recv);
+    return comm.all_reduce(send, recv);
+  }
+
+  template <communicator C, class Decoder>
+  status decode(C&, const call_view<Residual>& c, Decoder&, const std::uint8_t*& retransmit) {
+    retransmit = nullptr;
+    launch_(plan_.lay.index_bytes,
+            detail::unpack_values<wire_t>{c.reduced_index, detail::raw(offsets_), detail::raw(starts_),
+                                          detail::raw(values_recv_), c.out, c.scale * c.wire_unscale, plan_.lay,
+                                          plan_.own_shard});
+    return {};
+  }
+  template <class Decoder>
+  void finish(const call_view<Residual>&, ResidualStore<Residual, Exec>&, const Decoder&) {}
+
+  template <class Decoder>
+  void fill_stats(reduce_stats& s, const call_view<Residual>& c, const Decoder&) const {
+    s.support = launch_.sum(plan_.lay.index_bytes, detail::count_marks{c.own_index, plan_.lay, plan_.own_shard});
+    s.peeled = s.support;
+    s.packed_slots = slots_;
+  }
+  std::size_t value_bytes_sent() const { return value_bytes_; }
+  double unfed_rounding() const { return 0.0; }
+
+ private:
+  detail::launcher<Exec> launch_{};
+  reducer_plan plan_{};
+  std::size_t slots_ = 0, value_bytes_ = 0;
+  vector<wire_t> values_send_;  // [shards][slots]
+  vector<wire_t> values_recv_;  // this shard's summed slots
+  vector<std::uint32_t> offsets_, starts_;  // scan over index bytes, shard starts
+  std::vector<std::uint32_t> starts_host_;  // host copy of starts_ (sized once)
+};
+
+}  // namespace stage
+TAGC_END_NAMESPACE

@@ -1,0 +1,183 @@
+#pragma once
+// defines: tagc::stage::Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec>
+//          — the values stage of a sketch reducer: a count sketch of each shard
+//          (gathered per cell in a fixed order: bit-for-bit deterministic),
+//          reduce-scattered to its owner, widened and peeled by stage::Decode.
+//          16-bit cells are summed in fp32 and rounded once for the wire.
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include <thrust/transform_reduce.h>
+
+#include "../comm/communicator.hpp"
+#include "../core/status.hpp"
+#include "../detail/decode_kernels.hpp"
+#include "../detail/launch.hpp"
+#include "../detail/sketch_kernels.hpp"
+#include "../detail/wire_kernels.hpp"
+#include "../policy/sketch.hpp"
+#include "../stats.hpp"
+#include "plan.hpp"
+#include "residual.hpp"
+#include "values.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace stage {
+
+template <int Ratio, int Lanes, class Value, class Residual, class Exec>
+class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
+ public:
+  using wire_t = Value;
+  static constexpr int ratio = Ratio, lanes = Lanes;
+  static constexpr bool sketched = true;
+  static constexpr bool narrow_cells = !std::is_same_v<wire_t, float>;  // 16-bit sketch cells
+  template <class T> using vector = typename Exec::template vector<T>;
+
+  static status can_implement(const reducer_arguments& a) {
+    if (a.adapt.enabled) {
+      const auto& p = a.adapt;
+      if (!(p.target_load > 0.0 && p.target_load < 0.82 && p.min_sparsity >= 0.0 && p.min_sparsity <= p.max_sparsity &&
+            p.max_sparsity <= 1.0))
+        return {errc::invalid_argument, "adaptive sparsity wants 0 < target_load < 0.82 and "
+                                        "0 <= min_sparsity <= max_sparsity <= 1"};
+    }
+    return {};
+  }
+
+  // The layout: a sketch of shard_size / ratio cells per shard (dense when that would not be smaller).
+  static layout make_plan_layout(std::size_t length, int shards, int index_width) {
+    return make_layout(length, shards, std::size_t(Lanes), Ratio, index_width);
+  }
+  // Whether stage::Decode peels for this layout.
+  static bool peels(const layout& l) { return !l.dense; }
+
+  status initialize(const reducer_plan& p, Exec exec) {
+    launch_ = {exec};
+    plan_ = p;
+    const layout& l = p.lay;
+    const std::size_t shards = std::size_t(p.shards);
+    const std::size_t cells = l.dense ? l.shard_size : l.cells;
+    max_cell_terms_ = 1;  // a dense cell holds one value per rank
+    if constexpr (narrow_cells) sketch_f32_.assign(cells * shards, 0.0f);
+    values_send_.assign(cells * shards, wire_t(0.0f));
+    values_recv_.assign(cells, wire_t(0.0f));
+    if (!l.dense) {
+      const auto b = detail::make_sketch_buckets(l);
+      max_cell_terms_ = b.max_row_blocks();
+      bucket_start_.resize(b.start.size());
+      bucket_order_.resize(b.order.size());
+      TAGC_TRY(exec.copy_from_host(b.start.data(), detail::raw(bucket_start_), b.start.size()));
+      TAGC_TRY(exec.copy_from_host(b.order.data(), detail::raw(bucket_order_), b.order.size()));
+    }
+    return {};
+  }
+  std::size_t workspace_bytes() const {
+    return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) +
+           detail::buffer_bytes(sketch_f32_) + detail::buffer_bytes(bucket_start_) +
+           detail::buffer_bytes(bucket_order_);
+  }
+  // The most values one rank adds into one cell (bounds the fp16 range scale).
+  std::size_t max_cell_terms() const { return max_cell_terms_; }
+
+  // Build this rank's sketch of every shard. `measure`: also sum the cell
+  // roundings no residual gets back (reduce_stats::unfed_rounding).
+  void encode(const call_view<Residual>& c, bool measure) {
+    const std::size_t chunk = sketch_chunk();
+    using build_t = detail::build_sketch<wire_t, detail::contribution<Residual>>;
+    const auto value = c.contribution();
+    unfed_rounding_ = 0.0;
+    if constexpr (narrow_cells) {
+      // Cells are summed in fp32 from values already rounded to wire_t (that
+      // rounding goes back to the residual), then rounded once for the wire.
+      launch_(build_t::calls(plan_.lay, chunk), build_t{value, detail::raw(bucket_start_), detail::raw(bucket_order_),
+                                                        detail::raw(sketch_f32_), chunk, c.wire_scale});
+      launch_(values_send_.size(), detail::round_cells<wire_t>{detail::raw(sketch_f32_), detail::raw(values_send_)});
+      if (measure) {
+        auto [b, e] = detail::index_range(values_send_.size());
+        unfed_rounding_ = double(c.wire_unscale) *
+            thrust::transform_reduce(launch_.exec.policy(), b, e,
+                                     detail::cell_rounding<wire_t>{detail::raw(sketch_f32_), detail::raw(values_send_)},
+                                     0.0, thrust::plus<double>());
+      }
+    } else {
+      (void)measure;
+      launch_(build_t::calls(plan_.lay, chunk), build_t{value, detail::raw(bucket_start_), detail::raw(bucket_order_),
+                                                        detail::raw(values_send_), chunk, c.wire_scale});
+    }
+  }
+
+  template <communicator C>
+  status exchange(C& comm) {
+    value_bytes_ = values_send_.size() * sizeof(wire_t);
+    const std::span<const wire_t> send(detail::raw(values_send_), values_send_.size());
+    const std::span<wire_t> recv(detail::raw(values_recv_), values_recv_.size());
+    if (plan_.args.topo == topology::sharded) return comm.reduce_scatter(send, recv);
+    return comm.all_reduce(send, recv);
+  }
+
+  template <communicator C, class Decoder>
+  status decode(C& comm, const call_view<Residual>& c, Decoder& dec, const std::uint8_t*& retransmit) {
+    retransmit = nullptr;
+    if constexpr (narrow_cells)  // decode in fp32: widen (and unscale) the owner's summed cells
+      launch_(values_recv_.size(),
+              detail::widen_cells<wire_t>{detail::raw(values_recv_), detail::raw(sketch_f32_), c.wire_unscale});
+    if (plan_.lay.dense) {
+      launch_(plan_.lay.shard_size, detail::decode_dense{decode_cells(), c.out, 1.0f});
+      dec.clear();
+      return {};
+    }
+    dec.run(decode_cells(), c.own_index, c.out);
+    return dec.publish_unresolved(comm, retransmit);
+  }
+
+  // After the residual is committed: owe the estimates, apply the op's scale.
+  template <class Decoder>
+  void finish(const call_view<Residual>& c, ResidualStore<Residual, Exec>& residual, const Decoder& dec) {
+    if (dec.last().unresolved && Decoder::decode_policy::estimates && plan_.owes_estimates())
+      residual.owe_estimates(dec.entry_state(), c.out, plan_.own_shard * plan_.lay.shard_size, plan_.lay.shard_size,
+                             c.seed);
+    if (c.scale != 1.0f) launch_(plan_.lay.shard_size, detail::scale_output{c.out, c.scale});
+  }
+
+  template <class Decoder>
+  void fill_stats(reduce_stats& s, const call_view<Residual>&, const Decoder& dec) const {
+    if (plan_.lay.dense) return;
+    s.support = dec.last().support;
+    s.peeled = dec.last().peeled;
+    s.unresolved = dec.last().unresolved;
+    s.load = plan_.lay.cells ? double(s.support) / double(plan_.lay.cells) : 0.0;
+  }
+  std::size_t value_bytes_sent() const { return value_bytes_; }
+  double unfed_rounding() const { return unfed_rounding_; }
+
+ private:
+  // Lanes per sketch-building call: the execution space's tuning, 1 if it has none.
+  std::size_t sketch_chunk() const {
+    std::size_t c = 1;
+    if constexpr (requires { Exec::sketch_lanes_per_call; }) c = Exec::sketch_lanes_per_call;
+    return std::max<std::size_t>(1, std::min(c, plan_.lay.lanes));
+  }
+  // The owner's summed cells in fp32, as peeling consumes them: the received
+  // cells themselves, or their fp32 widening when they travel in 16 bits.
+  float* decode_cells() {
+    if constexpr (narrow_cells) return detail::raw(sketch_f32_);
+    else return detail::raw(values_recv_);
+  }
+
+  detail::launcher<Exec> launch_{};
+  reducer_plan plan_{};
+  std::size_t max_cell_terms_ = 1;
+  std::size_t value_bytes_ = 0;
+  double unfed_rounding_ = 0.0;
+  vector<wire_t> values_send_;  // [shards][cells]
+  vector<wire_t> values_recv_;  // this shard's summed cells
+  vector<float> sketch_f32_;    // 16-bit cells: fp32 sums before rounding; then the owner's widened cells
+  vector<std::uint32_t> bucket_start_, bucket_order_;  // sketch gather map (constant)
+};
+
+}  // namespace stage
+TAGC_END_NAMESPACE
