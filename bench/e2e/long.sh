@@ -133,7 +133,8 @@ quality() {
 timing() {
   : "${STEPS:=25}"
   mkdir -p "$TIMING_OUT"; meta "$TIMING_OUT"
-  echo "codec of commit $(git rev-parse --short HEAD); steps $STEPS, skip $SKIP; rates $RATES" >>"$TIMING_OUT/meta.txt"
+  # the binary's codec: HEAD unless CODEC_COMMIT names the commit EXE was built from
+  echo "codec of commit ${CODEC_COMMIT:-$(git rev-parse --short HEAD)}; steps $STEPS, skip $SKIP; rates $RATES" >>"$TIMING_OUT/meta.txt"
   for r in ${RATES//,/ }; do
     mkdir -p "$TIMING_OUT/$r"
     for c in ${CONFIGS//,/ }; do
