@@ -82,6 +82,9 @@ def main():
     ap.add_argument("--timing", default="results/long-timing")
     ap.add_argument("--skip", type=int, default=5, help="warm-up steps left out of the timing mean")
     ap.add_argument("--docs", default="docs/results")
+    ap.add_argument("--horizon", type=int, default=0,
+                    help="compare up to this step (default: the last validation step every run reached)")
+    ap.add_argument("--update-doc", default="", help="replace the text between the long_report markers of this file")
     a = ap.parse_args()
     os.makedirs(a.docs, exist_ok=True)
 
@@ -178,11 +181,15 @@ def main():
         return step * own
 
     # ---- time to target ----
-    target = runs["fp32"][2][-1]["val_loss"]
-    target_step = runs["fp32"][2][-1]["step"]
+    # The horizon: fp32's final step when every run is complete; with partial runs the last
+    # validation step all of them reached, so that every configuration had the same chance.
+    horizon = a.horizon or min(curves[c][-1][0] for c in configs if curves[c])
+    fp32_at = {st: l for st, _, l in curves["fp32"]}
+    target_step = max(st for st in fp32_at if st <= horizon)
+    target = fp32_at[target_step]
     reach = {}
     for c in configs:
-        hit = [st for st, _, l in curves[c] if l <= target]
+        hit = [st for st, _, l in curves[c] if l <= target and st <= horizon]
         reach[c] = hit[0] if hit else None
     ttt = {}
     with open(os.path.join(a.docs, "time_to_target.csv"), "w") as fo:
@@ -229,15 +236,22 @@ def main():
     subprocess.run(["gnuplot"], input="\n".join(plot) + "\n", text=True, check=True)
 
     # ---- markdown ----
-    print(f"target: fp32's final validation loss {target:.4f} (step {target_step})")
+    md = []
+    print = md.append  # noqa: A001 (collected, then printed and spliced)
+    print(f"target: fp32's validation loss at step {target_step} = {target:.4f}"
+          + (" (its final)" if target_step == curves["fp32"][-1][0] and not partial else
+             f" (the last validation step every run reached; runs are partial)"))
     if partial:
         print("PARTIAL runs: " + ", ".join(partial))
-    print("\n| configuration | steps | final val loss (± se) | gap vs fp32 at that step (± paired se) | "
-          "bits/param per rank, whole run | steps to fp32's final loss |")
+    print("\n| configuration | step | val loss (± se) | gap vs fp32 at that step (± paired se) | "
+          "bits/param per rank, run so far | steps to target |")
     print("|---|---:|---:|---:|---:|---:|")
     for c in configs:
         run, steps, vals = runs[c]
-        v = vals[-1]
+        at = [x for x in vals if x["step"] <= horizon]
+        if not at:
+            continue
+        v = at[-1]
         n = [x for x in noise if x[0] == c and x[1] == v["step"]][0]
         bits = [x for x in rows if x[0] == c and x[1] == v["step"]][0][5]
         print(f"| {c} | {v['step']} | {v['val_loss']:.4f} ± {v.get('val_se', float('nan')):.4f} | "
@@ -261,8 +275,21 @@ def main():
                 continue
             got.sort()
             best_t, best = got[0]
-            others = ", ".join(f"{c} {t / best_t:.2f}x" for t, c in got[1:])
-            print(f"\nAt {r}: **{best}** reaches fp32's final loss first ({best_t:.0f} s); the others take: {others}.")
+            others = ", ".join(f"{c} {t / best_t:.2f}x as long" for t, c in got[1:]) or "no other run reaches it"
+            missing = [c for (c, rr), t in ttt.items() if rr == r and t is None]
+            print(f"\nAt {r}: **{best}** reaches the target first ({best_t:.0f} s); {others}"
+                  + (f"; not reached by step {horizon}: {', '.join(missing)}" if missing else "") + ".")
+
+    text = "\n".join(md) + "\n"
+    sys.stdout.write(text)
+    if a.update_doc:
+        doc = open(a.update_doc).read()
+        b, e = "<!-- long_report:begin -->\n", "<!-- long_report:end -->"
+        if b not in doc or e not in doc:
+            sys.exit(f"long_report.py: no {b.strip()} ... {e} markers in {a.update_doc}")
+        head, rest = doc.split(b, 1)
+        _, after = rest.split(e, 1)
+        open(a.update_doc, "w").write(head + b + text + e + after)
 
 
 if __name__ == "__main__":
