@@ -7,6 +7,9 @@
 # Usage: bench/e2e/run.sh [--quick | --beyond] [--rate RATE] [--np N] [--steps S] [--val-every K]
 #                         [--configs a,b,...] [--out DIR] [--model d2]
 #        bench/e2e/run.sh --sweep [--rates 50mbit,100mbit,...] [--np N] [--steps S]
+#        bench/e2e/run.sh --long [quality|timing|report|all] [...]
+#   --long        issue 11, time to quality: bench/e2e/long.sh (default `all`: 1000-step runs on
+#                 loopback, step times at 200 Mbit/s, 1 and 10 Gbit/s, docs/results CSVs + plots)
 #   --quick       baseline fp32 vs TAGC 10x 1-bit adaptive, 12 steps, at 200mbit unless
 #                 --rate is given (~2 minutes)
 #   --beyond      issue 6: fp32, bf16, the paper's 10x 1-bit, and the beyond-paper policies
@@ -24,6 +27,11 @@
 #         summary.csv, table.txt, *.png.  Needs root (network namespace) and gnuplot.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if [[ "${1:-}" == --long ]]; then
+  shift
+  [[ $# -gt 0 ]] || set -- all
+  exec bench/e2e/long.sh "$@"
+fi
 
 RATE_SET=0 QUICK=0 BEYOND=0 SWEEP=0 RATE=1gbit NP=2 STEPS="" VAL_EVERY="" CONFIGS="" OUTDIR="" MODEL=d2
 RATES=50mbit,100mbit,200mbit,500mbit,1gbit
@@ -40,7 +48,7 @@ while [[ $# -gt 0 ]]; do
     --configs) CONFIGS="$2"; shift 2 ;;
     --out) OUTDIR="$2"; shift 2 ;;
     --model) MODEL="$2"; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -128,6 +128,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     TAGC_TRY(values_stage::can_implement(a));
     TAGC_TRY(decode_stage::can_implement(a));
     TAGC_TRY(residual_stage::can_implement(a));
+    // sparsity schedule (issue 11): checked against the resolved target theta
+    TAGC_TRY(check_sparsity_schedule(a.schedule, a.sparsity >= 0.0 ? a.sparsity : default_sparsity(sketched ? Ratio : 10)));
     return {};
   }
 
@@ -141,6 +143,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     exec_ = exec;
     sparsity_ = args.sparsity >= 0.0 ? args.sparsity : default_sparsity(sketched ? Ratio : 10);
     if (args.adapt.enabled) sparsity_ = std::clamp(sparsity_, args.adapt.min_sparsity, args.adapt.max_sparsity);
+    target_sparsity_ = sparsity_;  // sparsity schedule: the ramp's end (adaptive steers a factor around it)
     stage::reducer_plan& p = plan_;
     p.args = args;
     p.shards = args.topo == topology::sharded ? args.world_size : 1;
@@ -181,6 +184,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   const reducer_arguments& arguments() const { return args_; }  // (its name is empty: see name())
   std::string_view name() const { return name_; }
   double sparsity() const { return sparsity_; }
+  // Theta of the next call: sparsity() on the sparsity schedule's ramp at steps().
+  double next_sparsity() const { return current_sparsity(); }
   bool exact_index() const { return plan_.exact_index; }
   // Length of the shard a rank receives (sharded) or of the whole buffer (replicated).
   std::size_t output_size() const {
@@ -384,7 +389,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
 
   // Theta for this call: the one place it is read (adaptive theta and
   // set_sparsity move it between calls).
-  double current_sparsity() const { return sparsity_; }
+  double current_sparsity() const { return scheduled_sparsity(args_.schedule, target_sparsity_, sparsity_, step_); }
 
   // Density d = 1 - theta scales the union load roughly linearly: aim the largest
   // load at the target, at most halving or doubling d per step, and cut harder
@@ -435,7 +440,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     }
 
     // 2. Threshold: the (k+1)-th largest |acc|, k = most entries that may be kept.
-    select_.select(g, r, acc, current_sparsity());
+    call_sparsity_ = current_sparsity();  // sparsity schedule: this call's theta (after adaptive moved sparsity_)
+    select_.select(g, r, acc, call_sparsity_);
     clock.mark(&S::sparsify);
 
     // 3. Index: local marks, summed across ranks.
@@ -497,7 +503,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     const layout& lay = plan_.lay;
     s = reduce_stats{};
     s.elements = lay.length;
-    s.theta = sparsity_;
+    s.theta = call_sparsity_;
     s.kept = cnt[0];
     s.deferred = cnt[1];
     s.retransmitted = cnt[2];
@@ -530,6 +536,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   Exec exec_{};
   stage::reducer_plan plan_{};
   double sparsity_ = 0.0;
+  double target_sparsity_ = 0.0, call_sparsity_ = 0.0;  // sparsity schedule: ramp end, last call's theta
   bool initialized_ = false;
   bool profiling_ = false;
   reduce_stats::stage_seconds seconds_{};

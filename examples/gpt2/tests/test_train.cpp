@@ -116,6 +116,48 @@ TEST_CASE("gpt2_train: checkpoint round trip resumes bit-identically (TAGC state
   }
 }
 
+TEST_CASE("gpt2_train: a sparsity warm-up ramps theta to the target, resumes bit-identically, is checked on resume") {
+  Args a = tiny(2, 6);
+  a.compress = CompressMode::non_attention;
+  a.values = train::ValuesMode::packed_bf16;
+  a.index_bits = train::index_bits_exact;
+  a.sparsity_warmup = 3;
+  a.sparsity_start = 0.0;
+  {
+    tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+    Trainer t(a, mpi);
+    t.init_from_seed();
+    std::vector<double> theta;
+    for (int i = 0; i < 4; ++i) {
+      const auto m = t.train_step();
+      REQUIRE(!m.compression.empty());
+      theta.push_back(m.compression.front().stats.theta);
+    }
+    CHECK(theta[0] == 0.0);  // dense first step
+    CHECK(theta[1] > theta[0]);
+    CHECK(theta[2] > theta[1]);
+    CHECK(theta[2] < 0.9875);
+    CHECK(theta[3] == 0.9875);  // the target from step W + 1 on
+  }
+  const std::string dir = (scratch() / "ckpt_schedule").string();
+  const Run whole = run(a, MPI_COMM_WORLD, 6);
+  const Run first = run(a, MPI_COMM_WORLD, 2, dir);  // saved inside the warm-up
+  const Run second = run(a, MPI_COMM_WORLD, 4, "", dir);
+  std::vector<double> resumed = first.loss;
+  resumed.insert(resumed.end(), second.loss.begin(), second.loss.end());
+  for (size_t i = 0; i < 6; ++i) {
+    INFO("step " << i + 1);
+    CHECK(resumed[i] == whole.loss[i]);
+  }
+  Args other = a;
+  other.sparsity_warmup = 5;
+  CHECK_THROWS_WITH(run(other, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--sparsity-warmup 3, this run 5"));
+  CHECK_THROWS_AS(train::parse_args(4, std::array<const char*, 4>{"x", "train", "--sparsity-start", "1"}.data()),
+                  train::ArgsError);
+  CHECK_THROWS_AS(train::parse_args(4, std::array<const char*, 4>{"x", "train", "--sparsity-schedule", "cubic"}.data()),
+                  train::ArgsError);
+}
+
 TEST_CASE("gpt2_train: errors — bad config, mismatched checkpoint, missing data") {
   Args bad = tiny(2, 1);
   bad.C = 100;

@@ -126,6 +126,18 @@ const std::map<std::string, Flag>& flags() {
          a.target_load = number<double>("target-load", v);
          if (!(a.target_load > 0.0 && a.target_load < 0.82)) throw ArgsError("--target-load: expected (0, 0.82), got " + v);
        }, "adaptive theta's sketch load target (0.6)"}},
+      {"sparsity-warmup", {false, [](A& a, S v) { a.sparsity_warmup = positive("sparsity-warmup", v, 0); },
+       "theta warm-up steps per reducer, from --sparsity-start to the target (0: off)"}},
+      {"sparsity-schedule", {false, [](A& a, S v) {
+         if (v == "exp") a.sparsity_linear = false;
+         else if (v == "linear") a.sparsity_linear = true;
+         else throw ArgsError("--sparsity-schedule: expected exp|linear, got '" + v + "'");
+       }, "exp|linear (exp): the density 1 - theta falls geometrically (DGC) or linearly"}},
+      {"sparsity-start", {false, [](A& a, S v) {
+         a.sparsity_start = number<double>("sparsity-start", v);
+         if (!(a.sparsity_start >= 0.0 && a.sparsity_start < 1.0))
+           throw ArgsError("--sparsity-start: expected a value in [0, 1), got " + v);
+       }, "theta of the first step of the warm-up (0.75; 0: dense)"}},
       {"check-collectives", {true, [](A& a, S) { a.check_collectives = true; }, "MPI cross-rank argument check per collective"}},
       {"train-data", {false, [](A& a, S v) { a.train_data = v; }, "train shard file or dir"}},
       {"val-data", {false, [](A& a, S v) { a.val_data = v; }, "val shard file or dir"}},

@@ -67,6 +67,11 @@ struct Args {
   DecoderMode decoder = DecoderMode::peel_estimate;
   bool adaptive = false;      // tagc adaptive theta: steer each segment's largest sketch load
   double target_load = 0.6;   // ... towards this (peeling is exact below ~0.81)
+  // tagc::sparsity_schedule: theta ramps from sparsity_start to the target over the first
+  // sparsity_warmup calls of each reducer (0: off); exponential in the density, or linear
+  int sparsity_warmup = 0;
+  bool sparsity_linear = false;
+  double sparsity_start = 0.75;
   bool check_collectives = false;  // tagc::mpi_communicator's cross-rank argument check
   // --compress auto: what-if overrides of the measured link (< 0: measure at start-up)
   double link_mbps = -1.0;        // link bandwidth per rank, Mbit/s

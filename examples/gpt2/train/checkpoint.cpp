@@ -31,6 +31,9 @@ CheckpointHeader run_header(const gpt2::Config& cfg, const Args& a, int world, i
   h.decoder = int32_t(a.decoder);
   h.adaptive = a.adaptive ? 1 : 0;
   h.sparsity = a.sparsity;
+  h.sparsity_warmup = a.sparsity_warmup;
+  h.sparsity_linear = a.sparsity_linear ? 1 : 0;
+  h.sparsity_start = a.sparsity_start;
   h.owned_size = owned_size;
   return h;
 }
@@ -79,6 +82,11 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
              to_string(DecoderMode(want.decoder));
     if (got.adaptive != want.adaptive)
       return std::string("--adaptive ") + (got.adaptive ? "on" : "off") + ", this run " + (want.adaptive ? "on" : "off");
+    if (got.sparsity_warmup != want.sparsity_warmup) return num("--sparsity-warmup", got.sparsity_warmup, want.sparsity_warmup);
+    if (got.sparsity_warmup > 0 && (got.sparsity_linear != want.sparsity_linear || got.sparsity_start != want.sparsity_start))
+      return std::string("--sparsity-schedule ") + (got.sparsity_linear ? "linear" : "exp") + " --sparsity-start " +
+             std::to_string(got.sparsity_start) + ", this run " + (want.sparsity_linear ? "linear" : "exp") + " " +
+             std::to_string(want.sparsity_start);
   }
   if (got.owned_size != want.owned_size) return num("owned shard size", got.owned_size, want.owned_size);
   return {};
@@ -134,7 +142,12 @@ CheckpointData read_head(std::ifstream& f, const fs::path& path, const Checkpoin
                              ", this program reads versions 1 to " + std::to_string(want.version));
   if (d.header.version >= 3)
     get(f, reinterpret_cast<char*>(&d.header) + checkpoint_header_v2_size,
-        sizeof d.header - checkpoint_header_v2_size, path);
+        (d.header.version >= 4 ? sizeof d.header : checkpoint_header_v3_size) - checkpoint_header_v2_size, path);
+  if (d.header.version < 4) {  // no schedule then
+    d.header.sparsity_warmup = 0;
+    d.header.sparsity_linear = 0;
+    d.header.sparsity_start = expect.sparsity_start;
+  }
   if (const std::string m = mismatch(d.header, expect); !m.empty())
     throw std::runtime_error("checkpoint " + path.string() + " is from another configuration: " + m);
   if (d.header.version >= 2) {

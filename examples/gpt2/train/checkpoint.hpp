@@ -28,7 +28,7 @@ namespace train {
 
 struct CheckpointHeader {
   char magic[8] = {'T', 'G', 'P', 'T', '2', 'C', 'K', '\0'};
-  uint32_t version = 3;
+  uint32_t version = 4;
   int32_t world = 1, rank = 0;
   int32_t L = 0, C = 0, NH = 0, maxT = 0, V = 0, Vp = 0;
   int32_t B = 0, T = 0, accum = 1;
@@ -41,9 +41,13 @@ struct CheckpointHeader {
   // version 3: the value and index-exchange policies (older files: sketch, all-reduce).
   // index_bits above holds index_bits_exact (0) for --index-bits exact.
   int32_t values = 0, index_exchange = 0;
+  // version 4: the sparsity schedule (older files: none)
+  int32_t sparsity_warmup = 0, sparsity_linear = 0;
+  double sparsity_start = 0.75;
 };
 // The header as versions 1 and 2 wrote it: everything before `values`.
 inline constexpr size_t checkpoint_header_v2_size = offsetof(CheckpointHeader, values);
+inline constexpr size_t checkpoint_header_v3_size = offsetof(CheckpointHeader, sparsity_warmup);
 
 struct CheckpointData {
   CheckpointHeader header;

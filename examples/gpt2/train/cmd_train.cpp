@@ -54,6 +54,9 @@ int cmd_train(const Args& a) {
                            {"decoder", to_string(a.decoder)},
                            {"sparsity", a.sparsity},
                            {"adaptive", a.adaptive},
+                           {"sparsity_warmup", a.sparsity_warmup},
+                           {"sparsity_schedule", a.sparsity_linear ? "linear" : "exp"},
+                           {"sparsity_start", a.sparsity_start},
                            {"zero2", a.zero2},
                            {"resumed_at", t->step()}};
     // --compress auto: the decision per segment, in the first line of the log
@@ -66,7 +69,11 @@ int cmd_train(const Args& a) {
                     (a.compress != CompressMode::none
                          ? std::string(" values=") + to_string(a.values) + " ratio=" + std::to_string(a.ratio) +
                                " index-bits=" + index_bits_name(a.index_bits) + " index-exchange=" +
-                               to_string(a.index_exchange)
+                               to_string(a.index_exchange) +
+                               (a.sparsity_warmup > 0 ? " sparsity-warmup=" + std::to_string(a.sparsity_warmup) +
+                                                            (a.sparsity_linear ? " linear" : " exp") + " from " +
+                                                            std::to_string(a.sparsity_start)
+                                                      : std::string())
                          : std::string()) +
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
     if (const AutoPlan* p = t->auto_plan()) metrics.message(format_table(*p));
@@ -76,11 +83,11 @@ int cmd_train(const Args& a) {
       const StepMetrics m = t->train_step();
       metrics.step(m);
       if (a.val_every > 0 && a.val_batches > 0 && m.step % a.val_every == 0 && m.step < a.steps)
-        metrics.val(m.step, t->evaluate(a.val_batches));
+        metrics.val(m.step, t->evaluate_batches(a.val_batches));
       if (!a.checkpoint_dir.empty() && a.checkpoint_every > 0 && m.step % a.checkpoint_every == 0)
         t->save_checkpoint(a.checkpoint_dir);
     }
-    if (a.val_batches > 0) metrics.val(t->step(), t->evaluate(a.val_batches));
+    if (a.val_batches > 0) metrics.val(t->step(), t->evaluate_batches(a.val_batches));
     if (!a.checkpoint_dir.empty() && (a.checkpoint_every == 0 || t->step() % a.checkpoint_every != 0))
       t->save_checkpoint(a.checkpoint_dir);
     if (!a.save_model.empty()) {

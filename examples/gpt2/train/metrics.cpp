@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
@@ -123,6 +124,22 @@ void Metrics::val(int step, double loss) {
   write({{"type", "val"}, {"step", step}, {"val_loss", loss}});
   char line[96];
   std::snprintf(line, sizeof line, "step %d: val loss %.4f", step, loss);
+  message(line);
+}
+
+void Metrics::val(int step, const std::vector<double>& batch_losses) {
+  if (!enabled_ || batch_losses.empty()) return;
+  const double n = double(batch_losses.size());
+  double sum = 0.0;
+  for (double l : batch_losses) sum += l;
+  const double mean = sum / n;
+  double ss = 0.0;
+  for (double l : batch_losses) ss += (l - mean) * (l - mean);
+  const double se = batch_losses.size() > 1 ? std::sqrt(ss / (n - 1.0) / n) : 0.0;
+  write({{"type", "val"}, {"step", step}, {"val_loss", mean}, {"val_se", se}, {"val_batch_losses", batch_losses}});
+  char line[128];
+  std::snprintf(line, sizeof line, "step %d: val loss %.4f (se %.4f, %zu batches)", step, mean, se,
+                batch_losses.size());
   message(line);
 }
 

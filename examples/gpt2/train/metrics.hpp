@@ -27,6 +27,9 @@ class Metrics {
   void run_info(const nlohmann::json& info);
   void step(const StepMetrics& m);
   void val(int step, double loss);
+  // The same, with each batch's loss: the line also carries them and the mean's standard
+  // error (sample standard deviation / sqrt(batches)).
+  void val(int step, const std::vector<double>& batch_losses);
   void message(const std::string& text);  // a line on stderr (ends the progress line first)
 
  private:

@@ -32,6 +32,9 @@ class TagcUnitReducer final : public UnitReducer {
     a.sparsity = o.sparsity;
     a.adapt.enabled = o.adaptive;
     a.adapt.target_load = o.target_load;
+    a.schedule.warmup_steps = std::uint64_t(o.sparsity_warmup);
+    a.schedule.start = o.sparsity_start;
+    a.schedule.shape = o.sparsity_linear ? tagc::schedule_shape::linear : tagc::schedule_shape::exponential;
     if (auto s = r_.initialize(a); !s.ok()) throw std::runtime_error("tagc reducer: " + s.what());
     verify_ = std::getenv("TAGC_GPT2_VERIFY") != nullptr;
   }

@@ -293,13 +293,25 @@ StepMetrics Trainer::train_step() {
 }
 
 double Trainer::evaluate(int batches) {
-  val_loader_->reset();
+  const std::vector<double> losses = evaluate_batches(batches);
   double sum = 0.0;
+  for (double l : losses) sum += l;
+  return sum / double(losses.size());
+}
+
+std::vector<double> Trainer::evaluate_batches(int batches) {
+  val_loader_->reset();
+  // Each rank fills its own slots (rank-major), the all-reduce sums the zeros away: every
+  // rank gets every batch's loss, for the standard error of the mean (issue 11).
+  const size_t n = size_t(batches) * size_t(world());
+  std::vector<double> mine(n, 0.0), all(n, 0.0);
   for (int i = 0; i < batches; ++i) {
     val_loader_->next_batch(inputs_, targets_);
-    sum += forward(inputs_.data(), targets_.data());
+    mine[size_t(rank()) * size_t(batches) + size_t(i)] = forward(inputs_.data(), targets_.data());
   }
-  return all_reduce_sum(sum) / double(batches * world());
+  check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(mine), std::span<double>(all)); }),
+        "all-reduce");
+  return all;
 }
 
 std::vector<float> Trainer::gather_model() {

@@ -91,6 +91,8 @@ class Trainer {
   // --- training -----------------------------------------------------------------------
   StepMetrics train_step();
   double evaluate(int batches);  // mean val loss over `batches` global batches
+  // The loss of each of the `batches` x world() validation batches (rank-major), on every rank.
+  std::vector<double> evaluate_batches(int batches);
   // All units gathered into the flat (llm.c-convertible) layout; every rank gets it.
   std::vector<float> gather_model();
 

@@ -19,6 +19,9 @@ CompressOptions compress_options(const Args& a) {
   o.sparsity = a.sparsity;
   o.adaptive = a.adaptive;
   o.target_load = a.target_load;
+  o.sparsity_warmup = a.sparsity_warmup;
+  o.sparsity_linear = a.sparsity_linear;
+  o.sparsity_start = a.sparsity_start;
   return o;
 }
 

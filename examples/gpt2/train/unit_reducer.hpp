@@ -65,6 +65,9 @@ struct CompressOptions {
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio (the start, when adaptive)
   bool adaptive = false;   // sketch only (it steers the sketch load)
   double target_load = 0.6;
+  int sparsity_warmup = 0;  // tagc::sparsity_schedule (0: off)
+  bool sparsity_linear = false;
+  double sparsity_start = 0.75;
 };
 
 CompressOptions compress_options(const Args& a);

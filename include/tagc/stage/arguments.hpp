@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "../core/config.hpp"
+#include "../policy/sparsity_schedule.hpp"
 #include "../shard/layout.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -36,6 +37,7 @@ struct reducer_arguments {
   // The unit's name (e.g. "mlp.fc"), the prefix of every status message the
   // reducer returns. Copied at initialize: the caller's string need not outlive it.
   std::string_view name{};
+  sparsity_schedule schedule{};  // theta warm-up over the first calls (policy/sparsity_schedule.hpp)
 };
 
 TAGC_END_NAMESPACE

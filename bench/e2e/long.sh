@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# bench/e2e/long.sh -- time to quality (issue 11): long training runs of the sharded GPT-2
+# trainer for the validation loss per step, short runs at several link rates for the step
+# time, and the report (docs/results/long_runs.csv, time_to_target.csv, plots).
+#
+# The loss of a step does not depend on the link or on the codec's speed (same seed, data,
+# schedule and arithmetic; the codec only changes how fast the same bits are computed), so
+# the quality runs go over plain loopback and the step time at each rate is measured apart.
+#
+# Usage: bench/e2e/long.sh quality [--configs a,b] [--steps 1000] [--val-every 50]
+#                                  [--val-batches 16] [--out results/long] [--parallel] [--resume]
+#        bench/e2e/long.sh timing  [--configs a,b] [--rates 200mbit,1gbit,10gbit]
+#                                  [--steps 25] [--skip 5] [--out results/long-timing]
+#        bench/e2e/long.sh report  [--out results/long] [--timing results/long-timing]
+#        bench/e2e/long.sh all     (quality, then timing, then report; hours on 2 cores)
+#   quality   one run per configuration on plain loopback, 2 ranks, 1 OpenMP thread each,
+#             under nice -n 10; logs <out>/<config>.jsonl (+ .log); runs back to back,
+#             or all at once with --parallel (the losses are the same either way); each run
+#             checkpoints every --val-every steps to <out>/ckpt/<config>, and --resume continues
+#             every run that has a checkpoint from it (bit-identical; its log is appended to)
+#   timing    per rate and configuration a short run over scripts/slow_net.sh (root); the
+#             step time is the mean step_ms after --skip warm-up steps. Re-run it after a
+#             codec change: the losses stand, only these figures move
+#   report    bench/e2e/long_report.py: CSVs under docs/results/, PNGs, and the markdown
+#             table for docs/results.md on stdout
+# Configurations (--configs, default all, in priority order):
+#   fp32, tagc-paper, tagc-paper-sched, tagc-packed-bf16-sched, bf16, tagc-packed-bf16
+# Environment: BUILD_DIR (build), EXE (default $BUILD_DIR/examples/gpt2/train/tagc-gpt2),
+#              DATA_DIR (data; its tokens/ are made with `tagc-gpt2 prepare` if missing),
+#              TOKENS_DIR (default $DATA_DIR/tokens), NP (2).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+cmd="${1:-}"; shift || true
+CONFIGS="fp32,tagc-paper,tagc-paper-sched,tagc-packed-bf16-sched,bf16,tagc-packed-bf16"
+STEPS="" VAL_EVERY=50 VAL_BATCHES=16 OUT="" TIMING_OUT=results/long-timing RATES=200mbit,1gbit,10gbit SKIP=5 PARALLEL=0 RESUME=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --configs) CONFIGS="$2"; shift 2 ;;
+    --steps) STEPS="$2"; shift 2 ;;
+    --val-every) VAL_EVERY="$2"; shift 2 ;;
+    --val-batches) VAL_BATCHES="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --timing) TIMING_OUT="$2"; shift 2 ;;
+    --rates) RATES="$2"; shift 2 ;;
+    --skip) SKIP="$2"; shift 2 ;;
+    --parallel) PARALLEL=1; shift ;;
+    --resume) RESUME=1; shift ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    *) echo "long.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+BUILD_DIR="${BUILD_DIR:-build}"
+EXE="${EXE:-$BUILD_DIR/examples/gpt2/train/tagc-gpt2}"
+DATA_DIR="${DATA_DIR:-data}"
+TOKENS_DIR="${TOKENS_DIR:-$DATA_DIR/tokens}"
+NP="${NP:-2}"
+
+# The learning-rate warm-up and the sparsity warm-up have the same length: the steps where
+# the weights move fastest and AdamW's moment estimates are still settling, which is where
+# error feedback's delay costs most (docs/results.md, "Time to quality").
+WARMUP=100
+flags_of() {
+  case "$1" in
+    fp32) echo "--compress none --baseline-dtype fp32" ;;
+    bf16) echo "--compress none --baseline-dtype bf16" ;;
+    tagc-paper) echo "--compress non-attention --ratio 10 --index-bits 1" ;;
+    # A sketch sends the same cells at any theta, but decodes at most ~0.8 x its cells:
+    # 10x at 2 ranks holds ~4 % kept per rank, so the ramp starts at 0.97 (3 %).
+    tagc-paper-sched) echo "--compress non-attention --ratio 10 --index-bits 1 --sparsity-warmup $WARMUP --sparsity-schedule exp --sparsity-start 0.97" ;;
+    tagc-packed-bf16) echo "--compress non-attention --values packed-bf16 --index-bits exact" ;;
+    # Packed values send the union of the kept entries: a dense start costs bytes only
+    # during the warm-up (bits per parameter over the whole run in the report).
+    tagc-packed-bf16-sched) echo "--compress non-attention --values packed-bf16 --index-bits exact --sparsity-warmup $WARMUP --sparsity-schedule exp --sparsity-start 0" ;;
+    *) echo "long.sh: unknown config $1" >&2; return 2 ;;
+  esac
+}
+
+prepare() {
+  if [[ ! -x "$EXE" ]]; then
+    echo "== building tagc-gpt2 in $BUILD_DIR"
+    gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+    cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTAGC_BUILD_EXAMPLES=ON -DTAGC_BUILD_BENCH=OFF >/dev/null
+    cmake --build "$BUILD_DIR" -j2 --target tagc-gpt2
+  fi
+  if [[ ! -s "$TOKENS_DIR/corpus_train.bin" ]]; then
+    [[ -s "$DATA_DIR/gpt2/encoder.json" ]] || scripts/fetch_data.sh "$DATA_DIR"
+    "$EXE" prepare --tokenizer "$DATA_DIR/gpt2" --corpus "$DATA_DIR/corpus" --out "$TOKENS_DIR"
+  fi
+}
+
+# One OpenMP thread per rank (the ranks share 2 cores); Open MPI's bandwidth-optimal
+# (butterfly) reduce-scatter, as in run.sh.
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+export OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm=4
+
+common() {  # steps
+  echo train --model d2 --B 4 --T 64 --lr 1e-3 --warmup $WARMUP --schedule cosine --lr-min 1e-4 \
+    --clip 1.0 --seed 1337 --print-every 25 --steps "$1" \
+    --train-data "$TOKENS_DIR/corpus_train.bin" --val-data "$TOKENS_DIR/corpus_val.bin"
+}
+
+meta() {  # dir
+  { echo "date: $(date -u +%FT%TZ)"; echo "host: $(nproc --all) cpus; $(uptime)";
+    echo "git: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- include examples || echo ' (+ uncommitted changes)')";
+    echo "exe: $EXE"; echo "np: $NP"; } >>"$1/meta.txt"
+}
+
+quality() {
+  : "${STEPS:=1000}" "${OUT:=results/long}"
+  mkdir -p "$OUT"; meta "$OUT"
+  echo "steps: $STEPS val_every: $VAL_EVERY val_batches: $VAL_BATCHES configs: $CONFIGS" >>"$OUT/meta.txt"
+  local pids=()
+  for c in ${CONFIGS//,/ }; do
+    local f; f="$(flags_of "$c") --checkpoint-dir $OUT/ckpt/$c --checkpoint-every $VAL_EVERY"
+    if [[ $RESUME -eq 1 && -s "$OUT/ckpt/$c/rank0.ckpt" ]]; then f="$f --resume $OUT/ckpt/$c"; fi
+    echo "== $c: $STEPS steps on loopback -> $OUT/$c.jsonl ($(date -u +%T))$([[ $f == *--resume* ]] && echo ", resumed")"
+    # shellcheck disable=SC2046
+    if [[ $PARALLEL -eq 1 ]]; then
+      nice -n 10 scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$EXE" $(common "$STEPS") \
+        --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" $f --log "$OUT/$c.jsonl" >>"$OUT/$c.log" 2>&1 &
+      pids+=($!)
+    else
+      nice -n 10 scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$EXE" $(common "$STEPS") \
+        --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" $f --log "$OUT/$c.jsonl" >>"$OUT/$c.log" 2>&1 ||
+        { echo "long.sh: $c failed, see $OUT/$c.log" >&2; tail -3 "$OUT/$c.log" >&2; }
+    fi
+  done
+  for p in "${pids[@]}"; do wait "$p" || echo "long.sh: a run failed (see $OUT/*.log)" >&2; done
+}
+
+timing() {
+  : "${STEPS:=25}"
+  mkdir -p "$TIMING_OUT"; meta "$TIMING_OUT"
+  # the binary's codec: HEAD unless CODEC_COMMIT names the commit EXE was built from
+  echo "codec of commit ${CODEC_COMMIT:-$(git rev-parse --short HEAD)}; steps $STEPS, skip $SKIP; rates $RATES" >>"$TIMING_OUT/meta.txt"
+  for r in ${RATES//,/ }; do
+    mkdir -p "$TIMING_OUT/$r"
+    for c in ${CONFIGS//,/ }; do
+      local f; f=$(flags_of "$c")
+      echo "== $c at $r: $STEPS steps ($(date -u +%T); load $(cut -d' ' -f1 /proc/loadavg))"
+      # shellcheck disable=SC2046
+      nice -n 10 scripts/slow_net.sh --rate "$r" -- scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY \
+        "$EXE" $(common "$STEPS") --val-batches 0 $f --log "$TIMING_OUT/$r/$c.jsonl" >"$TIMING_OUT/$r/$c.log" 2>&1 ||
+        { echo "long.sh: $c at $r failed, see $TIMING_OUT/$r/$c.log" >&2; tail -3 "$TIMING_OUT/$r/$c.log" >&2; }
+      echo "$r $c load $(cut -d' ' -f1-3 /proc/loadavg)" >>"$TIMING_OUT/load.txt"
+    done
+  done
+}
+
+report() {
+  : "${OUT:=results/long}"
+  python3 bench/e2e/long_report.py --runs "$OUT" --timing "$TIMING_OUT" --skip "$SKIP" --docs docs/results
+}
+
+case "$cmd" in
+  quality) prepare; quality ;;
+  timing) prepare; timing ;;
+  report) report ;;
+  all) prepare; quality; STEPS=""; timing; report ;;
+  *) sed -n '2,28p' "$0"; exit 2 ;;
+esac

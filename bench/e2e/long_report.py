@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""long_report.py -- time to quality (issue 11) from tagc-gpt2 logs (bench/e2e/long.sh).
+
+Reads
+  RUNS/<config>.jsonl           long runs on loopback: val lines (val_loss, val_se,
+                                val_batch_losses), step lines (step_ms, tokens, grad_bytes)
+  TIMING/<rate>/<config>.jsonl  short runs over scripts/slow_net.sh: step_ms per step
+Writes (under --docs)
+  long_runs.csv        config,step,tokens,wall_s,val_loss,bits_per_param: one row per validation
+                       point; wall_s = training wall time on loopback so far (sum of step_ms,
+                       validation excluded); bits_per_param = gradient bits sent per parameter per
+                       rank so far, whole model (grad_bytes x 8 / params / ((N-1)/N), mean over steps)
+  long_runs_noise.csv  config,step,val_loss,val_se,gap_vs_fp32,gap_se: the standard error of each
+                       validation mean (per-batch losses), and of the difference to fp32 at the
+                       same step (paired: both runs evaluate the same batches)
+  step_time.csv        config,rate,step_ms,steps,codec_commit: mean step time at each link rate
+  time_to_target.csv   config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,
+                       vs_fp32,vs_bf16: fp32's final validation loss as the target; steps to
+                       target = the first validation point at or below it; time = steps x step_ms
+                       at that rate ("not reached" when no point gets there)
+  val_vs_tokens.png, val_vs_wall-<rate>.png
+and prints the markdown tables for docs/results.md ("Time to quality").
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+ORDER = ["fp32", "bf16", "tagc-paper", "tagc-paper-sched", "tagc-packed-bf16", "tagc-packed-bf16-sched"]
+
+
+def load(path):
+    run, steps, vals = None, [], []
+    with open(path) as f:
+        for line in f:
+            try:
+                j = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a running writer
+            t = j.get("type")
+            if t == "run":
+                if run is None:
+                    run = j
+            elif t == "step":
+                steps.append(j)
+            elif t == "val":
+                vals.append(j)
+    # a resumed run repeats the steps after its checkpoint (bit-identically): keep the last
+    steps = list({s["step"]: s for s in steps}.values())
+    vals = sorted({v["step"]: v for v in vals}.values(), key=lambda v: v["step"])
+    return run, steps, vals
+
+
+def order_key(c):
+    return (ORDER.index(c) if c in ORDER else len(ORDER), c)
+
+
+def rate_key(r):
+    num = float("".join(ch for ch in r if ch.isdigit() or ch == ".") or 0)
+    return num * (1000 if r.endswith("gbit") else 1)
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def paired_se(a, b):
+    if not a or len(a) != len(b) or len(a) < 2:
+        return float("nan")
+    d = [x - y for x, y in zip(a, b)]
+    m = mean(d)
+    return math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", default="results/long")
+    ap.add_argument("--timing", default="results/long-timing")
+    ap.add_argument("--skip", type=int, default=5, help="warm-up steps left out of the timing mean")
+    ap.add_argument("--docs", default="docs/results")
+    ap.add_argument("--horizon", type=int, default=0,
+                    help="compare up to this step (default: the last validation step every run reached)")
+    ap.add_argument("--update-doc", default="", help="replace the text between the long_report markers of this file")
+    a = ap.parse_args()
+    os.makedirs(a.docs, exist_ok=True)
+
+    runs = {}
+    for p in sorted(glob.glob(os.path.join(a.runs, "*.jsonl"))):
+        c = os.path.basename(p)[:-6]
+        run, steps, vals = load(p)
+        if run and vals:
+            runs[c] = (run, steps, vals)
+    if "fp32" not in runs:
+        sys.exit("long_report.py: no fp32 run with validation points in " + a.runs)
+    configs = sorted(runs, key=order_key)
+
+    # ---- long_runs.csv / noise ----
+    rows, noise, curves = [], [], {}
+    fp32_vals = {v["step"]: v for v in runs["fp32"][2]}
+    partial = []
+    for c in configs:
+        run, steps, vals = runs[c]
+        N, P = run["world"], run["params"]
+        ring = (N - 1) / N if N > 1 else 1.0
+        by_step = {s["step"]: s for s in steps}
+        if (steps[-1]["step"] if steps else 0) < run["steps"]:
+            partial.append(f"{c} ({steps[-1]['step'] if steps else 0}/{run['steps']} steps)")
+        cum_ms = cum_bytes = cum_tokens = 0.0
+        cum = {}
+        for s in sorted(by_step.values(), key=lambda s: s["step"]):
+            cum_ms += s["step_ms"]; cum_bytes += s["grad_bytes"]; cum_tokens += s["tokens"]
+            cum[s["step"]] = (cum_tokens, cum_ms / 1e3, cum_bytes * 8 / P / ring / s["step"])
+        curves[c] = []
+        for v in vals:
+            st = v["step"]
+            if st not in cum:
+                continue
+            tok, wall, bits = cum[st]
+            rows.append((c, st, int(tok), f"{wall:.1f}", f"{v['val_loss']:.5f}", f"{bits:.3f}"))
+            curves[c].append((st, tok, v["val_loss"]))
+            f = fp32_vals.get(st)
+            gap = gap_se = float("nan")
+            if f is not None:
+                gap = (v["val_loss"] - f["val_loss"]) / f["val_loss"] * 100
+                gap_se = paired_se(v.get("val_batch_losses", []), f.get("val_batch_losses", [])) / f["val_loss"] * 100
+            noise.append((c, st, f"{v['val_loss']:.5f}", f"{v.get('val_se', float('nan')):.5f}", f"{gap:+.3f}",
+                          f"{gap_se:.3f}"))
+    with open(os.path.join(a.docs, "long_runs.csv"), "w") as fo:
+        fo.write("config,step,tokens,wall_s,val_loss,bits_per_param\n")
+        for r in rows:
+            fo.write(",".join(map(str, r)) + "\n")
+    with open(os.path.join(a.docs, "long_runs_noise.csv"), "w") as fo:
+        fo.write("config,step,val_loss,val_se,gap_vs_fp32_pct,gap_se_pct\n")
+        for r in noise:
+            fo.write(",".join(map(str, r)) + "\n")
+
+    # ---- step time per rate ----
+    step_ms, commit = {}, ""
+    meta = os.path.join(a.timing, "meta.txt")
+    if os.path.exists(meta):
+        for line in open(meta):
+            if line.startswith("codec of commit"):
+                commit = line.split()[3].rstrip(";")
+    rates = sorted((os.path.basename(d) for d in glob.glob(os.path.join(a.timing, "*")) if os.path.isdir(d)),
+                   key=rate_key)
+    for r in rates:
+        for p in glob.glob(os.path.join(a.timing, r, "*.jsonl")):
+            c = os.path.basename(p)[:-6]
+            _, steps, _ = load(p)
+            ms = [s["step_ms"] for s in steps if s["step"] > a.skip]
+            if ms:
+                step_ms[(c, r)] = (mean(ms), len(ms))
+    with open(os.path.join(a.docs, "step_time.csv"), "w") as fo:
+        fo.write("config,rate,step_ms,steps,codec_commit\n")
+        for (c, r), (m, n) in sorted(step_ms.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
+            fo.write(f"{c},{r},{m:.1f},{n},{commit}\n")
+
+    # Wall time of the first `step` steps at rate r. A scheduled run's warm-up steps cost what
+    # its own timing run measured (its first steps: the densest of the warm-up, so an upper
+    # bound); after the warm-up it sends what the unscheduled configuration sends, so those
+    # steps cost that configuration's step time.
+    def warmup_of(c):
+        return int(runs[c][0].get("sparsity_warmup", 0) or 0) if c in runs else 0
+
+    def time_at(c, r, step):
+        w, base = warmup_of(c), c[:-len("-sched")] if c.endswith("-sched") else None
+        if (c, r) not in step_ms:
+            # a sketch sends the same cells at any theta: a scheduled sketch run without its own
+            # timing run costs what the unscheduled one does
+            if base and (base, r) in step_ms and runs.get(c, [{}])[0].get("values", "sketch").startswith("sketch"):
+                return step * step_ms[(base, r)][0] / 1e3
+            return None
+        own = step_ms[(c, r)][0] / 1e3
+        if w > 0 and base and (base, r) in step_ms:
+            steady = step_ms[(base, r)][0] / 1e3
+            return min(step, w) * own + max(0, step - w) * steady
+        return step * own
+
+    # ---- time to target ----
+    # The horizon: fp32's final step when every run is complete; with partial runs the last
+    # validation step all of them reached, so that every configuration had the same chance.
+    horizon = a.horizon or min(curves[c][-1][0] for c in configs if curves[c])
+    fp32_at = {st: l for st, _, l in curves["fp32"]}
+    target_step = max(st for st in fp32_at if st <= horizon)
+    target = fp32_at[target_step]
+    reach = {}
+    for c in configs:
+        hit = [st for st, _, l in curves[c] if l <= target and st <= horizon]
+        reach[c] = hit[0] if hit else None
+    ttt = {}
+    with open(os.path.join(a.docs, "time_to_target.csv"), "w") as fo:
+        fo.write("config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,vs_fp32,vs_bf16\n")
+        for r in rates:
+            for c in configs:
+                t_all = time_at(c, r, 1)
+                if t_all is None:
+                    continue
+                ttt[(c, r)] = None if reach[c] is None else time_at(c, r, reach[c])
+            for c in configs:
+                if (c, r) not in ttt:
+                    continue
+                t = ttt[(c, r)]
+                rel = []
+                for base in ("fp32", "bf16"):
+                    b = ttt.get((base, r))
+                    rel.append(f"{b / t:.2f}" if t and b else "")
+                ms_c = step_ms.get((c, r), step_ms.get((c[:-len("-sched")], r), (float("nan"),)))[0]
+                fo.write(f"{c},{r},{target:.5f},{reach[c] if reach[c] is not None else 'not reached'},"
+                         f"{ms_c:.1f},{f'{t:.0f}' if t is not None else 'not reached'},{rel[0]},{rel[1]}\n")
+
+    # ---- plots (gnuplot) ----
+    dat = tempfile.mkdtemp(prefix="long_plot")
+    for c in configs:
+        with open(os.path.join(dat, c + ".dat"), "w") as fo:
+            for st, tok, l in curves[c]:
+                fo.write(f"{st} {tok} {l} " + " ".join(f"{time_at(c, r, st) or 0:.1f}" for r in rates) + "\n")
+    plot = ["set terminal pngcairo size 900,560 font ',10'", "set grid", "set key top right",
+            "set ylabel 'validation loss'"]
+    lines_tok = ", ".join(f"'{dat}/{c}.dat' using 2:3 with linespoints title '{c}'" for c in configs)
+    plot += [f"set output '{a.docs}/val_vs_tokens.png'", "set xlabel 'training tokens (all ranks)'",
+             f"set title 'GPT-2 d2, 2 ranks: validation loss vs tokens (target: fp32 final {target:.4f})'",
+             f"plot {lines_tok}, {target} with lines dt 2 lc rgb 'gray' title 'fp32 final'"]
+    for r in rates:
+        have = [c for c in configs if time_at(c, r, 1) is not None]
+        if not have:
+            continue
+        col = 4 + rates.index(r)
+        lines = ", ".join(f"'{dat}/{c}.dat' using {col}:3 with linespoints title '{c}'" for c in have)
+        plot += [f"set output '{a.docs}/val_vs_wall-{r}.png'", "set xlabel 'training wall time, s (steps x step time measured at this rate)'",
+                 f"set title 'validation loss vs wall time at {r} (shared link, 2 ranks; codec of {commit})'",
+                 f"plot {lines}, {target} with lines dt 2 lc rgb 'gray' title 'fp32 final'"]
+    subprocess.run(["gnuplot"], input="\n".join(plot) + "\n", text=True, check=True)
+
+    # ---- markdown ----
+    md = []
+    print = md.append  # noqa: A001 (collected, then printed and spliced)
+    print(f"target: fp32's validation loss at step {target_step} = {target:.4f}"
+          + (" (its final)" if target_step == curves["fp32"][-1][0] and not partial else
+             f" (the last validation step every run reached; runs are partial)"))
+    if partial:
+        print("PARTIAL runs: " + ", ".join(partial))
+    print("\n| configuration | step | val loss (± se) | gap vs fp32 at that step (± paired se) | "
+          "bits/param per rank, run so far | steps to target |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for c in configs:
+        run, steps, vals = runs[c]
+        at = [x for x in vals if x["step"] <= horizon]
+        if not at:
+            continue
+        v = at[-1]
+        n = [x for x in noise if x[0] == c and x[1] == v["step"]][0]
+        bits = [x for x in rows if x[0] == c and x[1] == v["step"]][0][5]
+        print(f"| {c} | {v['step']} | {v['val_loss']:.4f} ± {v.get('val_se', float('nan')):.4f} | "
+              f"{n[4]} % ± {n[5]} | {bits} | {reach[c] if reach[c] is not None else 'not reached'} |")
+    if rates:
+        print("\n| configuration | " + " | ".join(f"{r}: ms/step, time to target" for r in rates) + " |")
+        print("|---|" + "---:|" * len(rates))
+        for c in configs:
+            cells = []
+            for r in rates:
+                if time_at(c, r, 1) is None:
+                    cells.append("-")
+                    continue
+                t = ttt.get((c, r))
+                own = f"{step_ms[(c, r)][0]:.0f} ms" if (c, r) in step_ms else "as unscheduled"
+                cells.append(own + ", " + (f"{t:.0f} s" if t is not None else "not reached"))
+            print(f"| {c} | " + " | ".join(cells) + " |")
+        for r in rates:
+            got = [(t, c) for (c, rr), t in ttt.items() if rr == r and t is not None]
+            if not got:
+                continue
+            got.sort()
+            best_t, best = got[0]
+            others = ", ".join(f"{c} {t / best_t:.2f}x as long" for t, c in got[1:]) or "no other run reaches it"
+            missing = [c for (c, rr), t in ttt.items() if rr == r and t is None]
+            print(f"\nAt {r}: **{best}** reaches the target first ({best_t:.0f} s); {others}"
+                  + (f"; not reached by step {horizon}: {', '.join(missing)}" if missing else "") + ".")
+
+    text = "\n".join(md) + "\n"
+    sys.stdout.write(text)
+    if a.update_doc:
+        doc = open(a.update_doc).read()
+        b, e = "<!-- long_report:begin -->\n", "<!-- long_report:end -->"
+        if b not in doc or e not in doc:
+            sys.exit(f"long_report.py: no {b.strip()} ... {e} markers in {a.update_doc}")
+        head, rest = doc.split(b, 1)
+        _, after = rest.split(e, 1)
+        open(a.update_doc, "w").write(head + b + text + e + after)
+
+
+if __name__ == "__main__":
+    main()
