@@ -135,7 +135,13 @@ const std::map<std::string, Flag>& flags() {
       {"print-every", {false, [](A& a, S v) { a.print_every = positive("print-every", v); }, "progress period off a terminal (10)"}},
       {"checkpoint-dir", {false, [](A& a, S v) { a.checkpoint_dir = v; }, "where to write checkpoints"}},
       {"checkpoint-every", {false, [](A& a, S v) { a.checkpoint_every = positive("checkpoint-every", v, 0); }, "checkpoint period (0: end only)"}},
-      {"resume", {false, [](A& a, S v) { a.resume = v; }, "checkpoint dir to continue from"}},
+      {"keep-checkpoints", {false, [](A& a, S v) { a.keep_checkpoints = positive("keep-checkpoints", v); }, "complete checkpoint steps kept (2)"}},
+      {"collective-timeout", {false, [](A& a, S v) {
+         a.collective_timeout = number<double>("collective-timeout", v);
+         if (!(a.collective_timeout > 0.0 && a.collective_timeout <= 1e6))
+           throw ArgsError("--collective-timeout: expected seconds in (0, 1e6], got " + v);
+       }, "seconds a collective waits for every rank before the job ends naming the missing ones (300)"}},
+      {"resume", {false, [](A& a, S v) { a.resume = v; }, "checkpoint dir (newest complete step) or one step dir to continue from"}},
       {"init-from", {false, [](A& a, S v) { a.init_from = v; }, "llm.c checkpoint to start from"}},
       {"save-model", {false, [](A& a, S v) { a.save_model = v; }, "write the trained model (llm.c format)"}},
       {"tokenizer", {false, [](A& a, S v) { a.tokenizer_dir = v; }, "dir with encoder.json + vocab.bpe (data/gpt2)"}},
@@ -182,6 +188,7 @@ Args parse_args(int argc, const char* const* argv) {
     }
     it->second.set(a, value);
   }
+  validate_args(a);
   // The reducer policies are compiled in, not all combinations: refuse the others here,
   // before any rank starts, with the list of what is built.
   if (a.command == "train" && a.compress != CompressMode::none)
@@ -200,6 +207,12 @@ std::string usage() {
       "flags:\n";
   for (const auto& [name, f] : flags()) u += "  --" + name + (f.is_switch ? "" : " V") + "\t" + f.help + "\n";
   return u;
+}
+
+std::vector<std::string> flag_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, f] : flags()) names.push_back(name);
+  return names;
 }
 
 const char* to_string(CompressMode m) {
