@@ -178,8 +178,10 @@ CommWorker::Ticket Trainer::enqueue_gather(int u) {
     // gather then overwrites (see ShardPlan::gather_capacity).
     for (const Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
-      TAGC_TRY(comm_.all_gather(std::span<const float>(params_.data() + g.owned, g.shard),
-                                std::span<float>(dst + g.offset, g.padded(world()))));
+      if (tagc::status st = comm_.all_gather(std::span<const float>(params_.data() + g.owned, g.shard),
+                                              std::span<float>(dst + g.offset, g.padded(world())));
+          !st.ok())
+        return {st.code(), "all-gather of unit " + plan_.unit(u).name + ": " + st.what()};
     }
     return {};
   });
@@ -211,7 +213,7 @@ double Trainer::forward(const int32_t* inputs, const int32_t* targets) {
   tick[0] = enqueue_gather(0);
   if (U > 1) tick[1] = enqueue_gather(1);
   for (int u = 0; u < U; ++u) {
-    check(worker_.wait(tick[size_t(u)]), "all-gather");
+    check(worker_.wait(tick[size_t(u)]), "");
     model_->forward_unit(u, gathered(u), u == 0 ? inputs : nullptr);
     // unit u+2 shares u's slot, which u no longer needs
     if (u + 2 < U) tick[size_t(u + 2)] = enqueue_gather(u + 2);
@@ -251,7 +253,7 @@ StepMetrics Trainer::train_step() {
     model_->backward_head(gathered(0), grads_[0].data(), 1.0f / float(K));
     for (int u = U - 1; u >= 0; --u) {
       if (!args_.zero2 && u >= 1) {  // unit 0 is still gathered from forward
-        check(worker_.wait(next), "all-gather");
+        check(worker_.wait(next), "");
         if (u - 1 >= 1) next = enqueue_gather(u - 1);  // into the slot unit u+1 just freed
       }
       model_->backward_unit(u, gathered(u), grads_[size_t(u)].data());
@@ -263,7 +265,7 @@ StepMetrics Trainer::train_step() {
       if (last) enqueue_reduce(u);
     }
   }
-  check(worker_.wait_all(), "reduce-scatter");
+  check(worker_.wait_all(), "");  // the tasks name step, unit and collective
 
   // One all-reduce for: global gradient norm over all owned shards, the mean loss, and
   // the decode statistics of every rank's shards (each rank decodes only its own);
@@ -350,7 +352,7 @@ std::vector<float> Trainer::gather_model() {
   const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
   std::vector<float> flat(num_parameters());
   for (int u = 0; u < plan_.num_units(); ++u) {
-    check(worker_.wait(enqueue_gather(u)), "all-gather");
+    check(worker_.wait(enqueue_gather(u)), "");
     std::copy_n(gathered(u), plan_.unit(u).size, flat.begin() + std::ptrdiff_t(offsets[size_t(u)]));
   }
   return flat;

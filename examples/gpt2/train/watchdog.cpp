@@ -12,8 +12,12 @@ namespace train {
 
 void throw_if_failed(const tagc::status& s, const std::string& what) {
   if (s.ok()) return;
-  if (s.code() == tagc::errc::timeout) throw CollectiveTimeout(what + ": " + s.what());
-  throw std::runtime_error(what + ": " + s.what());
+  const std::string m = what.empty() ? s.what() : what + ": " + s.what();
+  if (s.code() == tagc::errc::timeout) throw CollectiveTimeout(m);
+  // tagc::Reducer finds non-finite input through its control all-gather: every rank
+  // returns it from the same collective, so the ranks can stop without MPI_Abort.
+  if (s.code() == tagc::errc::non_finite) throw AgreedError(m);
+  throw std::runtime_error(m);
 }
 
 Watchdog::Watchdog(MPI_Comm world) {

@@ -32,8 +32,9 @@ class AgreedError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Throws CollectiveTimeout for errc::timeout, std::runtime_error for any other error:
-// "<what>: <status text>".
+// Throws CollectiveTimeout for errc::timeout, AgreedError for errc::non_finite (the
+// Reducer's verdict is the same on every rank), std::runtime_error for any other error:
+// "<what>: <status text>" (the status text alone for an empty what).
 void throw_if_failed(const tagc::status& s, const std::string& what);
 
 class Watchdog {

@@ -225,8 +225,10 @@ typename CommQueue<Exec>::Ticket DeviceTrainer<Exec, Comm>::enqueue_gather(int u
     // order on one stream / one thread.
     for (const train::Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
-      TAGC_TRY(comm_.all_gather(std::span<const float>(raw(params_) + g.owned, g.shard),
-                                std::span<float>(dst + g.offset, g.padded(world()))));
+      if (tagc::status st = comm_.all_gather(std::span<const float>(raw(params_) + g.owned, g.shard),
+                                              std::span<float>(dst + g.offset, g.padded(world())));
+          !st.ok())
+        return {st.code(), "all-gather of unit " + plan_.unit(u).name + ": " + st.what()};
     }
     return {};
   });
@@ -264,7 +266,7 @@ double DeviceTrainer<Exec, Comm>::forward(const int32_t* inputs, const int32_t* 
   tick[0] = enqueue_gather(0);
   if (U > 1) tick[1] = enqueue_gather(1);
   for (int u = 0; u < U; ++u) {
-    check(queue_.wait(tick[size_t(u)]), "all-gather");
+    check(queue_.wait(tick[size_t(u)]), "");
     model_->forward_unit(u, gathered(u), u == 0 ? raw(dev_inputs_) : nullptr);
     // unit u+2 shares u's slot: its gather is ordered after u's forward (comm_queue.hpp)
     if (u + 2 < U) tick[size_t(u + 2)] = enqueue_gather(u + 2);
@@ -308,7 +310,7 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
     model_->backward_head(gathered(0), raw(grads_[0]), 1.0f / float(K));
     for (int u = U - 1; u >= 0; --u) {
       if (!args_.zero2 && u >= 1) {  // unit 0 is still gathered from forward
-        check(queue_.wait(next), "all-gather");
+        check(queue_.wait(next), "");
         if (u - 1 >= 1) next = enqueue_gather(u - 1);  // into the slot unit u+1 just freed
       }
       model_->backward_unit(u, gathered(u), raw(grads_[size_t(u)]));
@@ -321,7 +323,7 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
       if (last) enqueue_reduce(u);
     }
   }
-  check(queue_.wait_all(), "reduce-scatter");
+  check(queue_.wait_all(), "");  // the tasks name step, unit and collective
 
   // One all-reduce for: global gradient norm over all owned shards, the mean loss, and
   // the decode statistics of every rank's shards (each rank decodes only its own).
@@ -412,7 +414,7 @@ std::vector<float> DeviceTrainer<Exec, Comm>::gather_model() {
   const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
   std::vector<float> flat(num_parameters());
   for (int u = 0; u < plan_.num_units(); ++u) {
-    check(queue_.wait(enqueue_gather(u)), "all-gather");
+    check(queue_.wait(enqueue_gather(u)), "");
     check(model_exec_.copy_to_host(gathered(u), flat.data() + offsets[size_t(u)], plan_.unit(u).size),
           "copy parameters to the host");
   }
