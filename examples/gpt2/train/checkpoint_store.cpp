@@ -94,8 +94,8 @@ CheckpointData verify_step(const fs::path& step_dir, const CheckpointHeader& exp
   const nlohmann::json m = read_manifest(step_dir);
   try {
     if (m["world"].get<int>() != expect.world)
-      throw CheckpointMismatch(step_dir.string() + " was saved by " + std::to_string(m["world"].get<int>()) +
-                               " ranks, this run has " + std::to_string(expect.world));
+      throw CheckpointMismatch("checkpoint " + step_dir.string() + " is from another configuration: world size " +
+                               std::to_string(m["world"].get<int>()) + ", this run " + std::to_string(expect.world));
     const auto& files = m["files"];
     if (files.size() != size_t(expect.world) || !files[size_t(expect.rank)].is_object())
       throw CheckpointDamaged((step_dir / manifest_name).string() + " lists " + std::to_string(files.size()) +
@@ -103,14 +103,19 @@ CheckpointData verify_step(const fs::path& step_dir, const CheckpointHeader& exp
     const auto& e = files[size_t(expect.rank)];
     const FileDigest digest{e.at("bytes").get<uint64_t>(), e.at("crc32c").get<uint32_t>()};
     const fs::path file = step_dir / e.at("name").get<std::string>();
-    if (m.contains("config") && config_out) {
-      *config_out = m["config"];
-      *notes = resume_differences(m["config"], config_now);  // throws CheckpointMismatch
-    }
+    // The file first (its header names the first differing field), then every flag.
     CheckpointData d = read_checkpoint_file(file, expect, &digest);
     if (d.header.step != m["step"].get<uint64_t>())
       throw CheckpointDamaged(file.string() + " holds step " + std::to_string(d.header.step) + ", its manifest " +
                               std::to_string(m["step"].get<uint64_t>()));
+    if (m.contains("config") && config_out) {
+      *config_out = m["config"];
+      try {
+        *notes = resume_differences(m["config"], config_now);
+      } catch (const CheckpointMismatch& e) {
+        throw CheckpointMismatch("checkpoint " + step_dir.string() + " is from another configuration: " + e.what());
+      }
+    }
     return d;
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointDamaged((step_dir / manifest_name).string() + " is damaged (" + e.what() + ")");
@@ -208,17 +213,19 @@ void save_step(const fs::path& dir, const CheckpointData& d, const SaveInfo& inf
 Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const nlohmann::json& config_now,
                     RankGroup& g) {
   Resumed out;
+  const bool missing = !fs::is_directory(dir);
   const bool single = fs::exists(dir / manifest_name);  // --resume D/step_N
   const bool legacy = !single && list_steps(dir).empty() && fs::exists(rank_checkpoint_path(dir, expect.rank));
   // The layout must be the same on every rank.
   {
-    const double kind = single ? 1.0 : legacy ? 2.0 : 0.0;
+    const double kind = missing ? 3.0 : single ? 1.0 : legacy ? 2.0 : 0.0;
     const std::vector<double> k = gather(g, kind);
     for (int r = 0; r < g.world; ++r)
       if (k[size_t(r)] != kind)
-        throw std::runtime_error("--resume " + dir.string() + ": rank " + std::to_string(r) +
+        throw AgreedError("--resume " + dir.string() + ": rank " + std::to_string(r) +
                                  " sees another checkpoint layout than rank " + std::to_string(g.rank) +
                                  " (is the directory shared by all ranks?)");
+    if (missing) throw AgreedError("--resume: cannot open checkpoint directory " + dir.string() + " (missing)");
   }
   if (legacy) {
     agree_all(g, "--resume", [&] { out.data = read_checkpoint(dir, expect); });
@@ -228,7 +235,7 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
     const std::vector<double> steps = gather(g, double(out.data.header.step));
     for (double s : steps)
       if (s != steps[0])
-        throw std::runtime_error("checkpoint files in " + dir.string() +
+        throw AgreedError("checkpoint files in " + dir.string() +
                                  " are from different steps (a save was interrupted?)");
     return out;
   }
@@ -253,8 +260,8 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
     const std::vector<double> cands = gather(g, double(mine));
     const long long cand = (long long)*std::min_element(cands.begin(), cands.end());
     if (cand < 0) {
-      std::string why = out.notes.empty() ? "" : " (" + std::to_string(out.notes.size()) + " damaged, see above)";
-      throw std::runtime_error("--resume " + dir.string() + ": no complete checkpoint" + why);
+      const std::string why = out.notes.empty() ? "" : " (" + std::to_string(out.notes.size()) + " damaged, see above)";
+      throw AgreedError("--resume " + dir.string() + ": no complete checkpoint in it" + why);
     }
     if (!single && mine != cand) mine_path = dir / step_dir_name(uint64_t(cand));
     // 0: good, 1: damaged (fall back), 2: another configuration (an error)
@@ -277,9 +284,9 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
       if (v[size_t(r)] == 2.0) mismatched.push_back(r);
     }
     if (!mismatched.empty()) {
-      if (verdict == 2.0) throw std::runtime_error(msg);
-      throw std::runtime_error("--resume " + mine_path.string() + ": rank(s) " + rank_list(mismatched) +
-                               " found a configuration mismatch (see its message)");
+      if (verdict == 2.0) throw AgreedError(msg);
+      throw AgreedError("--resume " + mine_path.string() + ": rank(s) " + rank_list(mismatched) +
+                        " found a configuration mismatch (see its message)");
     }
     if (damaged.empty()) {
       out.from = mine_path;
@@ -291,8 +298,9 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
     out.notes.push_back(mine_path.string() + " is damaged on rank(s) " + rank_list(damaged) +
                         (single ? "" : ": falling back to the previous complete step"));
     std::fflush(stderr);
-    if (single) throw std::runtime_error("--resume " + dir.string() + ": the checkpoint is damaged on rank(s) " +
-                                         rank_list(damaged) + " (see its message)");
+    if (single)
+      throw AgreedError("--resume " + dir.string() + ": the checkpoint is damaged on rank(s) " + rank_list(damaged) +
+                        " (see its message)");
     bound = cand;
   }
 }
