@@ -162,6 +162,27 @@ watchdog)
   ((dt <= 30)) && ok "the job ended ${dt} s after start (timeout 3 s)" || bad "the job took ${dt} s"
   expect_in "$work/w.out" "rank(s) 1 did not arrive" "the stalled rank is named"
   expect_in "$work/w.out" "(rank 0).*has not completed" "rank 0 reports the timed-out collective"
+  # a real SIGSTOP of rank 1 once the run is past step 2 (its processes: named by this
+  # test's unique --log path in their command line)
+  run2 "$work/s.out" --steps 100000 --collective-timeout 3 --log "$work/stop.log" &
+  launcher=$!
+  for _ in $(seq 600); do grep -q '"step":2' "$work/stop.log" 2>/dev/null && break; sleep 0.2; done
+  ranks=()
+  for p in $(pgrep -x "$(basename "$exe" | cut -c1-15)"); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$work/stop.log" && ranks+=("$p")
+  done
+  if ((${#ranks[@]} != 2)); then
+    bad "SIGSTOP: expected this run's 2 rank processes, found ${#ranks[@]}"
+    kill "$launcher" 2>/dev/null
+  else
+    kill -STOP "${ranks[1]}"
+    t0=$SECONDS
+    wait "$launcher" && bad "SIGSTOP: the job exited 0"
+    dt=$((SECONDS - t0))
+    kill -CONT "${ranks[1]}" 2>/dev/null  # in case it survived (it should not)
+    ((dt <= 30)) && ok "SIGSTOP: the job ended ${dt} s after the stop (timeout 3 s)" || bad "SIGSTOP: took ${dt} s"
+    expect_in "$work/s.out" "did not arrive" "SIGSTOP: the missing rank is named"
+  fi
   ;;
 preflight)
   t0=$SECONDS

@@ -1,6 +1,6 @@
 // args.cpp: see args.hpp. A table of flags, each with a setter that parses its value,
 // so adding a flag is one line and every value error names its flag.
-// defines: train::parse_args, train::usage
+// defines: train::parse_args, train::usage, train::flag_names
 #include "args.hpp"
 #include "unit_reducer.hpp"
 
