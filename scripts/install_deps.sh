@@ -9,6 +9,7 @@ packages=(cmake ninja-build g++ pkg-config
           doctest-dev libbenchmark-dev
           libopenmpi-dev openmpi-bin
           libopenblas-dev libpcre2-dev nlohmann-json3-dev
+          clang libclang-rt-dev
           nodejs npm iproute2 gnuplot-nox)
 
 missing=()

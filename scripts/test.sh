@@ -5,7 +5,9 @@
 #   2. the core suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
 #   3. the in-process communicator tests under ThreadSanitizer,
 #   4. an nvcc compile of the CUDA instantiations (sm_80, sm_90): no GPU here,
-#      so CUDA code is compiled, not run.
+#      so CUDA code is compiled, not run,
+#   5. libFuzzer (clang, ASan + UBSan) on the checkpoint parser, token shards and
+#      Reducer::load_state, 60 s each from the seeds in fuzz/corpus/.
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,4 +60,14 @@ else
   echo "nvcc not found at /usr/local/cuda/bin/nvcc: CUDA compile check NOT run" >&2
   exit 1
 fi
+section "fuzzing: checkpoint parser, token shards, Reducer::load_state (libFuzzer, ASan + UBSan)"
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DTAGC_BUILD_TESTS=OFF -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF -DTAGC_WITH_MPI=OFF -DTAGC_BUILD_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_checkpoint fuzz_token_shard fuzz_reducer_state
+for target in checkpoint token_shard reducer_state; do
+  # New inputs go to build-fuzz/corpus (the first directory); fuzz/corpus holds the seeds.
+  mkdir -p "build-fuzz/corpus/$target"
+  UBSAN_OPTIONS=print_stacktrace=1 "build-fuzz/fuzz/fuzz_$target" -max_total_time="${TAGC_FUZZ_SECONDS:-60}" \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "build-fuzz/corpus/$target" "fuzz/corpus/$target"
+done
 echo "all test stages passed"

@@ -42,6 +42,13 @@ expect 2 "expected fp32|bf16" -- train --baseline-dtype fp16
 expect 2 "expected non-attention|all|none|auto" -- train --compress some
 expect 2 "link-mbps: expected a bandwidth > 0" -- train --compress auto --link-mbps 0
 expect 2 "link-latency-us: expected a latency >= 0" -- train --compress auto --link-latency-us -5
+# optimizer values out of range (issue 14)
+expect 2 "--lr: expected a learning rate >= 0, got -1" -- train --lr -1
+expect 2 "--beta1: expected a value in \[0, 1), got 2" -- train --beta1 2
+expect 2 "--eps: expected a value > 0, got -1" -- train --eps -1
+expect 2 "--clip: expected a norm > 0, or 'none', got -1" -- train --clip -1
+expect 2 "--collective-timeout: expected seconds" -- train --collective-timeout 0
+expect 2 "--keep-checkpoints: must be >= 1" -- train --keep-checkpoints 0
 expect 1 "divisible" -- train --C 100 --NH 3
 expect 1 "max_seq_len" -- train --T 2048
 expect 1 "missing_dir" -- train --train-data /nonexistent/missing_dir --steps 1

@@ -43,6 +43,17 @@ void DataLoader::ensure_loaded(uint64_t shard) {
                     "loader opened it (" + std::to_string(shard_tokens_[shard]) + " -> " +
                     std::to_string(tokens_.size()) + " tokens)");
   }
+  if (vocab_size_ > 0)
+    for (size_t i = 0; i < tokens_.size(); ++i)
+      if (tokens_[i] >= vocab_size_) {
+        const std::string bad = std::to_string(tokens_[i]), at = std::to_string(i);
+        tokens_.clear();
+        loaded_shard_ = ~uint64_t(0);
+        throw TextError("token shard " + shards_[shard].string() + ": token id " + bad + " at token offset " + at +
+                        " (byte " + std::to_string(kShardHeaderBytes + 2 * uint64_t(std::stoull(at))) +
+                        ") is outside the model's vocabulary of " + std::to_string(vocab_size_) +
+                        " ids (a shard of another tokenizer, or a damaged file?)");
+      }
   loaded_shard_ = shard;
 }
 

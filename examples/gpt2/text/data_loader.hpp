@@ -60,6 +60,13 @@ class DataLoader {
   void seek(LoaderPosition pos);
   // Back to the first batch of the first shard.
   void reset() { seek(LoaderPosition{}); }
+  // Token ids must be < vocab_size (the model's vocabulary): every shard is checked when
+  // it is read, and an id beyond is refused naming the file, the token offset and the
+  // byte offset (instead of an out-of-range embedding row later). 0: no check.
+  void set_vocab_size(uint32_t vocab_size) { vocab_size_ = vocab_size; }
+  // Reads (and checks) the shard of the current position now rather than at the next
+  // batch: a trainer calls it at start-up, where every rank can agree on the error.
+  void preload() { ensure_loaded(pos_.shard); }
 
   // Number of global batches in one pass over all shards (the same on every rank).
   uint64_t total_batches() const { return total_batches_; }
@@ -78,6 +85,7 @@ class DataLoader {
   std::vector<uint64_t> shard_tokens_;  // token count of each shard, from its header
   size_t B_, T_;
   int rank_, world_;
+  uint32_t vocab_size_ = 0;
   uint64_t total_batches_ = 0;
   LoaderPosition pos_;
   std::vector<uint16_t> tokens_;        // the shard being read, whole

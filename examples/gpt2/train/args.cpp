@@ -1,6 +1,6 @@
 // args.cpp: see args.hpp. A table of flags, each with a setter that parses its value,
 // so adding a flag is one line and every value error names its flag.
-// defines: train::parse_args, train::usage
+// defines: train::parse_args, train::usage, train::flag_names
 #include "args.hpp"
 #include "unit_reducer.hpp"
 
@@ -147,7 +147,13 @@ const std::map<std::string, Flag>& flags() {
       {"print-every", {false, [](A& a, S v) { a.print_every = positive("print-every", v); }, "progress period off a terminal (10)"}},
       {"checkpoint-dir", {false, [](A& a, S v) { a.checkpoint_dir = v; }, "where to write checkpoints"}},
       {"checkpoint-every", {false, [](A& a, S v) { a.checkpoint_every = positive("checkpoint-every", v, 0); }, "checkpoint period (0: end only)"}},
-      {"resume", {false, [](A& a, S v) { a.resume = v; }, "checkpoint dir to continue from"}},
+      {"keep-checkpoints", {false, [](A& a, S v) { a.keep_checkpoints = positive("keep-checkpoints", v); }, "complete checkpoint steps kept (2)"}},
+      {"collective-timeout", {false, [](A& a, S v) {
+         a.collective_timeout = number<double>("collective-timeout", v);
+         if (!(a.collective_timeout > 0.0 && a.collective_timeout <= 1e6))
+           throw ArgsError("--collective-timeout: expected seconds in (0, 1e6], got " + v);
+       }, "seconds a collective waits for every rank before the job ends naming the missing ones (300)"}},
+      {"resume", {false, [](A& a, S v) { a.resume = v; }, "checkpoint dir (newest complete step) or one step dir to continue from"}},
       {"init-from", {false, [](A& a, S v) { a.init_from = v; }, "llm.c checkpoint to start from"}},
       {"save-model", {false, [](A& a, S v) { a.save_model = v; }, "write the trained model (llm.c format)"}},
       {"tokenizer", {false, [](A& a, S v) { a.tokenizer_dir = v; }, "dir with encoder.json + vocab.bpe (data/gpt2)"}},
@@ -194,6 +200,7 @@ Args parse_args(int argc, const char* const* argv) {
     }
     it->second.set(a, value);
   }
+  validate_args(a);
   // The reducer policies are compiled in, not all combinations: refuse the others here,
   // before any rank starts, with the list of what is built.
   if (a.command == "train" && a.compress != CompressMode::none)
@@ -214,35 +221,10 @@ std::string usage() {
   return u;
 }
 
-const char* to_string(CompressMode m) {
-  switch (m) {
-    case CompressMode::none: return "none";
-    case CompressMode::non_attention: return "non-attention";
-    case CompressMode::all: return "all";
-    case CompressMode::automatic: return "auto";
-  }
-  return "?";
+std::vector<std::string> flag_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, f] : flags()) names.push_back(name);
+  return names;
 }
-const char* to_string(DecoderMode m) {
-  switch (m) {
-    case DecoderMode::peel: return "peel";
-    case DecoderMode::estimate: return "estimate";
-    case DecoderMode::peel_estimate: return "peel-estimate";
-  }
-  return "?";
-}
-const char* to_string(Schedule s) { return s == Schedule::constant ? "constant" : "cosine"; }
-const char* to_string(ValuesMode v) {
-  switch (v) {
-    case ValuesMode::sketch: return "sketch";
-    case ValuesMode::packed: return "packed";
-    case ValuesMode::packed_bf16: return "packed-bf16";
-    case ValuesMode::sketch_bf16: return "sketch-bf16";
-    case ValuesMode::sketch_fp16: return "sketch-fp16";
-  }
-  return "?";
-}
-const char* to_string(IndexExchange x) { return x == IndexExchange::all_reduce ? "all-reduce" : "reduce-scatter"; }
-std::string index_bits_name(int bits) { return bits == index_bits_exact ? "exact" : std::to_string(bits); }
 
 }  // namespace train

@@ -87,6 +87,8 @@ struct Args {
   int print_every = 10;    // progress line period when stderr is not a terminal
   std::string checkpoint_dir;
   int checkpoint_every = 0;
+  int keep_checkpoints = 2;          // complete steps kept in --checkpoint-dir (checkpoint_store.hpp)
+  double collective_timeout = 300;   // seconds a collective may wait for its peers (watchdog.hpp)
   std::string resume;
   std::string init_from;   // llm.c checkpoint to start from
   std::string save_model;  // llm.c checkpoint written at the end
@@ -105,6 +107,11 @@ struct Args {
 Args parse_args(int argc, const char* const* argv);
 // The help text (every flag with its default).
 std::string usage();
+// Every flag's name, without "--" (run_config.cpp checks each is classified).
+std::vector<std::string> flag_names();
+// Cross-flag checks of a parsed command line (preflight.cpp): optimizer values in range.
+// Throws ArgsError in the command line's words.
+void validate_args(const Args& a);
 
 const char* to_string(CompressMode m);
 const char* to_string(DecoderMode m);

@@ -1,11 +1,17 @@
 // checkpoint.cpp: see checkpoint.hpp.
-// defines: train::write_checkpoint, train::read_checkpoint, train::run_header
+// defines: train::write_checkpoint_file, train::parse_checkpoint, train::read_checkpoint_file,
+//          train::read_checkpoint, train::run_header
 #include "checkpoint.hpp"
 
+#include "crc32c.hpp"
+#include "durable_file.hpp"
+#include "fault_injection.hpp"
+
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <stdexcept>
+#include <sstream>
 
 namespace train {
 namespace fs = std::filesystem;
@@ -42,13 +48,17 @@ fs::path rank_checkpoint_path(const fs::path& dir, int rank) { return dir / ("ra
 
 namespace {
 
-void put(std::ofstream& f, const void* p, size_t n) { f.write(static_cast<const char*>(p), std::streamsize(n)); }
-void get(std::ifstream& f, void* p, size_t n, const fs::path& path) {
-  f.read(static_cast<char*>(p), std::streamsize(n));
-  if (size_t(f.gcount()) != n) throw std::runtime_error("checkpoint " + path.string() + " is truncated");
-}
+constexpr char trailer_magic[8] = {'T', 'G', 'C', 'R', 'C', '\0', '\0', '\0'};
 
-std::string compress_name(int32_t c) { return to_string(CompressMode(c)); }
+std::string compress_name(int32_t c) {
+  return c >= 0 && c <= int32_t(CompressMode::automatic) ? to_string(CompressMode(c)) : "?(" + std::to_string(c) + ")";
+}
+std::string sparsity_name(double s) {
+  if (s < 0) return "default (the paper's for the ratio)";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", s);
+  return b;
+}
 
 // The first field that differs, in words; empty when the run matches.
 std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) {
@@ -62,24 +72,26 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
     return "model L=" + std::to_string(got.L) + " C=" + std::to_string(got.C) + " NH=" + std::to_string(got.NH) +
            " maxT=" + std::to_string(got.maxT) + ", this run L=" + std::to_string(want.L) + " C=" +
            std::to_string(want.C) + " NH=" + std::to_string(want.NH) + " maxT=" + std::to_string(want.maxT);
-  if (got.B != want.B) return num("B", got.B, want.B);
-  if (got.T != want.T) return num("T", got.T, want.T);
-  if (got.accum != want.accum) return num("accum", got.accum, want.accum);
+  if (got.B != want.B) return num("--B", got.B, want.B);
+  if (got.T != want.T) return num("--T", got.T, want.T);
+  if (got.accum != want.accum) return num("--accum", got.accum, want.accum);
   if (got.compress != want.compress)
     return "--compress " + compress_name(got.compress) + ", this run " + compress_name(want.compress);
   if (got.compress != int32_t(CompressMode::none)) {
+    const auto name = [](auto e, int32_t v, int32_t max) -> std::string {
+      return v >= 0 && v <= max ? to_string(decltype(e)(v)) : "?(" + std::to_string(v) + ")";
+    };
     if (got.values != want.values)
-      return std::string("--values ") + to_string(ValuesMode(got.values)) + ", this run " +
-             to_string(ValuesMode(want.values));
+      return "--values " + name(ValuesMode{}, got.values, int32_t(ValuesMode::sketch_fp16)) + ", this run " +
+             name(ValuesMode{}, want.values, int32_t(ValuesMode::sketch_fp16));
     if (got.ratio != want.ratio) return num("--ratio", got.ratio, want.ratio);
     if (got.index_bits != want.index_bits)
       return "--index-bits " + index_bits_name(got.index_bits) + ", this run " + index_bits_name(want.index_bits);
     if (got.index_exchange != want.index_exchange)
-      return std::string("--index-exchange ") + to_string(IndexExchange(got.index_exchange)) + ", this run " +
-             to_string(IndexExchange(want.index_exchange));
+      return "--index-exchange " + name(IndexExchange{}, got.index_exchange, 1) + ", this run " +
+             name(IndexExchange{}, want.index_exchange, 1);
     if (got.decoder != want.decoder)
-      return std::string("--decoder ") + to_string(DecoderMode(got.decoder)) + ", this run " +
-             to_string(DecoderMode(want.decoder));
+      return "--decoder " + name(DecoderMode{}, got.decoder, 2) + ", this run " + name(DecoderMode{}, want.decoder, 2);
     if (got.adaptive != want.adaptive)
       return std::string("--adaptive ") + (got.adaptive ? "on" : "off") + ", this run " + (want.adaptive ? "on" : "off");
     if (got.sparsity_warmup != want.sparsity_warmup) return num("--sparsity-warmup", got.sparsity_warmup, want.sparsity_warmup);
@@ -87,114 +99,233 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
       return std::string("--sparsity-schedule ") + (got.sparsity_linear ? "linear" : "exp") + " --sparsity-start " +
              std::to_string(got.sparsity_start) + ", this run " + (want.sparsity_linear ? "linear" : "exp") + " " +
              std::to_string(want.sparsity_start);
+    // The reducers were built with the checkpoint's theta and their error feedback is
+    // relative to it: a different --sparsity is refused rather than silently ignored.
+    // (--adaptive steers theta from its saved value, so there the flag is only a start.)
+    if (!got.adaptive && got.sparsity != want.sparsity)
+      return "--sparsity " + sparsity_name(got.sparsity) + ", this run " + sparsity_name(want.sparsity) +
+             " (resume with the checkpoint's value)";
   }
   if (got.owned_size != want.owned_size) return num("owned shard size", got.owned_size, want.owned_size);
   return {};
 }
 
-}  // namespace
-
-void write_checkpoint(const fs::path& dir, const CheckpointData& d) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("cannot create checkpoint dir " + dir.string() + ": " + ec.message());
-  const fs::path path = rank_checkpoint_path(dir, d.header.rank);
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw std::runtime_error("cannot write checkpoint " + tmp.string());
-    put(f, &d.header, sizeof d.header);
-    const uint64_t np = d.segment_paths.size(), nj = d.auto_json.size();
-    put(f, &np, sizeof np);
-    put(f, d.segment_paths.data(), np);
-    put(f, &nj, sizeof nj);
-    put(f, d.auto_json.data(), nj);
-    for (const auto* vec : {&d.params, &d.m, &d.v}) put(f, vec->data(), vec->size() * sizeof(float));
-    const uint64_t n = d.reducer_states.size();
-    put(f, &n, sizeof n);
-    for (const auto& s : d.reducer_states) {
-      const uint64_t bytes = s.size();
-      put(f, &bytes, sizeof bytes);
-      put(f, s.data(), s.size());
-    }
-    f.flush();
-    if (!f) throw std::runtime_error("error writing checkpoint " + tmp.string() + " (disk full?)");
+// Reads a checkpoint stream section by section: a running CRC per section (and over the
+// whole file), and a bound on every length by the bytes left in the file.
+class Reader {
+ public:
+  Reader(std::istream& in, std::string name) : in_(in), name_(std::move(name)) {
+    in_.seekg(0, std::ios::end);
+    const auto end = in_.tellg();
+    in_.seekg(0, std::ios::beg);
+    if (!in_ || end < 0) throw CheckpointDamaged("checkpoint " + name_ + ": cannot be read");
+    left_ = uint64_t(end);
+    size_ = left_;
   }
-  fs::rename(tmp, path, ec);  // atomic on POSIX: readers see the old file or the new one
-  if (ec) throw std::runtime_error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  void get(void* p, uint64_t n, const char* what) {
+    if (n > left_)
+      throw CheckpointDamaged("checkpoint " + name_ + " is truncated (" + what + " needs " + std::to_string(n) +
+                              " bytes, " + std::to_string(left_) + " left)");
+    in_.read(static_cast<char*>(p), std::streamsize(n));
+    if (uint64_t(in_.gcount()) != n) throw CheckpointDamaged("checkpoint " + name_ + ": read error in " + what);
+    left_ -= n;
+    section_.update(p, n);
+    whole_.update(p, n);
+  }
+  // A length field: refused if more than the rest of the file could hold.
+  uint64_t length(const char* what, uint64_t elem_bytes) {
+    uint64_t n = 0;
+    get(&n, sizeof n, what);
+    if (elem_bytes && n > left_ / elem_bytes)
+      throw CheckpointDamaged("checkpoint " + name_ + ": " + what + " " + std::to_string(n) +
+                              " is more than the file holds (corrupt)");
+    return n;
+  }
+  uint32_t end_section() {
+    const uint32_t c = section_.value();
+    section_ = Crc32c{};
+    return c;
+  }
+  uint64_t left() const { return left_; }
+  uint64_t size() const { return size_; }
+  uint32_t whole_crc() const { return whole_.value(); }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::istream& in_;
+  std::string name_;
+  uint64_t left_ = 0, size_ = 0;
+  Crc32c section_, whole_;
+};
+
+std::string hex(uint32_t x) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", x);
+  return b;
 }
 
-namespace {
+}  // namespace
 
-// Opens dir/rank<r>.ckpt, reads and checks the header, reads the segment plan.
-CheckpointData read_head(std::ifstream& f, const fs::path& path, const CheckpointHeader& expect) {
-  if (!f)
-    throw std::runtime_error("cannot open checkpoint " + path.string() +
-                             " (missing: was it written with fewer ranks, or to another directory?)");
+FileDigest write_checkpoint_file(const fs::path& path, const CheckpointData& d) {
+  DurableFile f(path);
+  std::vector<uint32_t> crcs;
+  Crc32c section;
+  const auto put = [&](const void* p, size_t n) {
+    f.write(p, n);
+    section.update(p, n);
+  };
+  const auto end_section = [&] {
+    crcs.push_back(section.value());
+    section = Crc32c{};
+  };
+  CheckpointHeader h = d.header;
+  h.version = CheckpointHeader{}.version;
+  put(&h, sizeof h);
+  end_section();
+  const uint64_t np = d.segment_paths.size(), nj = d.auto_json.size();
+  put(&np, sizeof np);
+  put(d.segment_paths.data(), np);
+  put(&nj, sizeof nj);
+  put(d.auto_json.data(), nj);
+  end_section();
+  for (const auto* vec : {&d.params, &d.m, &d.v}) {
+    put(vec->data(), vec->size() * sizeof(float));
+    end_section();
+    if (vec == &d.params) fault::maybe_kill_in_save(int(d.header.step), d.header.rank);
+  }
+  const uint64_t n = d.reducer_states.size();
+  // The count is in no section: the trailer's section count (count + 5) and the
+  // manifest's whole-file CRC check it.
+  f.write(&n, sizeof n);
+  for (const auto& s : d.reducer_states) {
+    const uint64_t bytes = s.size();
+    put(&bytes, sizeof bytes);
+    put(s.data(), s.size());
+    end_section();
+  }
+  // trailer
+  Crc32c t;
+  const auto tput = [&](const void* p, size_t n) {
+    f.write(p, n);
+    t.update(p, n);
+  };
+  const uint32_t count = uint32_t(crcs.size());
+  tput(trailer_magic, sizeof trailer_magic);
+  tput(&count, sizeof count);
+  tput(crcs.data(), crcs.size() * sizeof(uint32_t));
+  const uint32_t self = t.value();
+  f.write(&self, sizeof self);
+  const FileDigest digest{f.bytes(), f.crc()};
+  f.commit();
+  return digest;
+}
+
+CheckpointData parse_checkpoint(std::istream& in, const std::string& name, const CheckpointHeader& expect,
+                                const FileDigest* whole, bool plan_only) {
+  Reader r(in, name);
+  if (whole && r.size() != whole->bytes)
+    throw CheckpointDamaged("checkpoint " + name + " has " + std::to_string(r.size()) +
+                            " bytes, the manifest records " + std::to_string(whole->bytes) +
+                            " (truncated or replaced)");
   CheckpointData d;
+  std::vector<uint32_t> crcs;
   // versions 1 and 2 end the header before `values`: read that much, the rest if newer
-  get(f, &d.header, checkpoint_header_v2_size, path);
+  r.get(&d.header, checkpoint_header_v2_size, "the header");
   const CheckpointHeader want;
   if (std::memcmp(d.header.magic, want.magic, sizeof want.magic) != 0)
-    throw std::runtime_error(path.string() + " is not a tagc-gpt2 checkpoint (bad magic)");
+    throw CheckpointDamaged(name + " is not a tagc-gpt2 checkpoint (bad magic)");
   if (d.header.version < 1 || d.header.version > want.version)
-    throw std::runtime_error(path.string() + ": checkpoint version " + std::to_string(d.header.version) +
-                             ", this program reads versions 1 to " + std::to_string(want.version));
+    throw CheckpointDamaged(name + ": checkpoint version " + std::to_string(d.header.version) +
+                            ", this program reads versions 1 to " + std::to_string(want.version));
+  const bool v4 = d.header.version >= 4;
   if (d.header.version >= 3)
-    get(f, reinterpret_cast<char*>(&d.header) + checkpoint_header_v2_size,
-        (d.header.version >= 4 ? sizeof d.header : checkpoint_header_v3_size) - checkpoint_header_v2_size, path);
-  if (d.header.version < 4) {  // no schedule then
+    r.get(reinterpret_cast<char*>(&d.header) + checkpoint_header_v2_size,
+          (v4 ? sizeof d.header : checkpoint_header_v3_size) - checkpoint_header_v2_size, "the header");
+  crcs.push_back(r.end_section());
+  if (!v4) {  // no sparsity schedule before version 4
     d.header.sparsity_warmup = 0;
     d.header.sparsity_linear = 0;
-    d.header.sparsity_start = expect.sparsity_start;
+    d.header.sparsity_start = CheckpointHeader{}.sparsity_start;
   }
-  if (const std::string m = mismatch(d.header, expect); !m.empty())
-    throw std::runtime_error("checkpoint " + path.string() + " is from another configuration: " + m);
   if (d.header.version >= 2) {
-    uint64_t np = 0, nj = 0;
-    get(f, &np, sizeof np, path);
-    if (np > (1u << 20)) throw std::runtime_error(path.string() + ": corrupt segment count");
+    const uint64_t np = r.length("segment count", 1);
     d.segment_paths.resize(np);
-    get(f, d.segment_paths.data(), np, path);
-    get(f, &nj, sizeof nj, path);
-    if (nj > (1u << 26)) throw std::runtime_error(path.string() + ": corrupt segment plan");
+    r.get(d.segment_paths.data(), np, "the segment plan");
+    const uint64_t nj = r.length("segment plan size", 1);
     d.auto_json.resize(nj);
-    get(f, d.auto_json.data(), nj, path);
+    r.get(d.auto_json.data(), nj, "the segment plan");
   }
+  crcs.push_back(r.end_section());
+  const auto check_header = [&] {
+    if (const std::string m = mismatch(d.header, expect); !m.empty())
+      throw CheckpointMismatch("checkpoint " + name + " is from another configuration: " + m);
+  };
+  if (plan_only) {
+    check_header();
+    return d;
+  }
+  const uint64_t n = d.header.owned_size;
+  if (n > r.left() / (3 * sizeof(float)))
+    throw CheckpointDamaged("checkpoint " + name + ": owned size " + std::to_string(n) +
+                            " is more than the file holds (corrupt or truncated)");
+  for (auto* vec : {&d.params, &d.m, &d.v}) {
+    vec->resize(n);
+    r.get(vec->data(), n * sizeof(float), vec == &d.params ? "params" : vec == &d.m ? "AdamW m" : "AdamW v");
+    crcs.push_back(r.end_section());
+  }
+  const uint64_t count = r.length("reducer count", sizeof(uint64_t));
+  (void)r.end_section();
+  d.reducer_states.resize(count);
+  for (auto& s : d.reducer_states) {
+    const uint64_t bytes = r.length("reducer state size", 1);
+    s.resize(bytes);
+    r.get(s.data(), bytes, "a reducer state");
+    crcs.push_back(r.end_section());
+  }
+  if (v4) {
+    char magic[8];
+    uint32_t sections = 0;
+    r.get(magic, sizeof magic, "the checksum trailer");
+    r.get(&sections, sizeof sections, "the checksum trailer");
+    if (std::memcmp(magic, trailer_magic, sizeof magic) != 0 || sections != crcs.size())
+      throw CheckpointDamaged("checkpoint " + name + ": the checksum trailer is damaged (" +
+                              std::to_string(crcs.size()) + " sections read)");
+    std::vector<uint32_t> stored(sections);
+    r.get(stored.data(), sections * sizeof(uint32_t), "the checksum trailer");
+    const uint32_t trailer_crc = r.end_section();
+    uint32_t self = 0;
+    r.get(&self, sizeof self, "the checksum trailer");
+    if (self != trailer_crc) throw CheckpointDamaged("checkpoint " + name + ": the checksum trailer is damaged");
+    static const char* names[] = {"header", "segment plan", "params", "AdamW m", "AdamW v"};
+    for (size_t i = 0; i < crcs.size(); ++i)
+      if (crcs[i] != stored[i])
+        throw CheckpointDamaged("checkpoint " + name + ": section '" +
+                                (i < 5 ? std::string(names[i]) : "reducer state " + std::to_string(i - 5)) +
+                                "' fails its checksum (crc32c " + hex(crcs[i]) + ", recorded " + hex(stored[i]) +
+                                "): the file is damaged");
+  }
+  if (r.left() != 0) throw CheckpointDamaged("checkpoint " + name + ": trailing bytes (corrupt?)");
+  if (whole && r.whole_crc() != whole->crc32c)
+    throw CheckpointDamaged("checkpoint " + name + " fails its checksum (crc32c " + hex(r.whole_crc()) +
+                            ", the manifest records " + hex(whole->crc32c) + "): the file is damaged");
+  // Last: a damaged header must read as damage (above), not as "another configuration".
+  check_header();
   return d;
 }
 
-}  // namespace
-
-CheckpointData read_checkpoint_plan(const fs::path& dir, const CheckpointHeader& expect) {
-  const fs::path path = rank_checkpoint_path(dir, expect.rank);
+CheckpointData read_checkpoint_file(const fs::path& path, const CheckpointHeader& expect, const FileDigest* whole,
+                                    bool plan_only) {
   std::ifstream f(path, std::ios::binary);
-  return read_head(f, path, expect);
+  if (!f) throw CheckpointDamaged("checkpoint " + path.string() + " is missing or unreadable");
+  return parse_checkpoint(f, path.string(), expect, whole, plan_only);
 }
 
 CheckpointData read_checkpoint(const fs::path& dir, const CheckpointHeader& expect) {
   const fs::path path = rank_checkpoint_path(dir, expect.rank);
-  std::ifstream f(path, std::ios::binary);
-  CheckpointData d = read_head(f, path, expect);
-  const size_t n = d.header.owned_size;
-  for (auto* vec : {&d.params, &d.m, &d.v}) {
-    vec->resize(n);
-    get(f, vec->data(), n * sizeof(float), path);
-  }
-  uint64_t count = 0;
-  get(f, &count, sizeof count, path);
-  if (count > (1u << 20)) throw std::runtime_error(path.string() + ": corrupt reducer count");
-  d.reducer_states.resize(count);
-  for (auto& s : d.reducer_states) {
-    uint64_t bytes = 0;
-    get(f, &bytes, sizeof bytes, path);
-    if (bytes > (uint64_t(1) << 36)) throw std::runtime_error(path.string() + ": corrupt reducer state size");
-    s.resize(bytes);
-    get(f, s.data(), bytes, path);
-  }
-  char extra;
-  if (f.read(&extra, 1); f.gcount() != 0) throw std::runtime_error(path.string() + ": trailing bytes (corrupt?)");
-  return d;
+  if (!fs::exists(path))
+    throw CheckpointDamaged("cannot open checkpoint " + path.string() +
+                            " (missing: was it written with fewer ranks, or to another directory?)");
+  return read_checkpoint_file(path, expect);
 }
 
 }  // namespace train

@@ -1,18 +1,20 @@
-// checkpoint.hpp: one file per rank holding everything that rank needs to continue a
+// checkpoint.hpp: one rank's checkpoint file — everything that rank needs to continue a
 // run exactly: its parameter shards, AdamW m and v, every segment reducer's
 // error-feedback state, the data loader position, the step and the RNG state.
+// How the files of all ranks form one save (step directories, manifest, fallback) is
+// checkpoint_store.hpp's business.
 //
-// File D/rank<r>.ckpt (little-endian):
+// File layout (little-endian), version 4:
 //   CheckpointHeader (magic "TGPT2CK\0", version, the run's shape: model config, batch,
-//   compression — version 3 adds the values and index-exchange policies —, world size,
-//   rank) | segment plan (version 2: segment count + one
-//   byte per segment, train::SegmentPath; byte count + the --compress auto decision
-//   as JSON, empty for the other modes) | params | m | v (owned_size floats each) |
-//   reducer count, then per reducer: byte count + bytes (tagc::Reducer::save_state()).
-// Version 1 files (no segment plan) and version 2 (shorter header) are still read.
-// Written to "<file>.tmp", flushed and renamed, so a crash mid-save leaves the previous
-// checkpoint intact. Every rank writes its own file; the step in each header lets a
-// resume check that all ranks' files belong to the same save.
+//   compression, world size, rank, step, loader position, RNG state)
+//   | segment plan: u64 count + one byte per segment (train::SegmentPath), u64 bytes +
+//     the --compress auto decision as JSON (empty for the other modes)
+//   | params | m | v (owned_size floats each)
+//   | u64 reducer count, then per reducer: u64 byte count + bytes (Reducer::save_state())
+//   | trailer: "TGCRC\0\0\0", u32 section count, u32 CRC-32C of each section (header,
+//     plan, params, m, v, each reducer state), u32 CRC-32C of the trailer before it.
+// Versions 1-3 (no trailer, so no checksums; v1 no segment plan, v1-v2 a shorter header)
+// are still read, from the older one-directory layout (read_checkpoint).
 #pragma once
 
 #include "args.hpp"
@@ -21,6 +23,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <istream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,7 +45,7 @@ struct CheckpointHeader {
   // version 3: the value and index-exchange policies (older files: sketch, all-reduce).
   // index_bits above holds index_bits_exact (0) for --index-bits exact.
   int32_t values = 0, index_exchange = 0;
-  // version 4: the sparsity schedule (older files: none)
+  // version 4: the sparsity schedule (older files: none); version 4 files also end in the CRC trailer
   int32_t sparsity_warmup = 0, sparsity_linear = 0;
   double sparsity_start = 0.75;
 };
@@ -57,16 +61,45 @@ struct CheckpointData {
   std::vector<std::vector<std::byte>> reducer_states;
 };
 
+// The file is damaged or missing (truncated, a checksum fails, unreadable): another
+// save may still be good. The message names the file and what is wrong.
+class CheckpointDamaged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// The file is intact but belongs to another configuration (world size, model, batch,
+// compression, --sparsity ...): no older save of the same directory will fit either.
+class CheckpointMismatch : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Size and CRC-32C of a whole file, as the manifest records them.
+struct FileDigest {
+  uint64_t bytes = 0;
+  uint32_t crc32c = 0;
+};
+
 // Header fields that describe the run (everything except step, loader, RNG).
 CheckpointHeader run_header(const gpt2::Config& cfg, const Args& a, int world, int rank, uint64_t owned_size);
 
+// Writes a version-4 file durably (durable_file.hpp). Throws std::runtime_error naming
+// the file on any I/O problem. Fault injection: TAGC_GPT2_INJECT_KILL (fault_injection.hpp).
+FileDigest write_checkpoint_file(const std::filesystem::path& path, const CheckpointData& data);
+
+// Parses a file of any version from `in` (`name` for messages), checks it against
+// `expect` (a run_header of this run) and, for version 4, every section's checksum; with
+// `whole` given, also the whole file's size and CRC (from the manifest). Throws
+// CheckpointDamaged or CheckpointMismatch; reads no more than the file holds (a corrupt
+// count is refused before anything is allocated for it). plan_only: stops after the
+// segment plan (params, m, v, reducer states left empty; no checksum of the rest).
+CheckpointData parse_checkpoint(std::istream& in, const std::string& name, const CheckpointHeader& expect,
+                                const FileDigest* whole = nullptr, bool plan_only = false);
+CheckpointData read_checkpoint_file(const std::filesystem::path& path, const CheckpointHeader& expect,
+                                    const FileDigest* whole = nullptr, bool plan_only = false);
+
+// The older layout (versions 1-3): D/rank<r>.ckpt directly in the directory.
 std::filesystem::path rank_checkpoint_path(const std::filesystem::path& dir, int rank);
-// Throws std::runtime_error naming the file on any I/O problem.
-void write_checkpoint(const std::filesystem::path& dir, const CheckpointData& data);
-// Reads dir/rank<r>.ckpt and checks it against `expect` (a run_header of this run):
-// throws std::runtime_error saying which field differs ("world size 2, this run 1").
 CheckpointData read_checkpoint(const std::filesystem::path& dir, const CheckpointHeader& expect);
-// The same, header and segment plan only (params, m, v and reducer states left empty).
-CheckpointData read_checkpoint_plan(const std::filesystem::path& dir, const CheckpointHeader& expect);
 
 }  // namespace train

@@ -9,9 +9,12 @@
 #include "metrics.hpp"
 // defines: gpt2::save_checkpoint (llm.c format)
 #include "gpt2/checkpoint.hpp"
+// defines: train::start_run, train::report_failure
+#include "run_guard.hpp"
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -22,19 +25,24 @@ int cmd_train(const Args& a) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   // The trainer agrees on its own plan across ranks, so the per-collective argument
-  // check (an extra small all-reduce each) is opt-in.
-  tagc::mpi_communicator mpi(MPI_COMM_WORLD, {.checked = a.check_collectives});
+  // check (an extra small all-reduce each) is opt-in. Every wait has the watchdog's deadline.
+  tagc::mpi_communicator mpi(
+      MPI_COMM_WORLD,
+      {.checked = a.check_collectives, .timeout = std::chrono::milliseconds(int64_t(a.collective_timeout * 1000.0))});
   if (!mpi.init_status().ok()) throw std::runtime_error(mpi.init_status().what());
 
+  std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<Trainer> t;
   bool training = false;  // past setup: an error on one rank may leave others in a collective
   try {
+    watchdog = start_run(a);  // settings agree across ranks, world size and memory fit
     t = std::make_unique<Trainer>(a, mpi);
     if (!a.resume.empty()) t->load_checkpoint(a.resume);
     else if (!a.init_from.empty()) t->init_from_llmc(a.init_from);
     else t->init_from_seed();
 
     Metrics metrics(a, rank == 0, t->step());
+    for (const std::string& note : t->resume_notes()) metrics.message("resume: " + note);
     const auto& c = t->config();
     nlohmann::json info = {{"world", world},
                            {"model", a.model},
@@ -98,12 +106,7 @@ int cmd_train(const Args& a) {
       metrics.message("wrote " + a.save_model);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tagc-gpt2: error%s: %s\n",
-                 world > 1 ? (" (rank " + std::to_string(rank) + ")").c_str() : "", e.what());
-    std::fflush(stderr);
-    // Mid-training the other ranks may wait in a collective for this one: end them all.
-    if (training && world > 1) mpi.abort(1);
-    return 1;
+    return report_failure(e, "tagc-gpt2", training, watchdog.get(), a);
   }
   return 0;
 }

@@ -10,6 +10,14 @@
 #include "gpt2/optim.hpp"
 // defines: gpt2::load_checkpoint
 #include "gpt2/checkpoint.hpp"
+// defines: train::nonfinite_message
+#include "step_checks.hpp"
+// defines: train::config_json
+#include "run_config.hpp"
+// defines: train::throw_if_failed, train::AgreedError
+#include "watchdog.hpp"
+
+#include <limits>
 
 #include <algorithm>
 #include <chrono>
@@ -51,6 +59,10 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
                                                        size_t(args_.T), rank(), world());
     val_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.val_data, "val"), size_t(args_.B),
                                                      size_t(args_.T), rank(), world());
+    for (auto* l : {train_loader_.get(), val_loader_.get()}) {
+      l->set_vocab_size(uint32_t(cfg_.vocab_size));
+      l->preload();  // token ids checked now, where every rank agrees on the error
+    }
   });
 
   const size_t owned = plan_.owned_size();
@@ -88,7 +100,7 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
       // A resumed run keeps the decision it was checkpointed with.
       agree("--resume", [&] {
         const CheckpointData d =
-            read_checkpoint_plan(args_.resume, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
+            read_newest_plan(args_.resume, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
         if (d.auto_json.empty() || d.segment_paths.size() != paths_.size())
           throw std::runtime_error("checkpoint in " + args_.resume + " holds no --compress auto decision");
         auto_ = auto_plan_from_json(nlohmann::json::parse(d.auto_json));
@@ -120,6 +132,7 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
       }
   });
   rng_state_ = args_.seed;
+  inject_nan_ = fault::nan_at();
 }
 
 Trainer::~Trainer() = default;
@@ -130,22 +143,27 @@ std::string Trainer::segment_name(size_t i) const {
   return plan_.unit(int(i / 2)).name + (i % 2 == 0 ? "/prefix" : "/suffix");
 }
 
-void Trainer::check(const tagc::status& s, const char* what) const {
-  if (!s.ok()) throw std::runtime_error(std::string(what) + ": " + s.what());
-}
+void Trainer::check(const tagc::status& s, const char* what) const { throw_if_failed(s, what); }
 
 double Trainer::all_reduce_sum(double x) {
-  double in = x, out = 0.0;
-  check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(&in, 1), std::span<double>(&out, 1)); }),
-        "all-reduce");
-  return out;
+  all_reduce_sum(std::span<double>(&x, 1));
+  return x;
+}
+
+void Trainer::all_reduce_sum(std::span<double> values) {
+  const std::vector<double> in(values.begin(), values.end());
+  check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(in), values); }), "all-reduce");
+}
+
+RankGroup Trainer::rank_group() {
+  return {rank(), world(), [this](std::span<double> v) { all_reduce_sum(v); }};
 }
 
 void Trainer::agree_flag(bool failed, const std::string& message, const char* what) {
   const double failures = all_reduce_sum(failed ? 1.0 : 0.0);
   if (failures == 0.0) return;
-  if (failed) throw std::runtime_error(message);
-  throw std::runtime_error(std::string(what) + " failed on another rank (see its message)");
+  if (failed) throw AgreedError(message);
+  throw AgreedError(std::string(what) + " failed on another rank (see its message)");
 }
 
 float* Trainer::gathered(int u) {
@@ -160,23 +178,28 @@ CommWorker::Ticket Trainer::enqueue_gather(int u) {
     // gather then overwrites (see ShardPlan::gather_capacity).
     for (const Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
-      TAGC_TRY(comm_.all_gather(std::span<const float>(params_.data() + g.owned, g.shard),
-                                std::span<float>(dst + g.offset, g.padded(world()))));
+      if (tagc::status st = comm_.all_gather(std::span<const float>(params_.data() + g.owned, g.shard),
+                                              std::span<float>(dst + g.offset, g.padded(world())));
+          !st.ok())
+        return {st.code(), "all-gather of unit " + plan_.unit(u).name + ": " + st.what()};
     }
     return {};
   });
 }
 
 void Trainer::enqueue_reduce(int u) {
-  worker_.enqueue([this, u]() -> tagc::status {
+  worker_.enqueue([this, u, step = step_ + 1]() -> tagc::status {
     const double before = comm_.counters().total_bytes_sent();
     for (int s = 0; s < 2; ++s) {
       auto& r = reducers_[size_t(u)][size_t(s)];
       if (!r) continue;
       const Segment& g = plan_.unit(u).seg[s];
-      TAGC_TRY(r->reduce_scatter(comm_, std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
-                                 std::span<float>(grad_shard_.data() + g.owned, g.shard),
-                                 &stats_[size_t(u)][size_t(s)]));
+      if (tagc::status st = r->reduce_scatter(comm_, std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
+                                              std::span<float>(grad_shard_.data() + g.owned, g.shard),
+                                              &stats_[size_t(u)][size_t(s)]);
+          !st.ok())  // which step and unit: the library knows neither
+        return {st.code(), "step " + std::to_string(step) + ", " + segment_name(size_t(2 * u + s)) + " (" +
+                               (r->compressed() ? "compressed" : "plain") + " reduce-scatter): " + st.what()};
     }
     grad_bytes_ += comm_.counters().total_bytes_sent() - before;
     return {};
@@ -190,7 +213,7 @@ double Trainer::forward(const int32_t* inputs, const int32_t* targets) {
   tick[0] = enqueue_gather(0);
   if (U > 1) tick[1] = enqueue_gather(1);
   for (int u = 0; u < U; ++u) {
-    check(worker_.wait(tick[size_t(u)]), "all-gather");
+    check(worker_.wait(tick[size_t(u)]), "");
     model_->forward_unit(u, gathered(u), u == 0 ? inputs : nullptr);
     // unit u+2 shares u's slot, which u no longer needs
     if (u + 2 < U) tick[size_t(u + 2)] = enqueue_gather(u + 2);
@@ -208,6 +231,7 @@ float Trainer::lr_at(int step) const {
 }
 
 StepMetrics Trainer::train_step() {
+  fault::maybe_stall(step_ + 1, rank());
   const auto t0 = clock_type::now();
   const int U = plan_.num_units();
   const int K = args_.accum;
@@ -217,29 +241,43 @@ StepMetrics Trainer::train_step() {
   grad_bytes_ = 0.0;
   for (auto& g : grads_) std::fill(g.begin(), g.end(), 0.0f);
 
+  const bool inject = inject_nan_ && inject_nan_->step == step_ + 1 && inject_nan_->rank == rank();
   double loss_sum = 0.0;
   for (int micro = 0; micro < K; ++micro) {
     train_loader_->next_batch(inputs_, targets_);
     loss_sum += forward(inputs_.data(), targets_.data());
+    if (inject && inject_nan_->unit == "loss") loss_sum = std::numeric_limits<double>::quiet_NaN();
     const bool last = micro == K - 1;
     // FULL_SHARD re-gathers for backward; start the last unit's now, under the head.
     CommWorker::Ticket next = args_.zero2 ? 0 : enqueue_gather(U - 1);
     model_->backward_head(gathered(0), grads_[0].data(), 1.0f / float(K));
     for (int u = U - 1; u >= 0; --u) {
       if (!args_.zero2 && u >= 1) {  // unit 0 is still gathered from forward
-        check(worker_.wait(next), "all-gather");
+        check(worker_.wait(next), "");
         if (u - 1 >= 1) next = enqueue_gather(u - 1);  // into the slot unit u+1 just freed
       }
       model_->backward_unit(u, gathered(u), grads_[size_t(u)].data());
+      if (last && inject && inject_nan_->unit == plan_.unit(u).name) {
+        const Segment& g = plan_.unit(u).seg[inject_nan_->suffix || plan_.unit(u).seg[0].length == 0 ? 1 : 0];
+        grads_[size_t(u)][g.offset] = std::numeric_limits<float>::quiet_NaN();
+      }
       // The gradient of unit u is complete: reduce it while unit u-1 computes.
       if (last) enqueue_reduce(u);
     }
   }
-  check(worker_.wait_all(), "reduce-scatter");
+  check(worker_.wait_all(), "");  // the tasks name step, unit and collective
 
   // One all-reduce for: global gradient norm over all owned shards, the mean loss, and
-  // the decode statistics of every rank's shards (each rank decodes only its own).
-  double in[6] = {gpt2::sum_of_squares(grad_shard_), loss_sum, 0, 0, 0, 0}, out[6] = {};
+  // the decode statistics of every rank's shards (each rank decodes only its own);
+  // then each unit's sum of squares and each rank's loss, for the non-finite check.
+  const size_t W = size_t(world());
+  std::vector<double> in(6 + size_t(U) + W, 0.0);
+  in[0] = gpt2::sum_of_squares(grad_shard_);
+  in[1] = loss_sum;
+  for (int u = 0; u < U; ++u)
+    for (const Segment& g : plan_.unit(u).seg)
+      in[6 + size_t(u)] += gpt2::sum_of_squares(std::span<const float>(grad_shard_).subspan(g.owned, g.shard));
+  in[6 + size_t(U) + size_t(rank())] = loss_sum;
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s)
       if (const auto& r = reducers_[size_t(u)][size_t(s)]; r && r->compressed()) {
@@ -249,8 +287,14 @@ StepMetrics Trainer::train_step() {
         in[4] += double(st.unresolved);
         in[5] += deferred_entries(st);
       }
-  check(worker_.run([&] { return comm_.all_reduce(std::span<const double>(in, 6), std::span<double>(out, 6)); }),
-        "all-reduce");
+  all_reduce_sum(in);
+  const double* out = in.data();
+  std::vector<std::string> names;
+  for (int u = 0; u < U; ++u) names.push_back(plan_.unit(u).name);
+  if (const std::string bad = nonfinite_message(step_ + 1, std::span<const double>(in).subspan(6 + size_t(U), W),
+                                                std::span<const double>(in).subspan(6, size_t(U)), names);
+      !bad.empty())
+    throw AgreedError(bad);
   const double norm = std::sqrt(out[0]);
   if (args_.clip > 0.0f && norm > double(args_.clip)) {
     const float scale = float(double(args_.clip) / norm);
@@ -266,6 +310,8 @@ StepMetrics Trainer::train_step() {
   m.loss = out[1] / double(K * world());
   m.lr = lr;
   m.grad_norm = norm;
+  last_loss_ = m.loss;
+  last_norm_ = norm;
   m.step_ms = ms_since(t0);
   m.wait_ms = worker_.take_wait_seconds() * 1e3;
   m.comm_ms = worker_.take_busy_seconds() * 1e3;
@@ -318,7 +364,7 @@ std::vector<float> Trainer::gather_model() {
   const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
   std::vector<float> flat(num_parameters());
   for (int u = 0; u < plan_.num_units(); ++u) {
-    check(worker_.wait(enqueue_gather(u)), "all-gather");
+    check(worker_.wait(enqueue_gather(u)), "");
     std::copy_n(gathered(u), plan_.unit(u).size, flat.begin() + std::ptrdiff_t(offsets[size_t(u)]));
   }
   return flat;
@@ -350,8 +396,8 @@ void Trainer::init_from_llmc(const std::string& path) {
 }
 
 void Trainer::save_checkpoint(const std::string& dir) {
+  CheckpointData d;
   agree("checkpoint save", [&] {
-    CheckpointData d;
     d.header = run_header(cfg_, args_, world(), rank(), plan_.owned_size());
     d.header.step = uint64_t(step_);
     d.header.loader_shard = train_loader_->position().shard;
@@ -365,13 +411,18 @@ void Trainer::save_checkpoint(const std::string& dir) {
     for (const auto& pair : reducers_)
       for (const auto& r : pair)
         if (r) d.reducer_states.push_back(r->save_state());
-    write_checkpoint(dir, d);
   });
+  RankGroup g = rank_group();
+  save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, config_json(args_)}, g);
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
+  RankGroup g = rank_group();
+  Resumed res = load_newest(dir, run_header(cfg_, args_, world(), rank(), plan_.owned_size()), config_json(args_), g);
+  resume_notes_ = res.notes;
   agree("--resume", [&] {
-    CheckpointData d = read_checkpoint(dir, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
+    CheckpointData& d = res.data;
+    const std::string from = res.from.string();
     // The same segments must go through the same paths (error feedback is per path).
     if (!d.segment_paths.empty() && d.segment_paths != paths_) {
       size_t i = 0;
@@ -381,7 +432,7 @@ void Trainer::load_checkpoint(const std::string& dir) {
         return p[k] == path_tagc ? "compressed (tagc)" : p[k] == path_plain ? "plain" : "no collective";
       };
       throw std::runtime_error(
-          "checkpoint in " + dir + " was written with segment " + (i < paths_.size() ? segment_name(i) : "?") + " " +
+          "checkpoint in " + from + " was written with segment " + (i < paths_.size() ? segment_name(i) : "?") + " " +
           path(i, d.segment_paths) + ", this run has it " + path(i, paths_) +
           ": a resumed --compress auto run must keep the checkpoint's decision (pass --resume so the trainer "
           "takes it from the checkpoint instead of measuring)");
@@ -390,12 +441,12 @@ void Trainer::load_checkpoint(const std::string& dir) {
     for (const auto& pair : reducers_)
       for (const auto& r : pair) n += r != nullptr;
     if (d.reducer_states.size() != n)
-      throw std::runtime_error("checkpoint in " + dir + " holds " + std::to_string(d.reducer_states.size()) +
+      throw std::runtime_error("checkpoint in " + from + " holds " + std::to_string(d.reducer_states.size()) +
                                " reducer states, this run has " + std::to_string(n) + " segments");
     size_t i = 0;
     for (auto& pair : reducers_)
       for (auto& r : pair)
-        if (r) check(r->load_state(d.reducer_states[i++]), "reducer state");
+        if (r) check(r->load_state(d.reducer_states[i++]), ("reducer state in " + from).c_str());
     params_ = std::move(d.params);
     m_ = std::move(d.m);
     v_ = std::move(d.v);
@@ -403,10 +454,6 @@ void Trainer::load_checkpoint(const std::string& dir) {
     rng_state_ = d.header.rng_state;
     train_loader_->seek({d.header.loader_shard, d.header.loader_offset});
   });
-  // Every rank must resume at the same step: sum^2 == world * sum of squares iff all equal.
-  const double s = all_reduce_sum(double(step_)), s2 = all_reduce_sum(double(step_) * double(step_));
-  if (s * s != double(world()) * s2)
-    throw std::runtime_error("checkpoint files in " + dir + " are from different steps (a save was interrupted?)");
 }
 
 }  // namespace train

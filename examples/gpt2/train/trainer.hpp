@@ -15,13 +15,19 @@
 // equal parity share one; unit 0 has its own, as it is needed again by the head):
 // that is the "free after use" of FULL_SHARD.
 //
-// Errors: std::runtime_error (with tagc's status text where it comes from tagc).
+// A step whose loss or reduced gradient is not finite stops before the update
+// (step_checks.hpp), with the same message on every rank (train::AgreedError).
+//
+// Errors: std::runtime_error (with tagc's status text where it comes from tagc);
+// train::CollectiveTimeout when a collective passed --collective-timeout (watchdog.hpp).
 #pragma once
 
 #include "args.hpp"
 #include "auto_select.hpp"
 #include "checkpoint.hpp"
+#include "checkpoint_store.hpp"
 #include "comm_worker.hpp"
+#include "fault_injection.hpp"
 #include "sharding.hpp"
 #include "unit_reducer.hpp"
 
@@ -32,6 +38,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -85,8 +92,12 @@ class Trainer {
   // --- setup (every rank calls these together; a failure on any rank throws on all) ---
   void init_from_seed();
   void init_from_llmc(const std::string& path);
+  // checkpoint_store.hpp: a step directory, kept --keep-checkpoints deep.
   void save_checkpoint(const std::string& dir);
+  // The newest complete step of dir (or dir itself if it is a step directory).
   void load_checkpoint(const std::string& dir);
+  // What load_checkpoint skipped or found changed (damaged steps, changed flags).
+  const std::vector<std::string>& resume_notes() const { return resume_notes_; }
 
   // --- training -----------------------------------------------------------------------
   StepMetrics train_step();
@@ -110,6 +121,8 @@ class Trainer {
   void check(const tagc::status& s, const char* what) const;
   void agree_flag(bool failed, const std::string& message, const char* what);
   double all_reduce_sum(double x);
+  void all_reduce_sum(std::span<double> values);
+  RankGroup rank_group();
   void decide_auto();  // auto_select.cpp: measure, fill auto_ and paths_
   std::string segment_name(size_t i) const;
 
@@ -134,6 +147,9 @@ class Trainer {
   double grad_bytes_ = 0.0;  // written by the worker, read after wait_all
   int step_ = 0;
   uint64_t rng_state_ = 0;
+  double last_loss_ = 0.0, last_norm_ = 0.0;  // of the last step (a save refuses non-finite)
+  std::optional<fault::NanAt> inject_nan_;    // TAGC_GPT2_INJECT_NAN (tests)
+  std::vector<std::string> resume_notes_;
 
   CommWorker worker_;  // last: destroyed (joined) first, before the buffers it uses
 };

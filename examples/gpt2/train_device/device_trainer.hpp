@@ -33,6 +33,8 @@
 #include "args.hpp"
 #include "trainer.hpp"
 #include "checkpoint.hpp"
+#include "checkpoint_store.hpp"
+#include "fault_injection.hpp"
 #include "sharding.hpp"
 
 #include "data_loader.hpp"
@@ -44,6 +46,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,8 +78,9 @@ class DeviceTrainer {
   // --- setup (every rank calls these together; a failure on any rank throws on all) ---
   void init_from_seed();
   void init_from_llmc(const std::string& path);
-  void save_checkpoint(const std::string& dir);
+  void save_checkpoint(const std::string& dir);   // train/checkpoint_store.hpp
   void load_checkpoint(const std::string& dir);
+  const std::vector<std::string>& resume_notes() const { return resume_notes_; }
 
   // --- training -----------------------------------------------------------------------
   train::StepMetrics train_step();
@@ -100,6 +104,7 @@ class DeviceTrainer {
   // Sums `values` (host) over ranks in place, through Exec memory.
   void all_reduce_sum(std::span<double> values);
   double all_reduce_sum(double x);
+  train::RankGroup rank_group();
   std::string segment_name(size_t i) const;
   template <class T>
   static T* raw(vector<T>& v);
@@ -126,6 +131,9 @@ class DeviceTrainer {
   double grad_bytes_ = 0.0;                 // written by the worker, read after wait_all
   int step_ = 0;
   uint64_t rng_state_ = 0;
+  double last_loss_ = 0.0, last_norm_ = 0.0;       // of the last step (a save refuses non-finite)
+  std::optional<train::fault::NanAt> inject_nan_;  // TAGC_GPT2_INJECT_NAN (tests)
+  std::vector<std::string> resume_notes_;
 
   CommQueue<Exec> queue_;  // last: its worker is joined first, before the buffers it uses
 };

@@ -30,7 +30,9 @@ class CudaSession final : public TrainerSession<DeviceTrainer<tagc::exec::cuda, 
       throw std::invalid_argument("--check-collectives is an MPI option: NCCL cannot compare arguments across ranks");
     // One rank per GPU: the device is the rank's index among the ranks on its host
     // (MPI_COMM_TYPE_SHARED); more ranks on a host than GPUs is refused there.
-    auto comm = tagc::nccl_communicator_from_mpi(MPI_COMM_WORLD);
+    tagc::nccl_options opt;
+    opt.timeout = std::chrono::milliseconds(int64_t(a.collective_timeout * 1000.0));  // --collective-timeout
+    auto comm = tagc::nccl_communicator_from_mpi(MPI_COMM_WORLD, opt);
     if (!comm) throw std::runtime_error("NCCL setup: " + comm.error().what());
     nccl_ = std::move(*comm);
     device_ = nccl_.device();

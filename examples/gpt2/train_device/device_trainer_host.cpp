@@ -15,7 +15,9 @@ namespace {
 
 class HostSession final : public TrainerSession<DeviceTrainer<tagc::exec::host, tagc::mpi_communicator>> {
  public:
-  explicit HostSession(const train::Args& a) : mpi_(MPI_COMM_WORLD, {.checked = a.check_collectives}) {
+  explicit HostSession(const train::Args& a)
+      : mpi_(MPI_COMM_WORLD, {.checked = a.check_collectives,
+                              .timeout = std::chrono::milliseconds(int64_t(a.collective_timeout * 1000.0))}) {
     if (!mpi_.init_status().ok()) throw std::runtime_error(mpi_.init_status().what());
     t_ = std::make_unique<DeviceTrainer<tagc::exec::host, tagc::mpi_communicator>>(a, mpi_);
   }

@@ -11,6 +11,12 @@
 #include "gpt2/init.hpp"
 // defines: gpt2::load_checkpoint
 #include "gpt2/checkpoint.hpp"
+// defines: train::nonfinite_message
+#include "step_checks.hpp"
+// defines: train::config_json
+#include "run_config.hpp"
+// defines: train::throw_if_failed, train::AgreedError
+#include "watchdog.hpp"
 
 #include <thrust/fill.h>
 #include <thrust/transform.h>
@@ -18,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace train_device {
@@ -62,12 +69,17 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
   targets_.resize(inputs_.size());
   dev_inputs_.assign(inputs_.size(), 0);
   dev_targets_.assign(inputs_.size(), 0);
-  scratch_.assign(16, 0.0);
+  // small all-reduces: the step's (6 + units + ranks), the checkpoint store's (2 x ranks)
+  scratch_.assign(2 * (16 + size_t(plan_.num_units()) + 2 * size_t(world())), 0.0);
   agree("data", [&] {
     train_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.train_data, "train"), size_t(args_.B),
                                                        size_t(args_.T), rank(), world());
     val_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.val_data, "val"), size_t(args_.B),
                                                      size_t(args_.T), rank(), world());
+    for (auto* l : {train_loader_.get(), val_loader_.get()}) {
+      l->set_vocab_size(uint32_t(cfg_.vocab_size));
+      l->preload();  // token ids checked now, where every rank agrees on the error
+    }
   });
 
   const size_t owned = plan_.owned_size();
@@ -143,6 +155,7 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
       }
   });
   rng_state_ = args_.seed;
+  inject_nan_ = train::fault::nan_at();
 }
 
 template <class Exec, class Comm>
@@ -160,7 +173,12 @@ std::string DeviceTrainer<Exec, Comm>::segment_name(size_t i) const {
 
 template <class Exec, class Comm>
 void DeviceTrainer<Exec, Comm>::check(const tagc::status& s, const char* what) const {
-  if (!s.ok()) throw std::runtime_error(std::string(what) + ": " + s.what());
+  train::throw_if_failed(s, what);
+}
+
+template <class Exec, class Comm>
+train::RankGroup DeviceTrainer<Exec, Comm>::rank_group() {
+  return {rank(), world(), [this](std::span<double> v) { all_reduce_sum(v); }};
 }
 
 template <class Exec, class Comm>
@@ -188,8 +206,8 @@ template <class Exec, class Comm>
 void DeviceTrainer<Exec, Comm>::agree_flag(bool failed, const std::string& message, const char* what) {
   const double failures = all_reduce_sum(failed ? 1.0 : 0.0);
   if (failures == 0.0) return;
-  if (failed) throw std::runtime_error(message);
-  throw std::runtime_error(std::string(what) + " failed on another rank (see its message)");
+  if (failed) throw train::AgreedError(message);
+  throw train::AgreedError(std::string(what) + " failed on another rank (see its message)");
 }
 
 template <class Exec, class Comm>
@@ -207,8 +225,10 @@ typename CommQueue<Exec>::Ticket DeviceTrainer<Exec, Comm>::enqueue_gather(int u
     // order on one stream / one thread.
     for (const train::Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
-      TAGC_TRY(comm_.all_gather(std::span<const float>(raw(params_) + g.owned, g.shard),
-                                std::span<float>(dst + g.offset, g.padded(world()))));
+      if (tagc::status st = comm_.all_gather(std::span<const float>(raw(params_) + g.owned, g.shard),
+                                              std::span<float>(dst + g.offset, g.padded(world())));
+          !st.ok())
+        return {st.code(), "all-gather of unit " + plan_.unit(u).name + ": " + st.what()};
     }
     return {};
   });
@@ -216,14 +236,18 @@ typename CommQueue<Exec>::Ticket DeviceTrainer<Exec, Comm>::enqueue_gather(int u
 
 template <class Exec, class Comm>
 void DeviceTrainer<Exec, Comm>::enqueue_reduce(int u) {
-  queue_.enqueue([this, u]() -> tagc::status {
+  queue_.enqueue([this, u, step = step_ + 1]() -> tagc::status {
     const double before = comm_.counters().total_bytes_sent();
     for (int s = 0; s < 2; ++s) {
       auto& r = reducers_[size_t(u)][size_t(s)];
       if (!r) continue;
       const train::Segment& g = plan_.unit(u).seg[s];
-      TAGC_TRY(r->reduce_scatter(comm_, std::span<const float>(raw(grads_[size_t(u)]) + g.offset, g.length),
-                                 std::span<float>(raw(grad_shard_) + g.owned, g.shard), &stats_[size_t(u)][size_t(s)]));
+      if (tagc::status st = r->reduce_scatter(comm_, std::span<const float>(raw(grads_[size_t(u)]) + g.offset, g.length),
+                                              std::span<float>(raw(grad_shard_) + g.owned, g.shard),
+                                              &stats_[size_t(u)][size_t(s)]);
+          !st.ok())  // which step and unit: the library knows neither
+        return {st.code(), "step " + std::to_string(step) + ", " + segment_name(size_t(2 * u + s)) + " (" +
+                               (r->compressed() ? "compressed" : "plain") + " reduce-scatter): " + st.what()};
     }
     grad_bytes_ += comm_.counters().total_bytes_sent() - before;
     return {};
@@ -242,7 +266,7 @@ double DeviceTrainer<Exec, Comm>::forward(const int32_t* inputs, const int32_t* 
   tick[0] = enqueue_gather(0);
   if (U > 1) tick[1] = enqueue_gather(1);
   for (int u = 0; u < U; ++u) {
-    check(queue_.wait(tick[size_t(u)]), "all-gather");
+    check(queue_.wait(tick[size_t(u)]), "");
     model_->forward_unit(u, gathered(u), u == 0 ? raw(dev_inputs_) : nullptr);
     // unit u+2 shares u's slot: its gather is ordered after u's forward (comm_queue.hpp)
     if (u + 2 < U) tick[size_t(u + 2)] = enqueue_gather(u + 2);
@@ -263,6 +287,7 @@ float DeviceTrainer<Exec, Comm>::lr_at(int step) const {
 
 template <class Exec, class Comm>
 train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
+  train::fault::maybe_stall(step_ + 1, rank());
   const auto t0 = detail::clock_type::now();
   const int U = plan_.num_units();
   const int K = args_.accum;
@@ -273,30 +298,45 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
   // After the previous step's wait_all, so no reduce still reads these.
   for (auto& g : grads_) thrust::fill(model_exec_.policy(), g.begin(), g.end(), 0.0f);
 
+  const bool inject = inject_nan_ && inject_nan_->step == step_ + 1 && inject_nan_->rank == rank();
   double loss_sum = 0.0;
   for (int micro = 0; micro < K; ++micro) {
     train_loader_->next_batch(inputs_, targets_);
     loss_sum += forward(inputs_.data(), targets_.data());
+    if (inject && inject_nan_->unit == "loss") loss_sum = std::numeric_limits<double>::quiet_NaN();
     const bool last = micro == K - 1;
     // FULL_SHARD re-gathers for backward; start the last unit's now, under the head.
     typename CommQueue<Exec>::Ticket next = args_.zero2 ? 0 : enqueue_gather(U - 1);
     model_->backward_head(gathered(0), raw(grads_[0]), 1.0f / float(K));
     for (int u = U - 1; u >= 0; --u) {
       if (!args_.zero2 && u >= 1) {  // unit 0 is still gathered from forward
-        check(queue_.wait(next), "all-gather");
+        check(queue_.wait(next), "");
         if (u - 1 >= 1) next = enqueue_gather(u - 1);  // into the slot unit u+1 just freed
       }
       model_->backward_unit(u, gathered(u), raw(grads_[size_t(u)]));
+      if (last && inject && inject_nan_->unit == plan_.unit(u).name) {
+        const train::Segment& g = plan_.unit(u).seg[inject_nan_->suffix || plan_.unit(u).seg[0].length == 0 ? 1 : 0];
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        check(model_exec_.copy_from_host(&nan, raw(grads_[size_t(u)]) + g.offset, 1), "TAGC_GPT2_INJECT_NAN");
+      }
       // The gradient of unit u is complete: reduce it while unit u-1 computes.
       if (last) enqueue_reduce(u);
     }
   }
-  check(queue_.wait_all(), "reduce-scatter");
+  check(queue_.wait_all(), "");  // the tasks name step, unit and collective
 
   // One all-reduce for: global gradient norm over all owned shards, the mean loss, and
   // the decode statistics of every rank's shards (each rank decodes only its own).
+  // then each unit's sum of squares and each rank's loss, for the non-finite check.
   const size_t owned = plan_.owned_size();
-  double in[6] = {gpt2::sum_of_squares(model_exec_, raw(grad_shard_), owned), loss_sum, 0, 0, 0, 0};
+  const size_t W = size_t(world());
+  std::vector<double> in(6 + size_t(U) + W, 0.0);
+  in[0] = gpt2::sum_of_squares(model_exec_, raw(grad_shard_), owned);
+  in[1] = loss_sum;
+  for (int u = 0; u < U; ++u)
+    for (const train::Segment& g : plan_.unit(u).seg)
+      if (g.shard > 0) in[6 + size_t(u)] += gpt2::sum_of_squares(model_exec_, raw(grad_shard_) + g.owned, g.shard);
+  in[6 + size_t(U) + size_t(rank())] = loss_sum;
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s)
       if (const auto& r = reducers_[size_t(u)][size_t(s)]; r && r->compressed()) {
@@ -306,8 +346,14 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
         in[4] += double(st.unresolved);
         in[5] += train::deferred_entries(st);
       }
-  all_reduce_sum(std::span<double>(in, 6));
-  const double* out = in;
+  all_reduce_sum(std::span<double>(in));
+  const double* out = in.data();
+  std::vector<std::string> names;
+  for (int u = 0; u < U; ++u) names.push_back(plan_.unit(u).name);
+  if (const std::string bad = train::nonfinite_message(step_ + 1, std::span<const double>(in).subspan(6 + size_t(U), W),
+                                                       std::span<const double>(in).subspan(6, size_t(U)), names);
+      !bad.empty())
+    throw train::AgreedError(bad);
   const double norm = std::sqrt(out[0]);
   if (args_.clip > 0.0f && norm > double(args_.clip)) {
     const float scale = float(double(args_.clip) / norm);
@@ -324,6 +370,8 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
   m.loss = out[1] / double(K * world());
   m.lr = lr;
   m.grad_norm = norm;
+  last_loss_ = m.loss;
+  last_norm_ = norm;
   m.step_ms = detail::ms_since(t0);
   m.wait_ms = queue_.take_wait_seconds() * 1e3;
   m.comm_ms = queue_.take_busy_seconds() * 1e3;
@@ -366,7 +414,7 @@ std::vector<float> DeviceTrainer<Exec, Comm>::gather_model() {
   const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
   std::vector<float> flat(num_parameters());
   for (int u = 0; u < plan_.num_units(); ++u) {
-    check(queue_.wait(enqueue_gather(u)), "all-gather");
+    check(queue_.wait(enqueue_gather(u)), "");
     check(model_exec_.copy_to_host(gathered(u), flat.data() + offsets[size_t(u)], plan_.unit(u).size),
           "copy parameters to the host");
   }
@@ -406,8 +454,8 @@ void DeviceTrainer<Exec, Comm>::init_from_llmc(const std::string& path) {
 
 template <class Exec, class Comm>
 void DeviceTrainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
+  train::CheckpointData d;
   agree("checkpoint save", [&] {
-    train::CheckpointData d;
     d.header = train::run_header(cfg_, args_, world(), rank(), plan_.owned_size());
     d.header.step = uint64_t(step_);
     d.header.loader_shard = train_loader_->position().shard;
@@ -425,20 +473,25 @@ void DeviceTrainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
     for (const auto& pair : reducers_)
       for (const auto& r : pair)
         if (r) d.reducer_states.push_back(r->save_state());
-    train::write_checkpoint(dir, d);
   });
+  train::RankGroup g = rank_group();
+  train::save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, train::config_json(args_)}, g);
 }
 
 template <class Exec, class Comm>
 void DeviceTrainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
+  train::RankGroup g = rank_group();
+  train::Resumed res = train::load_newest(dir, train::run_header(cfg_, args_, world(), rank(), plan_.owned_size()),
+                                          train::config_json(args_), g);
+  resume_notes_ = res.notes;
   agree("--resume", [&] {
-    train::CheckpointData d =
-        train::read_checkpoint(dir, train::run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
+    train::CheckpointData& d = res.data;
+    const std::string from = res.from.string();
     // The same segments must go through the same paths (error feedback is per path).
     if (!d.segment_paths.empty() && d.segment_paths != paths_) {
       size_t i = 0;
       while (i < paths_.size() && i < d.segment_paths.size() && d.segment_paths[i] == paths_[i]) ++i;
-      throw std::runtime_error("checkpoint in " + dir + " was written with a different path for segment " +
+      throw std::runtime_error("checkpoint in " + from + " was written with a different path for segment " +
                                (i < paths_.size() ? segment_name(i) : std::string("?")) +
                                " (a --compress auto run of the CPU trainer?): the device trainer cannot continue it");
     }
@@ -446,12 +499,12 @@ void DeviceTrainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
     for (const auto& pair : reducers_)
       for (const auto& r : pair) n += r != nullptr;
     if (d.reducer_states.size() != n)
-      throw std::runtime_error("checkpoint in " + dir + " holds " + std::to_string(d.reducer_states.size()) +
+      throw std::runtime_error("checkpoint in " + from + " holds " + std::to_string(d.reducer_states.size()) +
                                " reducer states, this run has " + std::to_string(n) + " segments");
     size_t i = 0;
     for (auto& pair : reducers_)
       for (auto& r : pair)
-        if (r) check(r->load_state(d.reducer_states[i++]), "reducer state");
+        if (r) check(r->load_state(d.reducer_states[i++]), ("reducer state in " + from).c_str());
     const size_t owned = plan_.owned_size();
     check(model_exec_.copy_from_host(d.params.data(), raw(params_), owned), "copy parameters in");
     check(model_exec_.copy_from_host(d.m.data(), raw(m_), owned), "copy AdamW m in");
@@ -460,11 +513,6 @@ void DeviceTrainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
     rng_state_ = d.header.rng_state;
     train_loader_->seek({d.header.loader_shard, d.header.loader_offset});
   });
-  // Every rank must resume at the same step: sum^2 == world * sum of squares iff all equal.
-  double s[2] = {double(step_), double(step_) * double(step_)};
-  all_reduce_sum(std::span<double>(s, 2));
-  if (s[0] * s[0] != double(world()) * s[1])
-    throw std::runtime_error("checkpoint files in " + dir + " are from different steps (a save was interrupted?)");
 }
 
 }  // namespace train_device

@@ -6,6 +6,8 @@
 #include "metrics.hpp"
 // defines: gpt2::save_checkpoint (llm.c format)
 #include "gpt2/checkpoint.hpp"
+// defines: train::start_run, train::report_failure
+#include "run_guard.hpp"
 
 #include <mpi.h>
 
@@ -19,15 +21,18 @@ int cmd_train_device(const train::Args& a) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::unique_ptr<train::Watchdog> watchdog;
   std::unique_ptr<Session> t;
   bool training = false;  // past setup: an error on one rank may leave others in a collective
   try {
+    watchdog = train::start_run(a);  // settings agree across ranks, world size and memory fit
     t = open_session(a);
     if (!a.resume.empty()) t->load_checkpoint(a.resume);
     else if (!a.init_from.empty()) t->init_from_llmc(a.init_from);
     else t->init_from_seed();
 
     train::Metrics metrics(a, rank == 0, t->step());
+    for (const std::string& note : t->resume_notes()) metrics.message("resume: " + note);
     const auto& c = t->config();
     metrics.run_info({{"world", world},
                       {"backend", t->backend()},
@@ -79,12 +84,7 @@ int cmd_train_device(const train::Args& a) {
       metrics.message("wrote " + a.save_model);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error%s: %s\n", program_name(),
-                 world > 1 ? (" (rank " + std::to_string(rank) + ")").c_str() : "", e.what());
-    std::fflush(stderr);
-    // Mid-training the other ranks may wait in a collective for this one: end them all.
-    if (training && world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-    return 1;
+    return train::report_failure(e, program_name(), training, watchdog.get(), a);
   }
   return 0;
 }

@@ -33,6 +33,7 @@ class Session {
   virtual void init_from_llmc(const std::string& path) = 0;
   virtual void save_checkpoint(const std::string& dir) = 0;
   virtual void load_checkpoint(const std::string& dir) = 0;
+  virtual const std::vector<std::string>& resume_notes() const = 0;
   virtual train::StepMetrics train_step() = 0;
   virtual double evaluate(int batches) = 0;
   virtual std::vector<float> gather_model() = 0;
@@ -54,6 +55,7 @@ class TrainerSession : public Session {
   void init_from_llmc(const std::string& path) override { t_->init_from_llmc(path); }
   void save_checkpoint(const std::string& dir) override { t_->save_checkpoint(dir); }
   void load_checkpoint(const std::string& dir) override { t_->load_checkpoint(dir); }
+  const std::vector<std::string>& resume_notes() const override { return t_->resume_notes(); }
   train::StepMetrics train_step() override { return t_->train_step(); }
   double evaluate(int batches) override { return t_->evaluate(batches); }
   std::vector<float> gather_model() override { return t_->gather_model(); }
@@ -68,9 +70,10 @@ class TrainerSession : public Session {
 const char* program_name();
 std::unique_ptr<Session> open_session(const train::Args& a);
 
-// cmd_train's loop over a session: run info, steps, validation, checkpoints, final
-// validation/checkpoint, --save-model. Errors: a message on stderr and exit code 1; an
-// error past setup ends every rank (MPI_Abort), since the others may wait in a collective.
+// cmd_train's loop over a session: start-up checks (train/run_guard.hpp), run info,
+// steps, validation, checkpoints, final validation/checkpoint, --save-model. Errors: a
+// message on stderr and exit code 1 (train::report_failure: an error past setup that
+// not every rank agreed on, or a timeout, ends every rank with MPI_Abort).
 int cmd_train_device(const train::Args& a);
 
 }  // namespace train_device

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# test_train_robust.sh EXE SHARDS CASE MPIEXEC NP_FLAG [MPIEXEC_FLAGS...] -- nothing lost,
+# nothing hangs (issue 14), driven through a trainer executable (tagc-gpt2 or
+# tagc-gpt2-device-host: they share the checkpoint store, the start-up checks and the
+# failure report) with 2 ranks on the tiny model:
+#   kill      a rank SIGKILLed halfway through writing its checkpoint; the resume takes
+#             the previous complete step and continues exactly as an uninterrupted run
+#   damage    a flipped byte / a missing file in the newest step: named, fallback, exact
+#   blowup    --lr 1e30 resumed into the same directory stops on the non-finite loss and
+#             leaves the good steps resumable
+#   agree     flags that differ between ranks (MPMD launch) or from the checkpoint:
+#             every rank exits non-zero within seconds naming the flag and the values
+#   nan       a NaN in the loss, in a plain and in a compressed gradient: every rank
+#             stops naming the step and the unit; nothing of that step is saved
+#   watchdog  a stalled rank: the other ends the job after --collective-timeout naming it
+#   preflight --model d99 refused with figures; a token id beyond the vocabulary named
+#             with its file and offset
+# Fault injection: TAGC_GPT2_INJECT_* (train/fault_injection.hpp).
+set -u
+exe="$1" shards="$2" case="$3" mpiexec="$4" npflag="$5"
+shift 5
+mpiflags=("$@")
+work="$(mktemp -d "${TMPDIR:-/tmp}/tagc_robust_XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+"$shards" "$work/data" || exit 1
+tiny=(--model d2 --L 2 --C 64 --NH 2 --maxT 64 --T 32 --B 2 --lr 1e-3 --warmup 1 --compress none
+      --val-batches 1 --print-every 1
+      --train-data "$work/data/t_train.bin" --val-data "$work/data/t_val.bin")
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+ok() { echo "ok: $*"; }
+# run2 OUT ARGS...: 2 ranks, same flags; stdout+stderr to OUT; returns the exit code.
+run2() {
+  local out="$1"
+  shift
+  timeout 180 "$mpiexec" "${mpiflags[@]}" "$npflag" 2 "$exe" train "${tiny[@]}" "$@" >"$out" 2>&1
+}
+# mpmd OUT "ARGS0" "ARGS1": rank 0 and rank 1 with different extra flags.
+mpmd() {
+  local out="$1" a0="$2" a1="$3"
+  # shellcheck disable=SC2086
+  timeout 60 "$mpiexec" "${mpiflags[@]}" "$npflag" 1 "$exe" train "${tiny[@]}" $a0 : \
+    "$npflag" 1 "$exe" train "${tiny[@]}" $a1 >"$out" 2>&1
+}
+# losses LOG FROM: "step loss" of every step >= FROM in a --log file (full precision).
+losses() {
+  grep '"type":"step"' "$1" | sed -E 's/.*"loss":([^,}]*).*"step":([0-9]+).*/\2 \1/' | awk -v f="$2" '$1 >= f'
+}
+expect_in() {  # FILE PATTERN WHAT
+  if grep -q -- "$2" "$1"; then ok "$3"; else bad "$3: /$2/ not in output:"; tail -n 20 "$1"; fi
+}
+flip_byte() {  # FILE OFFSET: xor one byte with 0x40
+  local b
+  b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  printf "$(printf '\\%03o' $((b ^ 64)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
+case "$case" in
+kill)
+  run2 "$work/ref.out" --steps 6 --log "$work/ref.log" || bad "reference run"
+  TAGC_GPT2_INJECT_KILL=4:1 run2 "$work/a.out" --steps 6 --checkpoint-dir "$work/ck" --checkpoint-every 2 \
+    && bad "the killed run exited 0"
+  expect_in "$work/a.out" "kills itself while writing its checkpoint of step 4" "rank 1 died mid-save"
+  [[ -f "$work/ck/step_00000002/MANIFEST.json" ]] && ok "step 2 complete" || bad "step 2 has no manifest"
+  [[ ! -f "$work/ck/step_00000004/MANIFEST.json" ]] && ok "step 4 never became visible" || bad "step 4 has a manifest"
+  run2 "$work/b.out" --steps 6 --checkpoint-dir "$work/ck" --checkpoint-every 2 --resume "$work/ck" \
+    --log "$work/b.log" || { bad "resume after the kill"; cat "$work/b.out"; }
+  expect_in "$work/b.out" "resumed at step 2" "resumed from the last complete step"
+  if [[ "$(losses "$work/b.log" 3)" == "$(losses "$work/ref.log" 3)" && -n "$(losses "$work/b.log" 3)" ]]; then
+    ok "losses of steps 3-6 equal the uninterrupted run's, bit for bit"
+  else bad "losses differ: $(losses "$work/b.log" 3 | tr '\n' ' ') vs $(losses "$work/ref.log" 3 | tr '\n' ' ')"; fi
+  ;;
+damage)
+  run2 "$work/ref.out" --steps 6 --log "$work/ref.log" || bad "reference run"
+  run2 "$work/a.out" --steps 4 --checkpoint-dir "$work/ck" --checkpoint-every 2 || bad "first run"
+  f="$work/ck/step_00000004/rank1.ckpt"
+  flip_byte "$f" $(($(stat -c %s "$f") / 2))  # inside the parameters
+  run2 "$work/b.out" --steps 6 --checkpoint-dir "$work/ck" --checkpoint-every 2 --resume "$work/ck" \
+    --log "$work/b.log" || { bad "resume of the damaged directory"; cat "$work/b.out"; }
+  expect_in "$work/b.out" "step_00000004/rank1.ckpt.*checksum" "the damaged file is named"
+  expect_in "$work/b.out" "falling back to the previous complete step" "fallback announced"
+  expect_in "$work/b.out" "resumed at step 2" "resumed at step 2"
+  if [[ "$(losses "$work/b.log" 3)" == "$(losses "$work/ref.log" 3)" && -n "$(losses "$work/b.log" 3)" ]]; then
+    ok "after the fallback, losses of steps 3-6 equal the uninterrupted run's, bit for bit"
+  else bad "losses differ: $(losses "$work/b.log" 3 | tr '\n' ' ') vs $(losses "$work/ref.log" 3 | tr '\n' ' ')"; fi
+  # a missing file: the newest step is now 6 (written by the resumed run)
+  rm -f "$work/ck/step_00000006/rank0.ckpt"
+  run2 "$work/c.out" --steps 6 --checkpoint-dir "$work/ck" --checkpoint-every 2 --resume "$work/ck" \
+    --log "$work/c.log" || { bad "resume with a missing file"; cat "$work/c.out"; }
+  expect_in "$work/c.out" "step_00000006/rank0.ckpt is missing" "the missing file is named"
+  expect_in "$work/c.out" "resumed at step 4" "resumed at step 4"
+  if [[ "$(losses "$work/c.log" 5)" == "$(losses "$work/ref.log" 5)" && -n "$(losses "$work/c.log" 5)" ]]; then
+    ok "losses of steps 5-6 equal the uninterrupted run's"
+  else bad "losses differ after the second fallback"; fi
+  ls "$work/ck" | grep -q "^step_00000002$" && bad "more than --keep-checkpoints 2 steps kept" \
+    || ok "step 2 pruned (keep 2)"
+  # the older layout (D/rank<r>.ckpt, no manifest) still loads, with a note
+  mkdir -p "$work/old" && cp "$work/ck/step_00000004/"rank*.ckpt "$work/old/"
+  run2 "$work/d.out" --steps 5 --resume "$work/old" || { bad "resume of the older layout"; cat "$work/d.out"; }
+  expect_in "$work/d.out" "older layout .*loaded without verification" "the older layout loads, with a note"
+  expect_in "$work/d.out" "resumed at step 4" "older layout: resumed at step 4"
+  ;;
+blowup)
+  run2 "$work/a.out" --steps 2 --checkpoint-dir "$work/ck" --checkpoint-every 1 || bad "first run"
+  run2 "$work/b.out" --steps 8 --checkpoint-dir "$work/ck" --checkpoint-every 1 --resume "$work/ck" --lr 1e30 \
+    && bad "the --lr 1e30 run exited 0"
+  expect_in "$work/b.out" "changed since the checkpoint: --lr: 0.001 in the checkpoint, 1e+30 in this run" \
+    "the changed --lr is logged"
+  expect_in "$work/b.out" "is not finite" "the blow-up is caught"
+  [[ -f "$work/ck/step_00000002/MANIFEST.json" ]] && ok "the good step 2 is kept" || bad "step 2 is gone"
+  run2 "$work/c.out" --steps 3 --resume "$work/ck/step_00000002" || { bad "resume of the good step"; cat "$work/c.out"; }
+  expect_in "$work/c.out" "resumed at step 2" "the good step still resumes (--resume DIR/step_00000002)"
+  ;;
+agree)
+  check_mpmd() {  # WHAT PATTERN "ARGS0" "ARGS1"
+    local t0=$SECONDS
+    if mpmd "$work/m.out" "$3" "$4"; then bad "$1: exited 0"; return; fi
+    local dt=$((SECONDS - t0))
+    ((dt <= 30)) && ok "$1: refused in ${dt} s" || bad "$1: took ${dt} s"
+    for r in 0 1; do
+      grep -q "(rank $r).*$2" "$work/m.out" && ok "$1: rank $r names it" || { bad "$1: rank $r: /$2/"; cat "$work/m.out"; }
+    done
+  }
+  check_mpmd "--steps 3 vs 5" "--steps: '3' on rank 0, '5' on rank 1" "--steps 3" "--steps 5"
+  check_mpmd "--checkpoint-every 1 vs 2" "--checkpoint-every: '1' on rank 0, '2' on rank 1" \
+    "--steps 2 --checkpoint-dir $work/ck --checkpoint-every 1" "--steps 2 --checkpoint-dir $work/ck --checkpoint-every 2"
+  check_mpmd "--compress none on one rank" "--compress: 'all' on rank 0, 'none' on rank 1" \
+    "--steps 2 --compress all" "--steps 2 --compress none"
+  check_mpmd "--model" "--model: 'd2' on rank 0, 'd4' on rank 1" "--steps 2" "--steps 2 --model d4"
+  check_mpmd "--B" "--B: '2' on rank 0, '4' on rank 1" "--steps 2" "--steps 2 --B 4"
+  check_mpmd "--seed" "--seed: '1' on rank 0, '2' on rank 1" "--steps 2 --seed 1" "--steps 2 --seed 2"
+  # a resumed run against its checkpoint: --sparsity must match
+  run2 "$work/a.out" --steps 1 --compress all --checkpoint-dir "$work/ck2" || bad "compressed run"
+  run2 "$work/b.out" --steps 2 --compress all --resume "$work/ck2" --sparsity 0.95 && bad "--sparsity change accepted"
+  expect_in "$work/b.out" "--sparsity default.*this run 0.95" "--sparsity change refused, named"
+  ;;
+nan)
+  check_nan() {  # WHAT PATTERN INJECT ARGS...
+    local what="$1" pat="$2" inj="$3"
+    shift 3
+    rm -rf "$work/ck"
+    if TAGC_GPT2_INJECT_NAN="$inj" run2 "$work/n.out" --steps 3 --checkpoint-dir "$work/ck" --checkpoint-every 1 "$@"; then
+      bad "$what: exited 0"
+    fi
+    for r in 0 1; do
+      grep -q "(rank $r).*$pat" "$work/n.out" && ok "$what: rank $r: $pat" || { bad "$what: rank $r: /$pat/"; cat "$work/n.out"; }
+    done
+    [[ -f "$work/ck/step_00000001/MANIFEST.json" && ! -e "$work/ck/step_00000002" ]] \
+      && ok "$what: step 1 saved, nothing of step 2" || { bad "$what: checkpoints"; ls -R "$work/ck"; }
+  }
+  check_nan "NaN loss" "step 2: the loss is not finite on rank(s) 1" 2:loss:1
+  check_nan "NaN gradient, plain path" "step 2: the gradient of unit(s) mlp.0 is not finite" 2:mlp.0:1
+  check_nan "NaN gradient, plain suffix of a compressed run" "step 2: the gradient of unit(s) mlp.1 is not finite" \
+    2:mlp.1/suffix:0 --compress non-attention
+  check_nan "NaN gradient, compressed path" \
+    "step 2, mlp.0/prefix (compressed reduce-scatter): non-finite value" 2:mlp.0:1 --compress all
+  ;;
+watchdog)
+  t0=$SECONDS
+  TAGC_GPT2_INJECT_STALL=2:1:90 run2 "$work/w.out" --steps 4 --collective-timeout 3 && bad "stalled run exited 0"
+  dt=$((SECONDS - t0))
+  ((dt <= 30)) && ok "the job ended ${dt} s after start (timeout 3 s)" || bad "the job took ${dt} s"
+  expect_in "$work/w.out" "rank(s) 1 did not arrive" "the stalled rank is named"
+  expect_in "$work/w.out" "(rank 0).*has not completed" "rank 0 reports the timed-out collective"
+  # a real SIGSTOP of rank 1 once the run is past step 2 (its processes: named by this
+  # test's unique --log path in their command line)
+  run2 "$work/s.out" --steps 100000 --collective-timeout 3 --log "$work/stop.log" &
+  launcher=$!
+  for _ in $(seq 600); do grep -q '"step":2' "$work/stop.log" 2>/dev/null && break; sleep 0.2; done
+  ranks=()
+  for p in $(pgrep -x "$(basename "$exe" | cut -c1-15)"); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$work/stop.log" && ranks+=("$p")
+  done
+  if ((${#ranks[@]} != 2)); then
+    bad "SIGSTOP: expected this run's 2 rank processes, found ${#ranks[@]}"
+    kill "$launcher" 2>/dev/null
+  else
+    kill -STOP "${ranks[1]}"
+    t0=$SECONDS
+    wait "$launcher" && bad "SIGSTOP: the job exited 0"
+    dt=$((SECONDS - t0))
+    kill -CONT "${ranks[1]}" 2>/dev/null  # in case it survived (it should not)
+    ((dt <= 30)) && ok "SIGSTOP: the job ended ${dt} s after the stop (timeout 3 s)" || bad "SIGSTOP: took ${dt} s"
+    expect_in "$work/s.out" "did not arrive" "SIGSTOP: the missing rank is named"
+  fi
+  ;;
+preflight)
+  t0=$SECONDS
+  timeout 120 "$mpiexec" "${mpiflags[@]}" "$npflag" 2 "$exe" train --model d99 --steps 1 \
+    --train-data "$work/data/t_train.bin" --val-data "$work/data/t_val.bin" >"$work/p.out" 2>&1 \
+    && bad "--model d99 accepted"
+  dt=$((SECONDS - t0))
+  expect_in "$work/p.out" "model d99 needs about .* GiB .* available" "--model d99 refused with figures"
+  ((dt <= 30)) && ok "refused in ${dt} s" || bad "--model d99 took ${dt} s"
+  "$shards" "$work/bad" --bad-token 1234 || exit 1
+  tiny+=(--train-data "$work/bad/t_train.bin")
+  run2 "$work/t.out" --steps 1 && bad "a token id beyond the vocabulary accepted"
+  expect_in "$work/t.out" "t_train.bin: token id 65535 at token offset 1234 (byte 3492)" "the bad token is named"
+  ;;
+*)
+  echo "unknown case $case"
+  exit 2
+  ;;
+esac
+exit $fail

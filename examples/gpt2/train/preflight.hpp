@@ -1,0 +1,41 @@
+// preflight.hpp: checks made before anything big is allocated or any rank waits for
+// another, in the command line's words: optimizer values in range, the world size
+// against --index-bits, and the memory a rank will need against what the host has.
+// defines: train::validate_args (declared in args.hpp), train::check_world,
+//          train::MemoryEstimate, train::estimate_memory, train::check_memory
+#pragma once
+
+#include "args.hpp"
+
+#include "gpt2/config.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace train {
+
+// Throws ArgsError if the flags cannot run at this world size (e.g. --index-bits 4 on
+// 16 ranks: its 4-bit counters overflow; the message names --index-bits exact).
+void check_world(const Args& a, int world);
+
+// Bytes one rank allocates, by kind (host trainer layout; the device trainer's is the
+// same in its memory space).
+struct MemoryEstimate {
+  uint64_t optimizer = 0;    // params, grad shard, AdamW m and v: 4 owned shards
+  uint64_t gradients = 0;    // full-unit gradient buffers (every unit, accumulated)
+  uint64_t gathered = 0;     // gathered parameter slots (all units with --zero2)
+  uint64_t reducers = 0;     // compressed segments' error feedback and scratch (upper bound)
+  uint64_t activations = 0;  // the model's forward/backward buffers for B x T
+  uint64_t total() const { return optimizer + gradients + gathered + reducers + activations; }
+  std::string describe() const;  // "2.1 GiB (optimizer 0.5 GiB, gradients ...)"
+};
+MemoryEstimate estimate_memory(const gpt2::Config& cfg, const Args& a, int world);
+
+// Bytes the OS says are available (MemAvailable of /proc/meminfo; 0 if unknown).
+uint64_t available_memory();
+
+// Throws std::runtime_error with the figures when ranks_on_host ranks of this estimate
+// exceed `available` (unknown (0): no check).
+void check_memory(const MemoryEstimate& e, int ranks_on_host, uint64_t available, const std::string& model);
+
+}  // namespace train
