@@ -2,9 +2,11 @@
 # The project's test command (README, CI): installs dependencies, fetches the
 # test data, builds everything and runs
 #   1. the whole ctest suite (unit, property, MPI multi-process, GPT-2 tests),
-#   2. the core suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
-#   3. the in-process communicator tests under ThreadSanitizer,
-#   4. an nvcc compile of the CUDA instantiations (sm_80, sm_90): no GPU here,
+#   2. the Python package tagc (PyTorch DDP hooks): installs Debian's PyTorch,
+#      builds the extension and runs its 2-process tests (fails if torch is missing),
+#   3. the core suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   4. the in-process communicator tests under ThreadSanitizer,
+#   5. an nvcc compile of the CUDA instantiations (sm_80, sm_90): no GPU here,
 #      so CUDA code is compiled, not run.
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
@@ -24,6 +26,13 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j1 --timeout 900
 [[ $quick == 1 ]] && exit 0
+
+section "Python package tagc: PyTorch communication hooks (2-process DDP over gloo)"
+bash scripts/install_deps.sh --torch  # python3-torch libtorch-dev pybind11: ~2.5 min on a bare image
+cmake -S . -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAGC_BUILD_PYTHON=ON \
+  -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF >/dev/null
+cmake --build build-py -j"$jobs" --target tagc_python
+ctest --test-dir build-py --output-on-failure -L python --no-tests=error
 
 section "core tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 san_opts=(-G Ninja -DCMAKE_BUILD_TYPE=Debug -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF -DTAGC_WITH_MPI=OFF)
