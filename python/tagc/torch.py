@@ -26,6 +26,7 @@ alike: the reducer agrees its verdict across ranks before it exchanges anything.
 
 import queue
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -60,6 +61,37 @@ class _Unit:
         return dict(zip(self.names, torch.split(flat, self.numels)))
 
 
+class _DenseReducer:
+    """values="dense": a plain fp32 all-reduce (mean) through the hook's machinery
+    (worker thread, futures, per-parameter bookkeeping), to measure what the hook
+    itself costs beside DDP's own all-reduce. No compression, no residual."""
+
+    def __init__(self, length, group, world):
+        self.length, self.group, self.world = length, group, world
+        self.output_size, self.sparsity, self.name = length, 0.0, "dense"
+
+    def all_reduce(self, inp, out):
+        out.copy_(inp)
+        dist.all_reduce(out, group=self.group)
+        out.div_(self.world)
+        return {"total_bytes": 2.0 * (self.world - 1) / self.world * 4 * self.length}
+
+    def reduce_scatter(self, inp, out):
+        raise RuntimeError("tagc: values='dense' is for DDP (all-reduce) only")
+
+    def residual(self):
+        return torch.zeros(self.length)
+
+    def set_residual(self, r):
+        pass
+
+    def save_state(self):
+        return b""
+
+    def load_state(self, blob):
+        pass
+
+
 class TagcState:
     """What the tagc hooks keep between calls: one reducer per bucket, its residual, a worker.
 
@@ -68,7 +100,8 @@ class TagcState:
       every rank must construct the state (dist.new_group is collective).
     ratio, index_bits, values: the reducer (see catalogue()): "sketch" (count sketch,
       ratio 10, index_bits 1: the paper's configuration), "packed-bf16" or "packed"
-      (exact, index_bits="exact").
+      (exact, index_bits="exact"); "dense" is an uncompressed fp32 all-reduce through
+      the hook's machinery (to measure the hook's own cost).
     sparsity: theta, the fraction of entries kept back per call (None: the paper's
       pairing for the ratio, 0.9875 at 10x). adaptive: move theta to keep the sketch peelable.
     module: the model; parameters are then named as in module.named_parameters()
@@ -87,9 +120,10 @@ class TagcState:
                            sparsity=-1.0 if sparsity is None else float(sparsity),
                            adaptive=bool(adaptive), check_inputs=bool(check_inputs))
         # Refuse a configuration the world cannot run before the first backward.
-        _C.can_implement(self.config["values"], self.config["ratio"], self.config["index"], 1,
-                         self.world_size, self.rank, "replicated", self.config["sparsity"],
-                         self.config["adaptive"], self.config["check_inputs"])
+        if self.config["values"] != "dense":
+            _C.can_implement(self.config["values"], self.config["ratio"], self.config["index"], 1,
+                             self.world_size, self.rank, "replicated", self.config["sparsity"],
+                             self.config["adaptive"], self.config["check_inputs"])
         self._group = dist.new_group(ranks=_group_ranks(self.process_group))
         self._names = {}                  # id(parameter) -> name
         self._order = {}                  # id(parameter) -> place in the module
@@ -107,6 +141,7 @@ class TagcState:
         self.rebuilds = 0                 # units re-formed from other units' parameters
         self.calls = 0
         self.bytes_sent = 0.0             # per rank, ring model, all reducer collectives so far
+        self.reduce_seconds = 0.0         # wall time inside the reducers (codec + collectives)
         self.last_stats = None
         self._fsdp_seen = {}
         if module is not None:
@@ -168,8 +203,11 @@ class TagcState:
                     self._owner.pop(k, None)
                 self.rebuilds += 1
         c = self.config
-        reducer = _C.Reducer(c["values"], c["ratio"], c["index"], length, self._group, topology,
-                             c["sparsity"], c["adaptive"], c["check_inputs"])
+        if c["values"] == "dense":
+            reducer = _DenseReducer(length, self._group, self.world_size)
+        else:
+            reducer = _C.Reducer(c["values"], c["ratio"], c["index"], length, self._group, topology,
+                                 c["sparsity"], c["adaptive"], c["check_inputs"])
         if key in self._saved_units:
             reducer.load_state(self._saved_units.pop(key))
             for name in names:
@@ -188,7 +226,9 @@ class TagcState:
         return unit
 
     def _reduce(self, unit, method, grad, out):
+        t0 = time.perf_counter()
         stats = getattr(unit.reducer, method)(grad, out)
+        self.reduce_seconds += time.perf_counter() - t0
         self.calls += 1
         self.bytes_sent += stats["total_bytes"]
         self.last_stats = stats
