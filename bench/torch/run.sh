@@ -5,14 +5,14 @@
 # the tagc hook's own overhead on plain loopback and PyTorch's single-process
 # step beside tagc-gpt2's. Configurations alternate within each repeat.
 #
-# Usage: bench/torch/run.sh [--rates 200mbit,1gbit] [--steps 10] [--repeats 1]
+# Usage: bench/torch/run.sh [--rates 200mbit,1gbit] [--steps 8] [--repeats 1]
 #                           [--configs fp32,fp16,...] [--out docs/results/torch]
 #                           [--no-loopback] [--no-anchor]
 # Needs root (network namespaces), Debian's PyTorch (scripts/install_deps.sh --torch).
 # Writes OUT/runs.jsonl (one line per run), OUT/summary.csv, OUT/table.md, OUT/*.png.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rates=200mbit,1gbit steps=10 repeats=1 out=docs/results/torch loopback=1 anchor=1
+rates=200mbit,1gbit steps=8 repeats=1 out=docs/results/torch loopback=1 anchor=1
 configs=fp32,fp16,powersgd-1,powersgd-2,powersgd-4,tagc-paper,tagc-best
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -41,12 +41,13 @@ bench() {  # bench RATE CONFIG
   local rate=$1 cfg=$2 line load
   load=$(cut -d' ' -f1 /proc/loadavg)
   if [[ $rate == loopback ]]; then
-    line=$($py bench/torch/ddp_bench.py --config "$cfg" --data "$tok" --steps "$steps" | tail -1)
+    line=$($py bench/torch/ddp_bench.py --config "$cfg" --data "$tok" --steps "$steps" | grep '^{' | tail -1)
   else
     line=$(scripts/slow_net.sh --rate "$rate" -- $py bench/torch/ddp_bench.py --config "$cfg" --data "$tok" \
-           --steps "$steps" 2>/dev/null | tail -1)
+           --steps "$steps" 2>/dev/null | grep '^{' | tail -1)
   fi
-  echo "{\"rate\": \"$rate\", \"load\": $load, \"run\": ${line#\{}" >> "$runs"
+  if [[ -z $line ]]; then echo "run.sh: $rate $cfg produced no result" >&2; return 0; fi
+  echo "{\"rate\": \"$rate\", \"load\": $load, ${line#\{}" >> "$runs"
   echo "run.sh: $rate $cfg: $(echo "$line" | $py -c 'import json,sys; d=json.load(sys.stdin); print("%.0f ms/step, val %.3f" % (d["ms_per_step"], d["val_loss"]))')"
 }
 IFS=, read -r -a rate_list <<< "$rates"
