@@ -206,6 +206,37 @@ def case_rebuild(rank, out):
     out["rebuild_residual"] = {k: v.double() for k, v in s.residuals().items()}
 
 
+class FakeBucket:
+    """What the hook reads from a dist.GradBucket."""
+
+    def __init__(self, params):
+        self.params = params
+        self.buf = torch.cat([p.grad.reshape(-1) for p in params])
+
+    def buffer(self):
+        return self.buf
+
+    def parameters(self):
+        return self.params
+
+
+def case_overlap(rank, out):
+    """The hook returns before the reduction runs: the future completes on the worker."""
+    torch.manual_seed(0)
+    ps = [nn.Parameter(torch.randn(1000)), nn.Parameter(torch.randn(24))]
+    for p in ps:
+        p.grad = torch.full_like(p, float(rank + 1))
+    s = tt.TagcState(values="packed", index_bits="exact", sparsity=0.0)
+    import threading
+    gate = threading.Event()
+    s._submit(gate.wait)  # hold the worker
+    fut = tt.ddp_comm_hook(s, FakeBucket(ps))
+    out["overlap_pending"] = not fut.done()
+    gate.set()
+    value = fut.wait()
+    out["overlap_value"] = bool(torch.all(value == 1.5).item())  # mean of 1 and 2
+
+
 def case_errors(rank, out):
     """NaN on one rank: every rank raises the same error from backward, nobody hangs."""
     model, ddp, opt = make(Sequential, lambda m: tt.TagcState(module=m))
@@ -226,7 +257,7 @@ def worker(rank, port, scratch):
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     out = {}
     for case in (case_packed_equals_default, case_sketch_bytes, case_loss_down,
-                 lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_errors):
+                 lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap, case_errors):
         try:
             case(rank, out)
         except Exception:
@@ -314,6 +345,10 @@ def main():
             got = WORLD * o["rebuild_delivered"][name] + sum(oo["rebuild_residual"][name] for oo in outs)
             worst = max(worst, ((inp - got).abs().max() / (inp.abs().max() + 1e-12)).item())
         check(worst < 1e-5, "residuals survive the rebuild: inputs == delivered + residuals (worst rel. err %.2e)" % worst)
+
+    check(all(oo.get("overlap_pending") is True for oo in outs),
+          "the hook returns a pending future while the worker is busy (completed on the worker)")
+    check(all(oo.get("overlap_value") is True for oo in outs), "that future then holds the mean")
 
     errs = [oo.get("nan_error", "") for oo in outs]
     check(all("not finite" in e for e in errs) and len({e.split("tagc:", 1)[-1] for e in errs}) == 1,
