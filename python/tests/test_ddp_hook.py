@@ -237,6 +237,29 @@ def case_overlap(rank, out):
     out["overlap_value"] = bool(torch.all(value == 1.5).item())  # mean of 1 and 2
 
 
+def case_sharded_and_bf16(rank, out):
+    """fsdp_comm_hook's reduce-scatter (gloo has none: all-to-all + owner's sum) on a flat
+    padded gradient gives this rank's shard of the mean; packed-bf16 (bf16 sums emulated
+    by all-gather) is the mean to bf16 rounding. No FSDP here (torch 1.13's needs CUDA)."""
+    g = torch.Generator().manual_seed(7 + rank)
+    n = 4 * 1000  # divisible by the world, as FSDP pads it
+    grad = torch.randn(n, generator=g)
+    every = [torch.randn(n, generator=torch.Generator().manual_seed(7 + r)) for r in range(WORLD)]
+    mean = (every[0] + every[1]) / WORLD
+    shard = n // WORLD
+    model = nn.Linear(2, 2)
+    s = tt.TagcState(values="packed", index_bits="exact", sparsity=0.0, module=model)
+    output = torch.empty(shard)
+    tt.fsdp_comm_hook(s, grad, output)
+    out["fsdp_shard_equal"] = torch.equal(output, mean[rank * shard:(rank + 1) * shard])
+    s16 = tt.TagcState(values="packed-bf16", index_bits="exact", sparsity=0.0, module=model)
+    whole = grad.clone()
+    tt.fsdp_comm_hook(s16, whole)  # NO_SHARD form: all-reduce in place
+    err = (whole - mean).abs().max().item()
+    out["bf16_err"] = err
+    out["bf16_ok"] = err <= 2 ** -7 * mean.abs().max().item() * 2
+
+
 def case_errors(rank, out):
     """NaN on one rank: every rank raises the same error from backward, nobody hangs."""
     model, ddp, opt = make(Sequential, lambda m: tt.TagcState(module=m))
@@ -257,7 +280,8 @@ def worker(rank, port, scratch):
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     out = {}
     for case in (case_packed_equals_default, case_sketch_bytes, case_loss_down,
-                 lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap, case_errors):
+                 lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap,
+                 case_sharded_and_bf16, case_errors):
         try:
             case(rank, out)
         except Exception:
@@ -349,6 +373,11 @@ def main():
     check(all(oo.get("overlap_pending") is True for oo in outs),
           "the hook returns a pending future while the worker is busy (completed on the worker)")
     check(all(oo.get("overlap_value") is True for oo in outs), "that future then holds the mean")
+
+    check(all(oo.get("fsdp_shard_equal") is True for oo in outs),
+          "fsdp_comm_hook (packed, theta = 0): each rank's shard equals the mean's exactly")
+    check(all(oo.get("bf16_ok") is True for oo in outs),
+          "packed-bf16, theta = 0: the mean to bf16 rounding (max err %s)" % [oo.get("bf16_err") for oo in outs])
 
     errs = [oo.get("nan_error", "") for oo in outs]
     check(all("not finite" in e for e in errs) and len({e.split("tagc:", 1)[-1] for e in errs}) == 1,
