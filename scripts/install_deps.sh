@@ -4,6 +4,11 @@
 # when everything is there. CUDA (nvcc, NCCL, CCCL headers) is expected at
 # /usr/local/cuda; without nvcc the CUDA compile check is skipped with a message.
 set -euo pipefail
+# --torch: also PyTorch (CPU, gloo) and pybind11 for the Python package tagc
+# (python/, scripts/test.sh's PyTorch stage): ~650-830 MB, ~2.5 min, so only
+# when asked for.
+with_torch=0
+[[ ${1:-} == --torch ]] && with_torch=1
 
 packages=(cmake ninja-build g++ pkg-config
           doctest-dev libbenchmark-dev
@@ -11,6 +16,9 @@ packages=(cmake ninja-build g++ pkg-config
           libopenblas-dev libpcre2-dev nlohmann-json3-dev
           clang libclang-rt-dev
           nodejs npm iproute2 gnuplot-nox)
+if ((with_torch)); then
+  packages+=(python3-torch libtorch-dev pybind11-dev python3-pybind11)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -30,6 +38,10 @@ fi
 if [[ ! -d /usr/local/cuda/include/cccl && ! -f /usr/local/cuda/include/thrust/version.h ]]; then
   echo "install_deps: CCCL headers (thrust, cub, libcu++) not found under /usr/local/cuda." >&2
   echo "              Install the CUDA Toolkit (12.x or 13.x) or pass -DTAGC_CCCL_INCLUDE_DIR=... to cmake." >&2
+  exit 1
+fi
+if ((with_torch)) && ! /usr/bin/python3 -c "import torch, torch.distributed as d; assert d.is_gloo_available()" 2>/dev/null; then
+  echo "install_deps: /usr/bin/python3 cannot import torch with gloo after installing python3-torch" >&2
   exit 1
 fi
 echo "install_deps: ok"

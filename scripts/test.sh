@@ -2,11 +2,13 @@
 # The project's test command (README, CI): installs dependencies, fetches the
 # test data, builds everything and runs
 #   1. the whole ctest suite (unit, property, MPI multi-process, GPT-2 tests),
-#   2. the core suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
-#   3. the in-process communicator tests under ThreadSanitizer,
-#   4. an nvcc compile of the CUDA instantiations (sm_80, sm_90): no GPU here,
+#   2. the Python package tagc (PyTorch DDP hooks): installs Debian's PyTorch,
+#      builds the extension and runs its 2-process tests (fails if torch is missing),
+#   3. the core suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
+#   4. the in-process communicator tests under ThreadSanitizer,
+#   5. an nvcc compile of the CUDA instantiations (sm_80, sm_90): no GPU here,
 #      so CUDA code is compiled, not run,
-#   5. libFuzzer (clang, ASan + UBSan) on the checkpoint parser, token shards and
+#   6. libFuzzer (clang, ASan + UBSan) on the checkpoint parser, token shards and
 #      Reducer::load_state, 60 s each from the seeds in fuzz/corpus/.
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
@@ -26,6 +28,11 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j1 --timeout 900
 [[ $quick == 1 ]] && exit 0
+
+section "Python package tagc: PyTorch communication hooks (2-process DDP over gloo)"
+# install_deps --torch (python3-torch libtorch-dev pybind11: ~2.5 min on a bare image),
+# build-py, then ctest -L python; fails (never skips) when torch cannot be installed.
+bash scripts/build_python.sh --test
 
 section "core tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 san_opts=(-G Ninja -DCMAKE_BUILD_TYPE=Debug -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF -DTAGC_WITH_MPI=OFF)

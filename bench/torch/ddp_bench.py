@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""One configuration of the side-by-side: GPT-2 (gpt2.py) trained by 2 DDP ranks over gloo.
+
+Configurations (--config):
+  fp32          DDP's own all-reduce (no hook)
+  fp16          torch's fp16_compress_hook
+  powersgd-R    torch's PowerSGD hook, rank R, error feedback, warm start, one bucket
+                (gloo crashes PowerSGD on several buckets in torch 1.13)
+  tagc-paper    tagc.torch.ddp_comm_hook: 10x count sketch, 1-bit index (the paper's)
+  tagc-best     tagc.torch.ddp_comm_hook: packed bf16 values, exact index
+  tagc-dense    the tagc hook's machinery (worker thread, futures, per-parameter
+                bookkeeping) around a plain fp32 all-reduce: the hook's own overhead
+Prints one JSON line (rank 0): ms per step (each step, after --warmup), bytes on
+`lo` per rank per step (inside scripts/slow_net.sh's namespace lo carries only
+this job), the train loss per step, the val loss after the last step, and for
+tagc the ring-model bytes the reducers counted and the time spent inside them.
+"""
+import argparse
+import json
+import math
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt2  # noqa: E402
+
+
+def read_shard(path):
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(1024), dtype=np.int32)
+        assert header[0] == 20240520, path + ": not a token shard"
+        return torch.from_numpy(np.frombuffer(f.read(), dtype=np.uint16).astype(np.int64))
+
+
+def batches(tokens, rank, world, b, t, step):
+    """Batch `step` of this rank: consecutive windows, ranks interleaved, wrapping."""
+    n = b * t + 1
+    per = (tokens.numel() - 1) // (b * t)
+    start = ((step * world + rank) % per) * b * t
+    w = tokens[start:start + n]
+    return w[:-1].view(b, t), w[1:].view(b, t)
+
+
+def lr_at(step, a):
+    if step < a.warmup:
+        return a.lr * (step + 1) / a.warmup
+    p = (step - a.warmup) / max(1, a.steps - a.warmup)
+    return a.lr_min + 0.5 * (a.lr - a.lr_min) * (1 + math.cos(math.pi * p))
+
+
+def lo_tx_bytes():
+    with open("/sys/class/net/lo/statistics/tx_bytes") as f:
+        return int(f.read())
+
+
+def worker(rank, a, port):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=a.world)
+    torch.manual_seed(a.seed)
+    model = gpt2.GPT2(a.depth)
+    cfg = a.config
+    bucket_mb = 25
+    if cfg.startswith("powersgd"):
+        # One bucket: PowerSGD over gloo in torch 1.13 crashes with several.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 40
+        bucket_mb = 1 << 20
+    ddp = DDP(model, bucket_cap_mb=bucket_mb, broadcast_buffers=False)
+    state = None
+    if cfg == "fp16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif cfg.startswith("powersgd-"):
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+        state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=int(cfg.split("-")[1]),
+                                 start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        ddp.register_comm_hook(state, ps.powerSGD_hook)
+    elif cfg.startswith("tagc-"):
+        import tagc.torch as tt
+        kw = {"paper": dict(values="sketch", ratio=10, index_bits=1),
+              "best": dict(values="packed-bf16", index_bits="exact"),
+              "dense": dict(values="dense")}[cfg[5:]]
+        state = tt.TagcState(module=model, **kw)
+        ddp.register_comm_hook(state, tt.ddp_comm_hook)
+    elif cfg != "fp32":
+        raise SystemExit("unknown config " + cfg)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
+    train = read_shard(os.path.join(a.data, "train.bin"))
+    val = read_shard(os.path.join(a.data, "val.bin"))
+    step_ms, losses = [], []
+    tx0 = t_reduce0 = bytes0 = None
+    for step in range(a.steps):
+        if step == a.warmup_steps:
+            dist.barrier()
+            tx0 = lo_tx_bytes()
+            if state is not None and hasattr(state, "reduce_seconds"):
+                t_reduce0, bytes0 = state.reduce_seconds, state.bytes_sent
+            t_all = time.perf_counter()
+        t0 = time.perf_counter()
+        x, y = batches(train, rank, a.world, a.B, a.T, step)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, a)
+        opt.zero_grad(set_to_none=True)
+        loss = ddp(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        step_ms.append(1e3 * (time.perf_counter() - t0))
+    dist.barrier()
+    timed = a.steps - a.warmup_steps
+    wall = time.perf_counter() - t_all
+    tx = (lo_tx_bytes() - tx0) / timed / a.world  # both ranks' traffic crosses lo
+    with torch.no_grad():
+        vl = [model(*batches(val, rank, a.world, a.B, a.T, i)).item() for i in range(a.val_batches)]
+    vt = torch.tensor([sum(vl) / len(vl)])
+    dist.all_reduce(vt)
+    out = {"config": cfg, "steps": a.steps, "timed_steps": timed, "ms_per_step": 1e3 * wall / timed,
+           "step_ms": step_ms[a.warmup_steps:], "lo_bytes_per_rank_step": tx, "train_loss": losses,
+           "val_loss": vt.item() / a.world, "B": a.B, "T": a.T, "depth": a.depth}
+    if state is not None and hasattr(state, "reduce_seconds"):
+        out["tagc_model_bytes_per_step"] = (state.bytes_sent - bytes0) / timed
+        out["tagc_reduce_ms_per_step"] = 1e3 * (state.reduce_seconds - t_reduce0) / timed
+    if rank == 0:
+        print(json.dumps(out), flush=True)
+    dist.barrier()
+    os._exit(0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--data", required=True, help="directory with train.bin / val.bin (tokenize_corpus.py)")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup-steps", type=int, default=3, help="untimed first steps (DDP rebuilds buckets)")
+    ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--B", type=int, default=4)
+    ap.add_argument("--T", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr-min", type=float, default=1e-4)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--val-batches", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--world", type=int, default=2)
+    a = ap.parse_args()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.start_processes(worker, args=(a, port), nprocs=a.world, join=False, start_method="spawn")
+    for p in ctx.processes:
+        p.join()
+    sys.exit(max(p.exitcode for p in ctx.processes))
+
+
+if __name__ == "__main__":
+    main()

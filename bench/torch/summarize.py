@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""runs.jsonl (bench/torch/run.sh) -> summary.csv, table.md and gnuplot PNGs in the same folder.
+
+Per (link, configuration): ms per step (mean over runs, and the spread: min..max of
+the runs' means, and the median and 10-90 % range of every timed step), bytes on
+lo per rank per step (wire: payload + TCP/IP headers + gloo's own messages), the
+ring-model bytes tagc's reducers counted, and the val / last train loss."""
+import csv
+import json
+import os
+import statistics as st
+import subprocess
+import sys
+
+ORDER = ["fp32", "fp16", "powersgd-1", "powersgd-2", "powersgd-4", "tagc-paper", "tagc-best", "tagc-dense"]
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
+
+
+def main(folder):
+    runs = [json.loads(l) for l in open(os.path.join(folder, "runs.jsonl")) if l.strip()]
+    groups = {}
+    for r in runs:
+        groups.setdefault((r["rate"], r["config"]), []).append(r)
+    rows = []
+    for (rate, cfg), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], ORDER.index(kv[0][1]) if kv[0][1] in ORDER else 99)):
+        means = [r["ms_per_step"] for r in rs]
+        steps = [s for r in rs for s in r["step_ms"]]
+        fp32 = groups.get((rate, "fp32"))
+        row = {
+            "link": rate, "config": cfg, "runs": len(rs), "steps": rs[0]["steps"], "timed_steps": rs[0]["timed_steps"],
+            "ms_per_step": st.mean(means), "ms_min_run": min(means), "ms_max_run": max(means),
+            "ms_step_median": st.median(steps), "ms_step_p10": pct(steps, 0.1), "ms_step_p90": pct(steps, 0.9),
+            "wire_MB_per_rank_step": st.mean(r["lo_bytes_per_rank_step"] for r in rs) / 1e6,
+            "tagc_ring_MB_per_step": (st.mean(r["tagc_model_bytes_per_step"] for r in rs) / 1e6
+                                      if "tagc_model_bytes_per_step" in rs[0] else ""),
+            "tagc_reduce_ms_per_step": (st.mean(r["tagc_reduce_ms_per_step"] for r in rs)
+                                        if "tagc_reduce_ms_per_step" in rs[0] else ""),
+            "val_loss": st.mean(r["val_loss"] for r in rs),
+            "train_loss_last3": st.mean(st.mean(r["train_loss"][-3:]) for r in rs),
+            "load_avg": st.mean(r["load"] for r in rs),
+        }
+        if fp32:
+            f = st.mean(r["ms_per_step"] for r in fp32)
+            row["speedup_vs_fp32"] = f / row["ms_per_step"]
+            fw = st.mean(r["lo_bytes_per_rank_step"] for r in fp32)
+            row["wire_bytes_vs_fp32"] = row["wire_MB_per_rank_step"] * 1e6 / fw
+        rows.append(row)
+    keys = list(rows[0].keys()) + ["speedup_vs_fp32", "wire_bytes_vs_fp32"]
+    keys = list(dict.fromkeys(keys))
+    with open(os.path.join(folder, "summary.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()})
+
+    def fmt(v, spec):
+        return spec % v if isinstance(v, (int, float)) else "–"
+
+    lines = ["| link | config | ms/step (runs: min–max) | step median (p10–p90) | speedup vs fp32 | wire MB/rank/step | "
+             "vs fp32 | tagc ring MB | in reducer ms | val loss | train loss (last 3) | load |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append("| %s | %s | %s (%s–%s) | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["link"], r["config"], fmt(r["ms_per_step"], "%.0f"), fmt(r["ms_min_run"], "%.0f"),
+            fmt(r["ms_max_run"], "%.0f"), fmt(r["ms_step_median"], "%.0f"), fmt(r["ms_step_p10"], "%.0f"),
+            fmt(r["ms_step_p90"], "%.0f"), fmt(r.get("speedup_vs_fp32"), "%.2fx"),
+            fmt(r["wire_MB_per_rank_step"], "%.2f"), fmt(r.get("wire_bytes_vs_fp32"), "%.3f"),
+            fmt(r["tagc_ring_MB_per_step"], "%.2f"), fmt(r["tagc_reduce_ms_per_step"], "%.0f"),
+            fmt(r["val_loss"], "%.3f"), fmt(r["train_loss_last3"], "%.3f"), fmt(r["load_avg"], "%.1f")))
+    anchor = os.path.join(folder, "anchor.json")
+    if os.path.exists(anchor):
+        a = json.load(open(anchor))
+        lines += ["", "Single-process step (forward + backward + AdamW), GPT-2 d2, B=%d T=%d, %d thread(s):" % (a["B"], a["T"], a["threads"]), ""]
+        for name, v in a["results"].items():
+            lines.append("- %s: median %.0f ms (runs: %s)" % (name, st.median(v), ", ".join("%.0f" % x for x in v)))
+    with open(os.path.join(folder, "table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+    # Plots (gnuplot): ms/step per configuration for each link, and val loss vs wire bytes.
+    for rate in sorted({r["link"] for r in rows}):
+        sel = [r for r in rows if r["link"] == rate]
+        dat = os.path.join(folder, "ms_%s.dat" % rate)
+        with open(dat, "w") as f:
+            for i, r in enumerate(sel):
+                f.write('%d "%s" %.1f %.1f %.1f %.4f %.3f\n' % (i, r["config"], r["ms_per_step"], r["ms_min_run"],
+                                                                r["ms_max_run"], r["val_loss"], r["wire_MB_per_rank_step"]))
+        png = os.path.join(folder, "ms_per_step_%s.png" % rate)
+        script = f"""set terminal pngcairo size 900,420
+set output '{png}'
+set title 'GPT-2 d2, 2 DDP ranks over gloo, link {rate}: ms per step (bars: min-max of runs)'
+set style fill solid 0.6
+set boxwidth 0.6
+set ylabel 'ms / step'
+set yrange [0:*]
+set xtics rotate by -30
+plot '{dat}' using 1:3:xtic(2) with boxes notitle, '' using 1:3:4:5 with yerrorbars lc rgb 'black' notitle
+"""
+        try:
+            subprocess.run(["gnuplot"], input=script.encode(), check=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            print("summarize: gnuplot failed (%s); PNG not written" % e, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""GPT-2 BPE tokens of the corpus for the PyTorch benchmark (llm.c shard format).
+
+tagc-gpt2 prepares its shards in C++ (`tagc-gpt2 prepare`); this is a small
+Python version so that the benchmark needs no C++ build: byte-level BPE with
+data/gpt2/{encoder.json,vocab.bpe}. Its pre-tokenizer approximates GPT-2's
+(\\p{L} / \\p{N} as Python's [^\\W\\d_] / \\d), which on English text splits the
+same. Documents are joined by <|endoftext|> (50256).
+
+Usage: tokenize_corpus.py DATA_DIR OUT_DIR [--train-tokens N] [--val-tokens N]
+Writes OUT_DIR/train.bin and OUT_DIR/val.bin: int32 header[256] (magic 20240520,
+version 1, count) + uint16 tokens. Train takes the speeches in sorted order, val
+the last ones, so they never share a document.
+"""
+import argparse
+import json
+import os
+import re
+import struct
+
+import numpy as np
+
+PAT = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+""")
+
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+class Bpe:
+    def __init__(self, gpt2_dir):
+        with open(os.path.join(gpt2_dir, "encoder.json")) as f:
+            self.encoder = json.load(f)
+        with open(os.path.join(gpt2_dir, "vocab.bpe"), encoding="utf-8") as f:
+            merges = [tuple(l.split()) for l in f.read().split("\n")[1:] if l]
+        self.ranks = {m: i for i, m in enumerate(merges)}
+        self.byte_enc = bytes_to_unicode()
+        self.cache = {}
+
+    def word(self, token):
+        if token in self.cache:
+            return self.cache[token]
+        parts = list(token)
+        while len(parts) > 1:
+            pairs = [(self.ranks.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(zip(parts, parts[1:]))]
+            rank, i = min(pairs)
+            if rank == 1 << 30:
+                break
+            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+        ids = [self.encoder[p] for p in parts]
+        self.cache[token] = ids
+        return ids
+
+    def encode(self, text):
+        out = []
+        for tok in PAT.findall(text):
+            out.extend(self.word("".join(self.byte_enc[b] for b in tok.encode("utf-8"))))
+        return out
+
+
+def write_shard(path, tokens):
+    header = np.zeros(256, dtype=np.int32)
+    header[0], header[1], header[2] = 20240520, 1, len(tokens)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(np.asarray(tokens, dtype=np.uint16).tobytes())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data_dir")
+    ap.add_argument("out_dir")
+    ap.add_argument("--train-tokens", type=int, default=120_000)
+    ap.add_argument("--val-tokens", type=int, default=20_000)
+    a = ap.parse_args()
+    bpe = Bpe(os.path.join(a.data_dir, "gpt2"))
+    corpus = os.path.join(a.data_dir, "corpus")
+    docs = sorted(f for f in os.listdir(corpus) if f.startswith("sotu_"))
+
+    def take(files, limit):
+        toks = []
+        for f in files:
+            with open(os.path.join(corpus, f), encoding="utf-8", errors="replace") as fh:
+                toks += [50256] + bpe.encode(fh.read())
+            if len(toks) >= limit:
+                break
+        return toks[:limit]
+
+    os.makedirs(a.out_dir, exist_ok=True)
+    write_shard(os.path.join(a.out_dir, "train.bin"), take(docs, a.train_tokens))
+    write_shard(os.path.join(a.out_dir, "val.bin"), take(list(reversed(docs)), a.val_tokens))
+    print("tokenize_corpus: %d train + %d val tokens in %s" % (a.train_tokens, a.val_tokens, a.out_dir))
+
+
+if __name__ == "__main__":
+    main()

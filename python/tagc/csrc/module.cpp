@@ -1,0 +1,182 @@
+// defines: the tagc._C Python extension — a Reducer from the catalogue bound to
+//          a torch.distributed ProcessGroup, driven from Python (tagc/torch.py).
+//
+// The heavy calls (all_reduce, reduce_scatter) release the GIL: the Python
+// comm hook runs them on a worker thread while autograd keeps computing.
+// Errors are raised as RuntimeError("tagc: <message>"); because the Reducer
+// gives every rank the same verdict, every rank raises the same error.
+
+#include <memory>
+#include <string>
+
+#include <torch/extension.h>
+
+#include "catalogue.hpp"
+#include "process_group_transport.hpp"
+
+namespace py = pybind11;
+
+namespace tagc_torch {
+namespace {
+
+[[noreturn]] void raise(const tagc::status& s) { throw std::runtime_error("tagc: " + s.message()); }
+void check(const tagc::status& s) {
+  if (!s.ok()) raise(s);
+}
+
+tagc::topology parse_topology(const std::string& t) {
+  if (t == "replicated") return tagc::topology::replicated;
+  if (t == "sharded") return tagc::topology::sharded;
+  throw std::invalid_argument("tagc: topology '" + t + "' is neither 'replicated' (DDP) nor 'sharded' (FSDP)");
+}
+
+tagc::reducer_arguments make_arguments(std::size_t length, int world, int rank, const std::string& topo,
+                                       double sparsity, bool adaptive, bool check_inputs) {
+  tagc::reducer_arguments a;
+  a.length = length;
+  a.world_size = world;
+  a.rank = rank;
+  a.topo = parse_topology(topo);
+  a.op = tagc::reduce_op::mean;  // what DDP's and FSDP's default hooks deliver
+  a.sparsity = sparsity;
+  a.check_inputs = check_inputs;
+  a.adapt.enabled = adaptive;
+  return a;
+}
+
+std::span<const float> const_floats(const at::Tensor& t, const char* what) {
+  if (t.device().type() != at::kCPU || t.scalar_type() != at::kFloat || !t.is_contiguous())
+    throw std::invalid_argument(std::string("tagc: ") + what + " must be a contiguous float32 CPU tensor, got " +
+                                t.toString() + (t.is_contiguous() ? "" : " (not contiguous)"));
+  return {t.data_ptr<float>(), std::size_t(t.numel())};
+}
+std::span<float> floats(at::Tensor& t, const char* what) {
+  auto c = const_floats(t, what);
+  return {const_cast<float*>(c.data()), c.size()};
+}
+
+py::dict stats_dict(const tagc::reduce_stats& s) {
+  py::dict d;
+  d["elements"] = s.elements;
+  d["kept"] = s.kept;
+  d["deferred"] = s.deferred;
+  d["retransmitted"] = s.retransmitted;
+  d["sparsity"] = s.sparsity;
+  d["theta"] = s.theta;
+  d["index_bits"] = s.index_bits;
+  d["exact_index"] = s.exact_index;
+  d["dense"] = s.dense;
+  d["load"] = s.load;
+  d["unresolved"] = s.unresolved;
+  d["packed_slots"] = s.packed_slots;
+  d["control_bytes"] = s.control_bytes;
+  d["index_bytes"] = s.index_bytes;
+  d["value_bytes"] = s.value_bytes;
+  d["retransmit_bytes"] = s.retransmit_bytes;
+  d["total_bytes"] = s.total_bytes();
+  return d;
+}
+
+// One Reducer bound to one process group.
+class bound_reducer {
+ public:
+  bound_reducer(const std::string& values, int ratio, const std::string& index, std::size_t length, py::object group,
+                const std::string& topo, double sparsity, bool adaptive, bool check_inputs)
+      : transport_(make_process_group_transport(group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>())),
+        comm_(*transport_),
+        counted_(comm_) {
+    check(make_reducer({values, ratio, index}, reducer_));
+    check(reducer_->initialize(
+        make_arguments(length, comm_.size(), comm_.rank(), topo, sparsity, adaptive, check_inputs)));
+  }
+
+  py::dict all_reduce(const at::Tensor& in, at::Tensor& out) {
+    auto i = const_floats(in, "the bucket");
+    auto o = floats(out, "the output");
+    tagc::reduce_stats s;
+    tagc::status st;
+    {
+      py::gil_scoped_release unlocked;
+      st = reducer_->all_reduce(counted_, i, o, &s);
+    }
+    check(st);
+    return stats_dict(s);
+  }
+  py::dict reduce_scatter(const at::Tensor& in, at::Tensor& out) {
+    auto i = const_floats(in, "the gradient");
+    auto o = floats(out, "the output shard");
+    tagc::reduce_stats s;
+    tagc::status st;
+    {
+      py::gil_scoped_release unlocked;
+      st = reducer_->reduce_scatter(counted_, i, o, &s);
+    }
+    check(st);
+    return stats_dict(s);
+  }
+  at::Tensor residual() const {
+    auto r = reducer_->residual();
+    return at::from_blob(r.data(), {int64_t(r.size())}, at::kFloat).clone();
+  }
+  void set_residual(const at::Tensor& r) {
+    at::Tensor c = r.contiguous();
+    check(reducer_->set_residual(const_floats(c, "the residual")));
+  }
+  py::bytes save_state() const {
+    auto b = reducer_->save_state();
+    return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  void load_state(const py::bytes& b) {
+    std::string s = b;
+    check(reducer_->load_state(std::span<const std::byte>(reinterpret_cast<const std::byte*>(s.data()), s.size())));
+  }
+  double bytes_sent() const { return counted_.counters().total_bytes_sent(); }
+  std::size_t output_size() const { return reducer_->output_size(); }
+  double sparsity() const { return reducer_->sparsity(); }
+  void set_sparsity(double t) { check(reducer_->set_sparsity(t)); }
+  std::string name() const { return reducer_->name(); }
+
+ private:
+  std::shared_ptr<collective_transport> transport_;
+  pg_communicator comm_;
+  counted_comm counted_;
+  std::unique_ptr<any_reducer> reducer_;
+};
+
+// can_implement without a process group: TagcState checks its configuration
+// against the world before the first backward.
+void can_implement(const std::string& values, int ratio, const std::string& index, std::size_t length, int world,
+                   int rank, const std::string& topo, double sparsity, bool adaptive, bool check_inputs) {
+  std::unique_ptr<any_reducer> r;
+  check(make_reducer({values, ratio, index}, r));
+  check(r->can_implement(make_arguments(length, world, rank, topo, sparsity, adaptive, check_inputs)));
+}
+
+}  // namespace
+}  // namespace tagc_torch
+
+PYBIND11_MODULE(_C, m) {
+  using namespace tagc_torch;
+  m.doc() = "tagc reducers over torch.distributed process groups (see tagc.torch)";
+  py::class_<bound_reducer>(m, "Reducer")
+      .def(py::init<const std::string&, int, const std::string&, std::size_t, py::object, const std::string&, double,
+                    bool, bool>(),
+           py::arg("values"), py::arg("ratio"), py::arg("index"), py::arg("length"), py::arg("group"),
+           py::arg("topology"), py::arg("sparsity") = -1.0, py::arg("adaptive") = false,
+           py::arg("check_inputs") = true)
+      .def("all_reduce", &bound_reducer::all_reduce)
+      .def("reduce_scatter", &bound_reducer::reduce_scatter)
+      .def("residual", &bound_reducer::residual)
+      .def("set_residual", &bound_reducer::set_residual)
+      .def("save_state", &bound_reducer::save_state)
+      .def("load_state", &bound_reducer::load_state)
+      .def("set_sparsity", &bound_reducer::set_sparsity)
+      .def_property_readonly("bytes_sent", &bound_reducer::bytes_sent)
+      .def_property_readonly("output_size", &bound_reducer::output_size)
+      .def_property_readonly("sparsity", &bound_reducer::sparsity)
+      .def_property_readonly("name", &bound_reducer::name);
+  m.def("can_implement", &can_implement, py::arg("values"), py::arg("ratio"), py::arg("index"), py::arg("length"),
+        py::arg("world"), py::arg("rank"), py::arg("topology"), py::arg("sparsity") = -1.0,
+        py::arg("adaptive") = false, py::arg("check_inputs") = true);
+  m.def("catalogue", &catalogue_text);
+}

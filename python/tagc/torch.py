@@ -1,0 +1,356 @@
+"""tagc communication hooks for torch.distributed (DDP and FSDP1).
+
+Usage (DDP):
+    state = tagc.torch.TagcState(module=model)          # paper config: 10x sketch, 1-bit index
+    ddp = DistributedDataParallel(model)
+    ddp.register_comm_hook(state, tagc.torch.ddp_comm_hook)
+
+The hook follows PyTorch's PowerSGD hook in shape: `hook(state, bucket)` returns a
+torch.futures.Future holding the bucket's averaged gradient. The reduction runs on
+the state's worker thread (the C++ reducer releases the GIL), so it overlaps the
+rest of backward the way DDP's own all-reduce does; all of it runs on a process
+group of the state's own, so it never interleaves with collectives the training
+script issues on its group at the same time.
+
+Error feedback: each bucket's residual lives in a reducer keyed by the *names of
+the parameters the bucket holds*, not by the bucket's index. When DDP rebuilds its
+buckets (after the first step) the residuals are split per parameter and moved to
+the reducers of the new buckets: nothing is dropped. `state_dict()` /
+`load_state_dict()` checkpoint them (each rank saves its own: residuals differ per
+rank) so that a resumed run continues exactly.
+
+Refusals (a world too large for the index, NaN/Inf in any rank's gradient, a
+checkpoint for other parameters) raise RuntimeError("tagc: ...") on every rank
+alike: the reducer agrees its verdict across ranks before it exchanges anything.
+"""
+
+import queue
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "catalogue"]
+
+_STATE_VERSION = 1
+
+
+def catalogue():
+    """The reducer configurations this build offers (a text, one per line)."""
+    return _C.catalogue()
+
+
+def _group_ranks(group):
+    if group is None or group is dist.group.WORLD:
+        return None
+    if hasattr(dist, "get_process_group_ranks"):  # torch >= 2
+        return dist.get_process_group_ranks(group)
+    return sorted(dist.distributed_c10d._pg_group_ranks[group].keys())  # torch 1.13
+
+
+class _Unit:
+    """One reducer: a DDP bucket (its parameters, in bucket order) or an FSDP flat gradient."""
+
+    def __init__(self, key, names, numels, reducer, out):
+        self.key, self.names, self.numels, self.reducer, self.out = key, names, numels, reducer, out
+
+    def split(self, flat):
+        return dict(zip(self.names, torch.split(flat, self.numels)))
+
+
+class _DenseReducer:
+    """values="dense": a plain fp32 all-reduce (mean) through the hook's machinery
+    (worker thread, futures, per-parameter bookkeeping), to measure what the hook
+    itself costs beside DDP's own all-reduce. No compression, no residual."""
+
+    def __init__(self, length, group, world):
+        self.length, self.group, self.world = length, group, world
+        self.output_size, self.sparsity, self.name = length, 0.0, "dense"
+
+    def all_reduce(self, inp, out):
+        out.copy_(inp)
+        dist.all_reduce(out, group=self.group)
+        out.div_(self.world)
+        return {"total_bytes": 2.0 * (self.world - 1) / self.world * 4 * self.length}
+
+    def reduce_scatter(self, inp, out):
+        raise RuntimeError("tagc: values='dense' is for DDP (all-reduce) only")
+
+    def residual(self):
+        return torch.zeros(self.length)
+
+    def set_residual(self, r):
+        pass
+
+    def save_state(self):
+        return b""
+
+    def load_state(self, blob):
+        pass
+
+
+class TagcState:
+    """What the tagc hooks keep between calls: one reducer per bucket, its residual, a worker.
+
+    process_group: the group whose ranks reduce together (default: the world).
+      The hooks run their collectives on a new group over the same ranks, so
+      every rank must construct the state (dist.new_group is collective).
+    ratio, index_bits, values: the reducer (see catalogue()): "sketch" (count sketch,
+      ratio 10, index_bits 1: the paper's configuration), "packed-bf16" or "packed"
+      (exact, index_bits="exact"); "dense" is an uncompressed fp32 all-reduce through
+      the hook's machinery (to measure the hook's own cost).
+    sparsity: theta, the fraction of entries kept back per call (None: the paper's
+      pairing for the ratio, 0.9875 at 10x). adaptive: move theta to keep the sketch peelable.
+    module: the model; parameters are then named as in module.named_parameters()
+      (checkpoints name them; FSDP needs it to know where a backward pass starts).
+      Without it they are named by the order DDP's first buckets hold them.
+    """
+
+    def __init__(self, process_group=None, ratio=10, index_bits=1, values="sketch", sparsity=None,
+                 adaptive=False, module=None, check_inputs=True):
+        if not dist.is_initialized():
+            raise RuntimeError("tagc: TagcState needs torch.distributed to be initialized")
+        self.process_group = process_group if process_group is not None else dist.group.WORLD
+        self.world_size = dist.get_world_size(self.process_group)
+        self.rank = dist.get_rank(self.process_group)
+        self.config = dict(values=str(values), ratio=int(ratio), index=str(index_bits),
+                           sparsity=-1.0 if sparsity is None else float(sparsity),
+                           adaptive=bool(adaptive), check_inputs=bool(check_inputs))
+        # Refuse a configuration the world cannot run before the first backward.
+        if self.config["values"] != "dense":
+            _C.can_implement(self.config["values"], self.config["ratio"], self.config["index"], 1,
+                             self.world_size, self.rank, "replicated", self.config["sparsity"],
+                             self.config["adaptive"], self.config["check_inputs"])
+        self._group = dist.new_group(ranks=_group_ranks(self.process_group))
+        self._names = {}                  # id(parameter) -> name
+        self._order = {}                  # id(parameter) -> place in the module
+        self._numel = {}                  # name -> numel (a changed parameter set is refused)
+        if module is not None:
+            for name, p in module.named_parameters():
+                self._names[id(p)] = name
+                self._order[id(p)] = len(self._order)
+                self._numel[name] = p.numel()
+        self.module = module
+        self._units = {}                  # key -> _Unit
+        self._owner = {}                  # parameter name -> key of the unit holding its residual
+        self._pending = {}                # name -> residual waiting for its new unit (rebuilds, checkpoints)
+        self._saved_units = {}            # key -> reducer state from a checkpoint
+        self.rebuilds = 0                 # units re-formed from other units' parameters
+        self.calls = 0
+        self.bytes_sent = 0.0             # per rank, ring model, all reducer collectives so far
+        self.reduce_seconds = 0.0         # wall time inside the reducers (codec + collectives)
+        self.last_stats = None
+        self._fsdp_seen = {}
+        if module is not None:
+            module.register_forward_pre_hook(lambda *_: self._fsdp_seen.clear())
+        self._jobs = queue.Queue()
+        self._worker = threading.Thread(target=self._work, name="tagc-comm", daemon=True)
+        self._worker.start()
+
+    # ---- the worker ----
+    def _work(self):
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                job()
+            finally:
+                self._jobs.task_done()
+
+    def _submit(self, fn):
+        self._jobs.put(fn)
+
+    def wait(self):
+        """Block until every submitted reduction has finished."""
+        self._jobs.join()
+
+    # ---- units and their residuals ----
+    def _name_of(self, p):
+        name = self._names.get(id(p))
+        if name is None:
+            name = "param%d" % len(self._names)
+            self._names[id(p)] = name
+            self._order[id(p)] = len(self._order)
+        return name
+
+    def _index_of(self, p):
+        """The parameter's place in the module (or in first-seen order without one)."""
+        self._name_of(p)
+        return self._order[id(p)]
+
+    def _unit(self, key, names, numels, length, topology, out_shape_of):
+        unit = self._units.get(key)
+        if unit is not None:
+            return unit
+        for name, n in zip(names, numels):
+            known = self._numel.setdefault(name, n)
+            if known != n:
+                raise RuntimeError("tagc: parameter '%s' has %d elements, it had %d when its residual was "
+                                   "made; the parameter set changed under the hook (make a new TagcState)"
+                                   % (name, n, known))
+        # Parameters this unit takes over from units of an earlier bucketing:
+        # split those units' residuals per parameter and retire them.
+        for name in names:
+            old_key = self._owner.get(name)
+            if old_key is not None and old_key != key and old_key in self._units:
+                old = self._units.pop(old_key)
+                self._pending.update({k: v.clone() for k, v in old.split(old.reducer.residual()).items()})
+                for k in old.names:
+                    self._owner.pop(k, None)
+                self.rebuilds += 1
+        c = self.config
+        if c["values"] == "dense":
+            reducer = _DenseReducer(length, self._group, self.world_size)
+        else:
+            reducer = _C.Reducer(c["values"], c["ratio"], c["index"], length, self._group, topology,
+                                 c["sparsity"], c["adaptive"], c["check_inputs"])
+        if key in self._saved_units:
+            reducer.load_state(self._saved_units.pop(key))
+            for name in names:
+                self._pending.pop(name, None)
+        elif any(name in self._pending for name in names):
+            parts = [self._pending.pop(name, None) for name in names]
+            parts = [torch.zeros(n) if t is None else t for t, n in zip(parts, numels)]
+            flat = torch.cat(parts)
+            if flat.numel() < length:  # FSDP padding
+                flat = torch.cat([flat, torch.zeros(length - flat.numel())])
+            reducer.set_residual(flat)
+        unit = _Unit(key, names, numels, reducer, torch.zeros(out_shape_of(reducer)))
+        self._units[key] = unit
+        for name in names:
+            self._owner[name] = key
+        return unit
+
+    def _reduce(self, unit, method, grad, out):
+        t0 = time.perf_counter()
+        stats = getattr(unit.reducer, method)(grad, out)
+        self.reduce_seconds += time.perf_counter() - t0
+        self.calls += 1
+        self.bytes_sent += stats["total_bytes"]
+        self.last_stats = stats
+        return stats
+
+    def residuals(self):
+        """Every parameter's error-feedback residual (name -> flat tensor) on this rank."""
+        self.wait()
+        res = {k: v.clone() for k, v in self._pending.items()}
+        for unit in self._units.values():
+            res.update({k: v.clone() for k, v in unit.split(unit.reducer.residual()[:sum(unit.numels)]).items()})
+        return res
+
+    # ---- checkpoints ----
+    def state_dict(self):
+        """This rank's state: per-parameter residuals and each reducer's own state (theta, counters)."""
+        self.wait()
+        return {"version": _STATE_VERSION, "config": dict(self.config), "world_size": self.world_size,
+                "rank": self.rank, "residuals": self.residuals(),
+                "units": {**self._saved_units, **{k: u.reducer.save_state() for k, u in self._units.items()}},
+                "numel": dict(self._numel)}
+
+    def load_state_dict(self, sd):
+        """Restore state_dict() of the same rank; call before the first backward of the resumed run."""
+        self.wait()
+        if sd.get("version") != _STATE_VERSION:
+            raise RuntimeError("tagc: checkpoint version %r, this build reads %d" % (sd.get("version"), _STATE_VERSION))
+        for field, mine in (("config", self.config), ("world_size", self.world_size), ("rank", self.rank)):
+            if sd[field] != mine:
+                raise RuntimeError("tagc: checkpoint was saved with %s %r, this state has %r" % (field, sd[field], mine))
+        if self.module is not None:
+            have = set(self._numel)
+            saved = set(sd["numel"])
+            if have != saved:
+                raise RuntimeError("tagc: checkpoint holds residuals for other parameters: missing %s, unexpected %s"
+                                   % (sorted(have - saved)[:5], sorted(saved - have)[:5]))
+            for name, n in sd["numel"].items():
+                if self._numel[name] != n:
+                    raise RuntimeError("tagc: checkpoint's residual for '%s' has %d elements, the parameter has %d"
+                                       % (name, n, self._numel[name]))
+        self._numel.update(sd["numel"])
+        self._units.clear()
+        self._owner.clear()
+        self._pending = {k: v.clone() for k, v in sd["residuals"].items()}
+        self._saved_units = dict(sd["units"])
+
+
+def _unwrap(fut):
+    value = fut.value()
+    if isinstance(value, BaseException):
+        raise value
+    return value
+
+
+def ddp_comm_hook(state: TagcState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: the bucket's gradient averaged over the group, through tagc.
+
+    Returns at once; the future completes on the state's worker thread. The
+    reducer sees the bucket's parameters in the module's order (a copy when DDP's
+    order differs), so a bucket that DDP re-forms with the same parameters in
+    another order keeps its reducer, and a resumed run meets the same layout."""
+    done = torch.futures.Future()
+    buf = bucket.buffer()
+    params = list(bucket.parameters())
+
+    def job():
+        try:
+            order = sorted(range(len(params)), key=lambda i: state._index_of(params[i]))
+            names = tuple(state._name_of(params[i]) for i in order)
+            numels = [params[i].numel() for i in order]
+            if sum(numels) != buf.numel():
+                raise RuntimeError("tagc: bucket of %d elements holds parameters of %d in all (sparse or padded "
+                                   "buckets are not supported)" % (buf.numel(), sum(numels)))
+            unit = state._unit(("ddp",) + names, names, numels, buf.numel(), "replicated", lambda r: r.output_size)
+            if order == sorted(order):
+                state._reduce(unit, "all_reduce", buf, unit.out)
+                done.set_result(unit.out)
+                return
+            views = torch.split(buf, [p.numel() for p in params])
+            state._reduce(unit, "all_reduce", torch.cat([views[i] for i in order]), unit.out)
+            back = dict(zip(order, torch.split(unit.out, numels)))
+            done.set_result(torch.cat([back[i] for i in range(len(params))]))
+        except Exception as e:  # the same verdict on every rank: each raises it from backward
+            done.set_result(e)
+
+    state._submit(job)
+    return done.then(_unwrap)
+
+
+def fsdp_comm_hook(state: TagcState, grad: torch.Tensor, output: torch.Tensor = None):
+    """FSDP1 communication hook (torch >= 2, sharded strategies): reduce-scatter `grad`
+    (the flat, padded unsharded gradient) into `output` (this rank's shard), averaged,
+    through tagc's sharded topology. With NO_SHARD FSDP passes no output: all-reduce in place.
+
+    FSDP calls it synchronously and reads `output` when it returns, so it blocks."""
+    if state.module is None:
+        raise RuntimeError("tagc: fsdp_comm_hook needs TagcState(module=fsdp_model): it tells the hook "
+                           "where a backward pass starts, so that units of equal size keep their own residuals")
+    n = grad.numel()
+    k = state._fsdp_seen.get(n, 0)
+    state._fsdp_seen[n] = k + 1
+    name = "fsdp_unit_%d_%d" % (n, k)
+    topo = "replicated" if output is None else "sharded"
+    done = threading.Event()
+    err = []
+
+    def job():
+        try:
+            unit = state._unit(("fsdp", n, k, topo), (name,), [n], n, topo, lambda r: r.output_size)
+            target = unit.out
+            if output is not None and unit.reducer.output_size != output.numel():
+                raise RuntimeError("tagc: FSDP's shard has %d elements, tagc's layout gives %d for a gradient of %d "
+                                   "on %d ranks" % (output.numel(), unit.reducer.output_size, n, state.world_size))
+            state._reduce(unit, "reduce_scatter" if output is not None else "all_reduce",
+                          grad.detach().contiguous(), target)
+            (output if output is not None else grad).copy_(target.view_as(output if output is not None else grad))
+        except Exception as e:
+            err.append(e)
+        finally:
+            done.set()
+
+    state._submit(job)
+    done.wait()
+    if err:
+        raise err[0]

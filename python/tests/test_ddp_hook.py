@@ -1,0 +1,391 @@
+#!/usr/bin/env python3
+"""2-process DDP tests of tagc.torch.ddp_comm_hook (gloo over loopback, torch.multiprocessing).
+
+Both ranks run every case in one spawn (importing torch costs seconds) and write
+what they saw to a scratch directory; the parent checks it. A case that raises on
+a rank is a failure, as is a rank that does not finish in time (no hang passes).
+Run: PYTHONPATH=<build>/python /usr/bin/python3 python/tests/test_ddp_hook.py
+"""
+import math
+import os
+import socket
+import sys
+import tempfile
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import tagc.torch as tt
+from tagc import _C
+
+WORLD = 2
+
+
+class Sequential(nn.Module):
+    """Registered in the order of use: DDP's rebuilt buckets equal its first ones."""
+
+    def __init__(self, vocab=1000, dim=256):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.body = nn.Linear(dim, 64)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.body(self.emb(x).mean(1))))
+
+
+class Reversed(Sequential):
+    """Registered against the order of use: DDP re-forms its buckets after step 1."""
+
+    def __init__(self, vocab=1000, dim=256):
+        nn.Module.__init__(self)
+        self.head = nn.Linear(64, 10)
+        self.emb = nn.Embedding(vocab, dim)
+        self.body = nn.Linear(dim, 64)
+
+
+def batch(rank, step, vocab=1000):
+    g = torch.Generator().manual_seed(1000 * step + 17 * rank + 3)
+    x = torch.randint(0, vocab, (32, 8), generator=g)
+    y = (x[:, 0] % 10)  # learnable: the class is a function of the first token
+    return x, y
+
+
+def make(model_cls, hook_state=None, bucket_cap_mb=25, seed=0):
+    torch.manual_seed(seed)
+    model = model_cls()
+    ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
+    if hook_state is not None:
+        ddp.register_comm_hook(hook_state(model), tt.ddp_comm_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.5, momentum=0.9)
+    return model, ddp, opt
+
+
+def step(ddp, opt, rank, i):
+    x, y = batch(rank, i)
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(ddp(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def params(model):
+    return {k: v.detach().clone() for k, v in model.named_parameters()}
+
+
+# ---------------------------------------------------------------- cases (per rank)
+
+def case_packed_equals_default(rank, out):
+    """values='packed' at theta = 0 delivers exactly the default all-reduce's mean."""
+    ref_model, ref, ref_opt = make(Sequential)
+    hook_model, hooked, hook_opt = make(
+        Sequential, lambda m: tt.TagcState(values="packed", index_bits="exact", sparsity=0.0, module=m))
+    for i in range(4):
+        step(ref, ref_opt, rank, i)
+        step(hooked, hook_opt, rank, i)
+    a, b = params(ref_model), params(hook_model)
+    out["packed_equal"] = all(torch.equal(a[k], b[k]) for k in a)
+    out["packed_maxdiff"] = max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+def case_sketch_bytes(rank, out):
+    """The paper's configuration sends what the layout formula says, and <= 1/5 of fp32."""
+    dist.barrier()
+    state_holder = {}
+
+    def mk(m):
+        state_holder["s"] = tt.TagcState(module=m)
+        return state_holder["s"]
+
+    model, ddp, opt = make(Sequential, mk, bucket_cap_mb=100)  # one bucket
+    step(ddp, opt, rank, 0)
+    s = state_holder["s"]
+    s.wait()
+    out["sketch_stats"] = dict(s.last_stats)
+    out["sketch_bytes_counted"] = s.bytes_sent
+    out["sketch_calls"] = s.calls
+    out["sketch_n"] = sum(p.numel() for p in model.parameters())
+
+
+def case_loss_down(rank, out):
+    """Training with the paper's configuration learns (loss falls) like the uncompressed run."""
+    losses = {}
+    for name, hs in (("fp32", None), ("tagc", lambda m: tt.TagcState(module=m))):
+        model, ddp, opt = make(Sequential, hs)
+        losses[name] = [step(ddp, opt, rank, i % 8) for i in range(40)]
+    out["losses"] = losses
+
+
+def run_resumable(rank, steps, save_after=None, load=None):
+    states = {}
+
+    def mk(m):
+        states["s"] = tt.TagcState(module=m)
+        return states["s"]
+
+    model, ddp, opt = make(Sequential, mk)
+    s = states["s"]
+    first = 0
+    if load is not None:
+        model.load_state_dict(load["model"])
+        opt.load_state_dict(load["opt"])
+        s.load_state_dict(load["tagc"])
+        first = load["step"]
+    ckpt = None
+    for i in range(first, steps):
+        step(ddp, opt, rank, i)
+        if save_after is not None and i + 1 == save_after:
+            ckpt = {"model": {k: v.clone() for k, v in model.state_dict().items()},
+                    "opt": opt.state_dict(), "tagc": s.state_dict(), "step": i + 1}
+            return params(model), ckpt
+    return params(model), s
+
+
+def case_save_resume(rank, out, scratch):
+    whole, _ = run_resumable(rank, 6)
+    _, ckpt = run_resumable(rank, 6, save_after=3)
+    path = os.path.join(scratch, "ckpt%d.pt" % rank)
+    torch.save(ckpt, path)
+    resumed, _ = run_resumable(rank, 6, load=torch.load(path))
+    out["resume_equal"] = all(torch.equal(whole[k], resumed[k]) for k in whole)
+    out["resume_maxdiff"] = max((whole[k] - resumed[k]).abs().max().item() for k in whole)
+    # A checkpoint for another model is refused with a clear message.
+    torch.manual_seed(0)
+    other = nn.Linear(3, 3)
+    s = tt.TagcState(module=other)
+    try:
+        s.load_state_dict(ckpt["tagc"])
+        out["resume_refused"] = ""
+    except RuntimeError as e:
+        out["resume_refused"] = str(e)
+
+
+def case_rebuild(rank, out):
+    """DDP re-forms its buckets after step 1 (Reversed); residuals move with their parameters:
+    sum over ranks and steps of inputs == world x sum of delivered means + sum of residuals."""
+    torch.manual_seed(0)
+    model = Reversed()
+    names = {id(p): n for n, p in model.named_parameters()}
+    sent = {n: torch.zeros(p.numel(), dtype=torch.float64) for n, p in model.named_parameters()}
+    delivered = {n: torch.zeros(p.numel(), dtype=torch.float64) for n, p in model.named_parameters()}
+    keys = []
+
+    def recording_hook(state, bucket) -> torch.futures.Future[torch.Tensor]:
+        ps = list(bucket.parameters())
+        keys.append(tuple(names[id(p)] for p in ps))
+        for p, g in zip(ps, torch.split(bucket.buffer().clone(), [p.numel() for p in ps])):
+            sent[names[id(p)]] += g.double()
+        return tt.ddp_comm_hook(state, bucket)
+
+    s = tt.TagcState(module=model)
+    # Small buckets from the start (the first one is 1 MiB by default), so that
+    # re-forming them in gradient-ready order changes which parameters go together.
+    first, dist._DEFAULT_FIRST_BUCKET_BYTES = dist._DEFAULT_FIRST_BUCKET_BYTES, 64 * 1024
+    try:
+        ddp = DDP(model, bucket_cap_mb=0.1)
+    finally:
+        dist._DEFAULT_FIRST_BUCKET_BYTES = first
+    ddp.register_comm_hook(s, recording_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for i in range(4):
+        x, y = batch(rank, i)
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        for n, p in model.named_parameters():
+            delivered[n] += p.grad.reshape(-1).double()
+        opt.step()
+    out["rebuild_keys_changed"] = len(set(keys)) > len(set(keys[: len(keys) // 4]))
+    out["rebuilds"] = s.rebuilds
+    out["rebuild_sent"] = sent
+    out["rebuild_delivered"] = delivered
+    out["rebuild_residual"] = {k: v.double() for k, v in s.residuals().items()}
+
+
+class FakeBucket:
+    """What the hook reads from a dist.GradBucket."""
+
+    def __init__(self, params):
+        self.params = params
+        self.buf = torch.cat([p.grad.reshape(-1) for p in params])
+
+    def buffer(self):
+        return self.buf
+
+    def parameters(self):
+        return self.params
+
+
+def case_overlap(rank, out):
+    """The hook returns before the reduction runs: the future completes on the worker."""
+    torch.manual_seed(0)
+    ps = [nn.Parameter(torch.randn(1000)), nn.Parameter(torch.randn(24))]
+    for p in ps:
+        p.grad = torch.full_like(p, float(rank + 1))
+    s = tt.TagcState(values="packed", index_bits="exact", sparsity=0.0)
+    import threading
+    gate = threading.Event()
+    s._submit(gate.wait)  # hold the worker
+    fut = tt.ddp_comm_hook(s, FakeBucket(ps))
+    out["overlap_pending"] = not fut.done()
+    gate.set()
+    value = fut.wait()
+    out["overlap_value"] = bool(torch.all(value == 1.5).item())  # mean of 1 and 2
+
+
+def case_sharded_and_bf16(rank, out):
+    """fsdp_comm_hook's reduce-scatter (gloo has none: all-to-all + owner's sum) on a flat
+    padded gradient gives this rank's shard of the mean; packed-bf16 (bf16 sums emulated
+    by all-gather) is the mean to bf16 rounding. No FSDP here (torch 1.13's needs CUDA)."""
+    g = torch.Generator().manual_seed(7 + rank)
+    n = 4 * 1000  # divisible by the world, as FSDP pads it
+    grad = torch.randn(n, generator=g)
+    every = [torch.randn(n, generator=torch.Generator().manual_seed(7 + r)) for r in range(WORLD)]
+    mean = (every[0] + every[1]) / WORLD
+    shard = n // WORLD
+    model = nn.Linear(2, 2)
+    s = tt.TagcState(values="packed", index_bits="exact", sparsity=0.0, module=model)
+    output = torch.empty(shard)
+    tt.fsdp_comm_hook(s, grad, output)
+    out["fsdp_shard_equal"] = torch.equal(output, mean[rank * shard:(rank + 1) * shard])
+    s16 = tt.TagcState(values="packed-bf16", index_bits="exact", sparsity=0.0, module=model)
+    whole = grad.clone()
+    tt.fsdp_comm_hook(s16, whole)  # NO_SHARD form: all-reduce in place
+    err = (whole - mean).abs().max().item()
+    out["bf16_err"] = err
+    out["bf16_ok"] = err <= 2 ** -7 * mean.abs().max().item() * 2
+
+
+def case_errors(rank, out):
+    """NaN on one rank: every rank raises the same error from backward, nobody hangs."""
+    model, ddp, opt = make(Sequential, lambda m: tt.TagcState(module=m))
+    x, y = batch(rank, 0)
+    loss = nn.functional.cross_entropy(ddp(x), y)
+    if rank == 0:
+        loss = loss * float("nan")
+    try:
+        loss.backward()
+        out["nan_error"] = ""
+    except RuntimeError as e:
+        out["nan_error"] = str(e)
+
+
+def worker(rank, port, scratch):
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    out = {}
+    for case in (case_packed_equals_default, case_sketch_bytes, case_loss_down,
+                 lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap,
+                 case_sharded_and_bf16, case_errors):
+        try:
+            case(rank, out)
+        except Exception:
+            out.setdefault("crashed", []).append(traceback.format_exc())
+    torch.save(out, os.path.join(scratch, "rank%d.pt" % rank))
+    os._exit(0)  # the states' daemon workers need no orderly shutdown
+
+
+# ---------------------------------------------------------------- checks (parent)
+
+failures = []
+
+
+def check(cond, what):
+    print(("PASS  " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def main():
+    # Refusals that need no process group.
+    try:
+        _C.can_implement("packed-bf16", 10, "exact", 1000, 300, 0, "replicated")
+        check(False, "a world of 300 ranks is refused by the exact index")
+    except RuntimeError as e:
+        check("300" in str(e) and "255" in str(e), "a world of 300 ranks is refused: " + str(e))
+    try:
+        _C.can_implement("sketch", 7, "1", 1000, 2, 0, "replicated")
+        check(False, "a configuration outside the catalogue is refused")
+    except RuntimeError as e:
+        check("catalogue" in str(e) and "packed-bf16" in str(e), "outside the catalogue is refused, listing it")
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    scratch = tempfile.mkdtemp(prefix="tagc_ddp_")
+    ctx = mp.start_processes(worker, args=(port, scratch), nprocs=WORLD, join=False, start_method="spawn")
+    for p in ctx.processes:
+        p.join(600)
+    check(all(p.exitcode == 0 for p in ctx.processes), "both ranks finished (exit codes %s)"
+          % [p.exitcode for p in ctx.processes])
+    outs = [torch.load(os.path.join(scratch, "rank%d.pt" % r)) for r in range(WORLD)]
+    for r, o in enumerate(outs):
+        for tb in o.get("crashed", []):
+            print("rank %d crashed:\n%s" % (r, tb))
+        check(not o.get("crashed"), "rank %d ran every case without an exception" % r)
+    o = outs[0]
+
+    check(o.get("packed_equal") is True,
+          "packed, theta = 0 equals the default hook exactly (max |diff| %s)" % o.get("packed_maxdiff"))
+
+    st, n = o.get("sketch_stats", {}), o.get("sketch_n", 0)
+    if st:
+        shard_blocks = math.ceil(n / 1024)
+        cells = 3 * max(1, math.ceil(math.ceil(shard_blocks / 10) / 3)) * 1024
+        # 2 ranks, ring model: an all-reduce of B bytes sends B per rank.
+        check(st["value_bytes"] == 4 * cells, "sketch values: %d bytes, formula 4 x %d cells" % (st["value_bytes"], cells))
+        check(st["index_bytes"] == math.ceil(n / 8), "1-bit index: %d bytes, formula n/8 = %d" % (st["index_bytes"], math.ceil(n / 8)))
+        check(st["retransmit_bytes"] == 0 or st["unresolved"] > 0, "no retransmission without unresolved entries")
+        check(abs(o["sketch_bytes_counted"] - st["total_bytes"]) < 1e-6 and o["sketch_calls"] == 1,
+              "bytes counted at the process group (%.0f) == the reducer's own account" % o["sketch_bytes_counted"])
+        fp32 = 4.0 * n
+        check(st["total_bytes"] <= fp32 / 5, "paper config sends %.0f B <= 1/5 of fp32's %.0f B (%.2fx less)"
+              % (st["total_bytes"], fp32, fp32 / st["total_bytes"]))
+
+    for r, oo in enumerate(outs):
+        ls = oo.get("losses")
+        if ls:
+            head, tail = sum(ls["tagc"][:8]) / 8, sum(ls["tagc"][-8:]) / 8
+            ref = sum(ls["fp32"][-8:]) / 8
+            check(tail < 0.5 * head, "rank %d: tagc loss falls %.3f -> %.3f (fp32 run ends at %.3f)" % (r, head, tail, ref))
+
+    for r, oo in enumerate(outs):
+        check(oo.get("resume_equal") is True,
+              "rank %d: save at step 3 + resume == 6 uninterrupted steps (max |diff| %s)" % (r, oo.get("resume_maxdiff")))
+        check("other parameters" in oo.get("resume_refused", ""),
+              "rank %d: a checkpoint for another model is refused: %s" % (r, oo.get("resume_refused")))
+
+    if "rebuild_sent" in o:
+        check(o["rebuild_keys_changed"] and o["rebuilds"] >= 1,
+              "DDP re-formed its buckets (units re-formed: %d)" % o["rebuilds"])
+        worst = 0.0
+        for name in o["rebuild_sent"]:
+            inp = sum(oo["rebuild_sent"][name] for oo in outs)
+            got = WORLD * o["rebuild_delivered"][name] + sum(oo["rebuild_residual"][name] for oo in outs)
+            worst = max(worst, ((inp - got).abs().max() / (inp.abs().max() + 1e-12)).item())
+        check(worst < 1e-5, "residuals survive the rebuild: inputs == delivered + residuals (worst rel. err %.2e)" % worst)
+
+    check(all(oo.get("overlap_pending") is True for oo in outs),
+          "the hook returns a pending future while the worker is busy (completed on the worker)")
+    check(all(oo.get("overlap_value") is True for oo in outs), "that future then holds the mean")
+
+    check(all(oo.get("fsdp_shard_equal") is True for oo in outs),
+          "fsdp_comm_hook (packed, theta = 0): each rank's shard equals the mean's exactly")
+    check(all(oo.get("bf16_ok") is True for oo in outs),
+          "packed-bf16, theta = 0: the mean to bf16 rounding (max err %s)" % [oo.get("bf16_err") for oo in outs])
+
+    errs = [oo.get("nan_error", "") for oo in outs]
+    check(all("not finite" in e for e in errs) and len({e.split("tagc:", 1)[-1] for e in errs}) == 1,
+          "NaN on rank 0: both ranks raise the same error: %r" % errs[0][-200:])
+
+    print("%d failure(s)" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
