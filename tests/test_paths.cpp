@@ -36,8 +36,15 @@ inline std::vector<float> crowded(std::size_t n, int rank, int step) {
 template <class Sparsify, class Index, class Values>
 void compare_paths(int world, std::size_t n, double theta, int steps, bool crowd = false,
                    topology topo = topology::sharded) {
-  using fast_t = Reducer<Sparsify, Index, Values, DecodePolicy<>, exec::host>;
-  using portable_t = Reducer<Sparsify, Index, Values, DecodePolicy<>, exec::host_portable>;
+  // Decode by peeling alone: the host and portable decoders peel in different orders
+  // (detail/host/peel.hpp, a queue; the portable rounds), so their values and any
+  // estimates differ in the last bits, and an owed estimate would carry that into the
+  // owner's residual. With peeling alone the residual depends only on the resolved set,
+  // which is order-independent, so the compress side is still held to the same bits.
+  // The decoders themselves are compared in tests/test_decode_paths.cpp.
+  using decode_t = DecodePolicy<decode_mode::peel>;
+  using fast_t = Reducer<Sparsify, Index, Values, decode_t, exec::host>;
+  using portable_t = Reducer<Sparsify, Index, Values, decode_t, exec::host_portable>;
   CAPTURE(world); CAPTURE(n); CAPTURE(theta); CAPTURE(crowd);
   std::mutex m;
   std::vector<std::string> failures;
@@ -84,7 +91,14 @@ void compare_paths(int world, std::size_t n, double theta, int steps, bool crowd
         worst = std::max(worst, std::fabs(double(out_f[i]) - double(out_p[i])));
         scale = std::max(scale, std::fabs(double(out_p[i])));
       }
-      if (worst > 1e-6 * scale) fail("decoded values differ by " + std::to_string(worst), t);
+      // Peeled values are sums in another order: fp32 cells agree to 1e-4 of the largest
+      // value. 16-bit cells were rounded on the wire and no longer sum exactly, so a peel
+      // chain carries a cell's rounding (relative to the cell, larger than the value) into
+      // the entries after it, in an order that depends on the decoder: measured up to ~1 %
+      // of the largest value here. This is only a sanity bound; tests/test_decode_paths.cpp
+      // holds both decoders to the true values (host error <= 1.25x portable's on average).
+      const double tolerance = sizeof(typename Values::value_type) == 4 ? 1e-4 : 0x1p-4;
+      if (worst > tolerance * scale) fail("decoded values differ by " + std::to_string(worst), t);
     }
     // Both restore and continue alike from each other's checkpoint.
     const auto saved = fast.save_state();
