@@ -114,7 +114,15 @@ quality() {
   local pids=()
   for c in ${CONFIGS//,/ }; do
     local f; f="$(flags_of "$c") --checkpoint-dir $OUT/ckpt/$c --checkpoint-every $VAL_EVERY"
-    if [[ $RESUME -eq 1 && -s "$OUT/ckpt/$c/rank0.ckpt" ]]; then f="$f --resume $OUT/ckpt/$c"; fi
+    # The checkpoint store names its newest complete step in D/latest (checkpoint_store.hpp).
+    if [[ $RESUME -eq 1 ]]; then
+      if [[ -s "$OUT/ckpt/$c/latest" ]]; then
+        f="$f --resume $OUT/ckpt/$c"
+      elif [[ -s "$OUT/$c.jsonl" ]]; then  # a fresh run would truncate the log of the old one
+        echo "long.sh: --resume: $c has a log but no checkpoint in $OUT/ckpt/$c; move $OUT/$c.jsonl away to restart it" >&2
+        exit 1
+      fi
+    fi
     echo "== $c: $STEPS steps on loopback -> $OUT/$c.jsonl ($(date -u +%T))$([[ $f == *--resume* ]] && echo ", resumed")"
     # shellcheck disable=SC2046
     if [[ $PARALLEL -eq 1 ]]; then

@@ -15,8 +15,9 @@ Writes (under --docs)
                        same step (paired: both runs evaluate the same batches)
   long_runs_meta.csv   config,world,steps,last_step,sparsity_warmup,values: what the time model needs
                        of each run
-  (When RUNS holds no logs, these three are read from --docs instead: after a codec change only
-  the timing runs are redone, since the losses do not depend on the codec's speed.)
+  (These three are read from --docs and the runs in RUNS merged over them: a configuration's log
+  replaces its committed rows unless it stops earlier. After a codec change only the timing runs
+  are redone, since the losses do not depend on the codec's speed.)
   step_time.csv        config,rate,step_ms,steps,codec_commit: mean step time at each link rate
   time_to_target.csv   config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,
                        vs_fp32,vs_bf16: fp32's final validation loss as the target; steps to
@@ -81,18 +82,20 @@ def paired_se(a, b):
     return math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d))
 
 
-def from_logs(runs_dir):
-    """long_runs.csv, long_runs_noise.csv and long_runs_meta.csv rows from the runs' logs."""
+def from_logs(runs_dir, fp32_csv_vals):
+    """long_runs.csv, long_runs_noise.csv and long_runs_meta.csv rows from the runs' logs.
+    The gap to fp32 is taken against fp32's log at the steps it has (its per-batch losses give
+    the paired standard error), else against fp32's committed validation losses (no se)."""
     runs = {}
     for p in sorted(glob.glob(os.path.join(runs_dir, "*.jsonl"))):
         c = os.path.basename(p)[:-6]
         run, steps, vals = load(p)
         if run and vals:
             runs[c] = (run, steps, vals)
-    if "fp32" not in runs:
-        sys.exit("long_report.py: no fp32 run with validation points in " + runs_dir)
     rows, noise, meta = [], [], []
-    fp32_vals = {v["step"]: v for v in runs["fp32"][2]}
+    fp32_vals = {st: {"val_loss": l} for st, l in fp32_csv_vals.items()}
+    if "fp32" in runs:
+        fp32_vals.update({v["step"]: v for v in runs["fp32"][2]})
     for c in sorted(runs, key=order_key):
         run, steps, vals = runs[c]
         N, P = run["world"], run["params"]
@@ -119,6 +122,32 @@ def from_logs(runs_dir):
             noise.append((c, st, f"{v['val_loss']:.5f}", f"{v.get('val_se', float('nan')):.5f}", f"{gap:+.3f}",
                           f"{gap_se:.3f}"))
     return rows, noise, meta
+
+
+def merge(committed, fresh):
+    """The runs of `fresh` (rows, noise, meta from logs) over those of `committed` (the CSVs):
+    a configuration's logged run replaces its committed one unless the log has fewer
+    validation points or stops earlier (a killed re-run, or a log that holds only the steps
+    after a resume, must not shorten a complete committed run)."""
+    (c_rows, c_noise, c_meta), (f_rows, f_noise, f_meta) = committed, fresh
+    last = {m[0]: int(m[3]) for m in c_meta}
+    points = lambda rs, c: sum(r[0] == c for r in rs)
+    take = {m[0] for m in f_meta
+            if int(m[3]) >= last.get(m[0], -1) and points(f_rows, m[0]) >= points(c_rows, m[0])}
+    for m in f_meta:
+        if m[0] not in take:
+            sys.stderr.write(f"long_report.py: {m[0]}'s log has {points(f_rows, m[0])} validation points up to "
+                             f"step {m[3]}, its committed run {points(c_rows, m[0])} up to {last[m[0]]}: "
+                             f"the committed rows stay\n")
+    # A re-run gives the same losses; where its paired se is unknown (fp32's per-batch losses
+    # not at hand for that step) the committed one stands.
+    known = {(r[0], r[1], r[2]): r[5] for r in c_noise if r[5] != "nan"}
+    f_noise = [tuple(r[:5]) + (known.get((r[0], str(r[1]), r[2]), r[5]) if r[5] == "nan" else r[5],)
+               for r in f_noise]
+    keep = lambda rs, new: sorted([r for r in rs if r[0] not in take] + [r for r in new if r[0] in take],
+                                  key=lambda r: (order_key(r[0]), int(r[1])))
+    return keep(c_rows, f_rows), keep(c_noise, f_noise), sorted(
+        [m for m in c_meta if m[0] not in take] + [m for m in f_meta if m[0] in take], key=lambda m: order_key(m[0]))
 
 
 def write_csv(path, header, rows):
@@ -149,20 +178,23 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.docs, exist_ok=True)
 
+    # The losses do not depend on the codec's speed: after a codec change only the timing
+    # runs are redone, and the quality figures come from the committed CSVs; logs of new or
+    # re-run configurations are merged over them.
+    names = ("long_runs.csv", "long_runs_noise.csv", "long_runs_meta.csv")
+    paths = [os.path.join(a.docs, n) for n in names]
+    committed = tuple(read_csv(p) if os.path.exists(p) else [] for p in paths)
+    rows, noise, meta = committed
     if glob.glob(os.path.join(a.runs, "*.jsonl")):
-        rows, noise, meta = from_logs(a.runs)
-        write_csv(os.path.join(a.docs, "long_runs.csv"), "config,step,tokens,wall_s,val_loss,bits_per_param", rows)
-        write_csv(os.path.join(a.docs, "long_runs_noise.csv"),
-                  "config,step,val_loss,val_se,gap_vs_fp32_pct,gap_se_pct", noise)
-        write_csv(os.path.join(a.docs, "long_runs_meta.csv"), "config,world,steps,last_step,sparsity_warmup,values",
-                  meta)
+        fp32_csv = {int(r[1]): float(r[4]) for r in committed[0] if r[0] == "fp32"}
+        rows, noise, meta = merge(committed, from_logs(a.runs, fp32_csv))
+        headers = ("config,step,tokens,wall_s,val_loss,bits_per_param",
+                   "config,step,val_loss,val_se,gap_vs_fp32_pct,gap_se_pct",
+                   "config,world,steps,last_step,sparsity_warmup,values")
+        for p, h, rs in zip(paths, headers, (rows, noise, meta)):
+            write_csv(p, h, rs)
     else:
-        # The losses do not depend on the codec's speed: after a codec change only the
-        # timing runs are redone, and the quality figures come from the committed CSVs.
         sys.stderr.write(f"long_report.py: no logs in {a.runs}; quality figures from {a.docs}/long_runs*.csv\n")
-        rows = read_csv(os.path.join(a.docs, "long_runs.csv"))
-        noise = read_csv(os.path.join(a.docs, "long_runs_noise.csv"))
-        meta = read_csv(os.path.join(a.docs, "long_runs_meta.csv"))
     info = {m[0]: {"steps": int(m[2]), "last_step": int(m[3]), "sparsity_warmup": int(m[4]), "values": m[5]}
             for m in meta}
     if "fp32" not in info:
