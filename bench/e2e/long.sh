@@ -77,17 +77,11 @@ flags_of() {
   esac
 }
 
+source scripts/lib/gpt2_ready.sh
 prepare() {
-  if [[ ! -x "$EXE" ]]; then
-    echo "== building tagc-gpt2 in $BUILD_DIR"
-    gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-    cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTAGC_BUILD_EXAMPLES=ON -DTAGC_BUILD_BENCH=OFF >/dev/null
-    cmake --build "$BUILD_DIR" -j2 --target tagc-gpt2
-  fi
-  if [[ ! -s "$TOKENS_DIR/corpus_train.bin" ]]; then
-    [[ -s "$DATA_DIR/gpt2/encoder.json" ]] || scripts/fetch_data.sh "$DATA_DIR"
-    "$EXE" prepare --tokenizer "$DATA_DIR/gpt2" --corpus "$DATA_DIR/corpus" --out "$TOKENS_DIR"
-  fi
+  # An EXE given from outside (e.g. a binary of an older commit) is used as it is.
+  if [[ "$EXE" == "$BUILD_DIR/examples/gpt2/train/tagc-gpt2" ]]; then gpt2_build "$BUILD_DIR"; fi
+  gpt2_tokens "$EXE" "$DATA_DIR" "$TOKENS_DIR"
 }
 
 # One OpenMP thread per rank (the ranks share 2 cores); Open MPI's bandwidth-optimal

@@ -56,16 +56,9 @@ done
 BUILD_DIR="${BUILD_DIR:-build}"
 DATA_DIR="${DATA_DIR:-data}"
 EXE="$BUILD_DIR/examples/gpt2/train/tagc-gpt2"
-if [[ ! -x "$EXE" ]]; then
-  echo "== building tagc-gpt2 in $BUILD_DIR"
-  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-  cmake -S . -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTAGC_BUILD_EXAMPLES=ON >/dev/null
-  cmake --build "$BUILD_DIR" -j2 --target tagc-gpt2
-fi
-if [[ ! -s "$DATA_DIR/tokens/corpus_train.bin" ]]; then
-  [[ -s "$DATA_DIR/gpt2/encoder.json" ]] || scripts/fetch_data.sh "$DATA_DIR"
-  "$EXE" prepare --tokenizer "$DATA_DIR/gpt2" --corpus "$DATA_DIR/corpus" --out "$DATA_DIR/tokens"
-fi
+source scripts/lib/gpt2_ready.sh
+gpt2_build "$BUILD_DIR"
+gpt2_tokens "$EXE" "$DATA_DIR" "$DATA_DIR/tokens"
 
 if [[ $SWEEP -eq 1 ]]; then
   : "${STEPS:=6}" "${VAL_EVERY:=0}"
