@@ -9,6 +9,7 @@
 #
 # Usage: bench/e2e/long.sh quality [--configs a,b] [--steps 1000] [--val-every 50]
 #                                  [--val-batches 16] [--out results/long] [--parallel] [--resume]
+#                                  [--model d2]
 #        bench/e2e/long.sh timing  [--configs a,b] [--rates 200mbit,1gbit,10gbit]
 #                                  [--steps 25] [--skip 5] [--out results/long-timing]
 #        bench/e2e/long.sh report  [--out results/long] [--timing results/long-timing]
@@ -27,17 +28,19 @@
 #   fp32, tagc-paper, tagc-paper-sched, tagc-packed-bf16-sched, bf16, tagc-packed-bf16
 # Environment: BUILD_DIR (build), EXE (default $BUILD_DIR/examples/gpt2/train/tagc-gpt2),
 #              DATA_DIR (data; its tokens/ are made with `tagc-gpt2 prepare` if missing),
-#              TOKENS_DIR (default $DATA_DIR/tokens), NP (2).
+#              TOKENS_DIR (default $DATA_DIR/tokens), NP (2), NICE (10: the niceness of the runs;
+#              19 keeps a background quality run out of the way of benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 cmd="${1:-}"; shift || true
 CONFIGS="fp32,tagc-paper,tagc-paper-sched,tagc-packed-bf16-sched,bf16,tagc-packed-bf16"
-STEPS="" VAL_EVERY=50 VAL_BATCHES=16 OUT="" TIMING_OUT=results/long-timing RATES=200mbit,1gbit,10gbit SKIP=5 PARALLEL=0 RESUME=0
+MODEL=d2 STEPS="" VAL_EVERY=50 VAL_BATCHES=16 OUT="" TIMING_OUT=results/long-timing RATES=200mbit,1gbit,10gbit SKIP=5 PARALLEL=0 RESUME=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --configs) CONFIGS="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
+    --model) MODEL="$2"; shift 2 ;;
     --val-every) VAL_EVERY="$2"; shift 2 ;;
     --val-batches) VAL_BATCHES="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
@@ -56,6 +59,7 @@ EXE="${EXE:-$BUILD_DIR/examples/gpt2/train/tagc-gpt2}"
 DATA_DIR="${DATA_DIR:-data}"
 TOKENS_DIR="${TOKENS_DIR:-$DATA_DIR/tokens}"
 NP="${NP:-2}"
+NICE="${NICE:-10}"
 
 # The learning-rate warm-up and the sparsity warm-up have the same length: the steps where
 # the weights move fastest and AdamW's moment estimates are still settling, which is where
@@ -90,7 +94,7 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 export OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_reduce_scatter_block_algorithm=4
 
 common() {  # steps
-  echo train --model d2 --B 4 --T 64 --lr 1e-3 --warmup $WARMUP --schedule cosine --lr-min 1e-4 \
+  echo train --model "$MODEL" --B 4 --T 64 --lr 1e-3 --warmup $WARMUP --schedule cosine --lr-min 1e-4 \
     --clip 1.0 --seed 1337 --print-every 25 --steps "$1" \
     --train-data "$TOKENS_DIR/corpus_train.bin" --val-data "$TOKENS_DIR/corpus_val.bin"
 }
@@ -104,7 +108,7 @@ meta() {  # dir
 quality() {
   : "${STEPS:=1000}" "${OUT:=results/long}"
   mkdir -p "$OUT"; meta "$OUT"
-  echo "steps: $STEPS val_every: $VAL_EVERY val_batches: $VAL_BATCHES configs: $CONFIGS" >>"$OUT/meta.txt"
+  echo "model: $MODEL steps: $STEPS val_every: $VAL_EVERY val_batches: $VAL_BATCHES configs: $CONFIGS" >>"$OUT/meta.txt"
   local pids=()
   for c in ${CONFIGS//,/ }; do
     local f; f="$(flags_of "$c") --checkpoint-dir $OUT/ckpt/$c --checkpoint-every $VAL_EVERY"
@@ -120,11 +124,11 @@ quality() {
     echo "== $c: $STEPS steps on loopback -> $OUT/$c.jsonl ($(date -u +%T))$([[ $f == *--resume* ]] && echo ", resumed")"
     # shellcheck disable=SC2046
     if [[ $PARALLEL -eq 1 ]]; then
-      nice -n 10 scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$EXE" $(common "$STEPS") \
+      nice -n "$NICE" scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$EXE" $(common "$STEPS") \
         --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" $f --log "$OUT/$c.jsonl" >>"$OUT/$c.log" 2>&1 &
       pids+=($!)
     else
-      nice -n 10 scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$EXE" $(common "$STEPS") \
+      nice -n "$NICE" scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY "$EXE" $(common "$STEPS") \
         --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES" $f --log "$OUT/$c.jsonl" >>"$OUT/$c.log" 2>&1 ||
         { echo "long.sh: $c failed, see $OUT/$c.log" >&2; tail -3 "$OUT/$c.log" >&2; }
     fi
@@ -143,7 +147,7 @@ timing() {
       local f; f=$(flags_of "$c")
       echo "== $c at $r: $STEPS steps ($(date -u +%T); load $(cut -d' ' -f1 /proc/loadavg))"
       # shellcheck disable=SC2046
-      nice -n 10 scripts/slow_net.sh --rate "$r" -- scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY \
+      nice -n "$NICE" scripts/slow_net.sh --rate "$r" -- scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY \
         "$EXE" $(common "$STEPS") --val-batches 0 $f --log "$TIMING_OUT/$r/$c.jsonl" >"$TIMING_OUT/$r/$c.log" 2>&1 ||
         { echo "long.sh: $c at $r failed, see $TIMING_OUT/$r/$c.log" >&2; tail -3 "$TIMING_OUT/$r/$c.log" >&2; }
       echo "$r $c load $(cut -d' ' -f1-3 /proc/loadavg)" >>"$TIMING_OUT/load.txt"
