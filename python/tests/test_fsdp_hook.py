@@ -21,7 +21,7 @@ from torch.distributed.fsdp import ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
 import tagc.torch as tt
-from two_ranks import WORLD, check, finish, run_cases, spawn
+from two_ranks import WORLD, check, finish, run_cases, spawn, train_step
 
 # The embedding (the root unit) is 4096 x 128 = 524288 elements: large enough that the
 # sketch's row granularity (3 partitions x 1024 lanes) does not dominate its size. At
@@ -71,12 +71,7 @@ def make(strategy="FULL_SHARD", state=None, seed=0, record=None):
 
 
 def step(fsdp, opt, rank, i):
-    x, y = batch(rank, i)
-    opt.zero_grad()
-    loss = nn.functional.cross_entropy(fsdp(x), y)
-    loss.backward()
-    opt.step()
-    return loss.item()
+    return train_step(fsdp, opt, *batch(rank, i))
 
 
 def local(fsdp):

@@ -13,6 +13,7 @@ import traceback
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+import torch.nn as nn
 
 WORLD = 2
 failures = []
@@ -28,6 +29,15 @@ def finish():
     """Prints the failure count; the exit status for sys.exit."""
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
+
+
+def train_step(model, opt, x, y):
+    """One SGD step of the tests' classification task; the loss."""
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.item()
 
 
 def run_cases(rank, port, scratch, cases):
