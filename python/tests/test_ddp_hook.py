@@ -18,7 +18,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import tagc.torch as tt
 from tagc import _C
-from two_ranks import WORLD, check, finish, run_cases, spawn, train_step
+from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn,
+                       train_step)
 
 
 class Sequential(nn.Module):
@@ -253,16 +254,8 @@ def case_sharded_and_bf16(rank, out):
 
 def case_errors(rank, out):
     """NaN on one rank: every rank raises the same error from backward, nobody hangs."""
-    model, ddp, opt = make(Sequential, lambda m: tt.TagcState(module=m))
-    x, y = batch(rank, 0)
-    loss = nn.functional.cross_entropy(ddp(x), y)
-    if rank == 0:
-        loss = loss * float("nan")
-    try:
-        loss.backward()
-        out["nan_error"] = ""
-    except RuntimeError as e:
-        out["nan_error"] = str(e)
+    _, ddp, _ = make(Sequential, lambda m: tt.TagcState(module=m))
+    out["nan_error"] = backward_error_with_nan(ddp, rank, *batch(rank, 0))
 
 
 def worker(rank, port, scratch):
@@ -338,9 +331,7 @@ def main():
     check(all(oo.get("bf16_ok") is True for oo in outs),
           "packed-bf16, theta = 0: the mean to bf16 rounding (max err %s)" % [oo.get("bf16_err") for oo in outs])
 
-    errs = [oo.get("nan_error", "") for oo in outs]
-    check(all("not finite" in e for e in errs) and len({e.split("tagc:", 1)[-1] for e in errs}) == 1,
-          "NaN on rank 0: both ranks raise the same error: %r" % errs[0][-200:])
+    check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
 
     return finish()
 

@@ -21,7 +21,8 @@ from torch.distributed.fsdp import ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
 import tagc.torch as tt
-from two_ranks import WORLD, check, finish, run_cases, spawn, train_step
+from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn,
+                       train_step)
 
 # The embedding (the root unit) is 4096 x 128 = 524288 elements: large enough that the
 # sketch's row granularity (3 partitions x 1024 lanes) does not dominate its size. At
@@ -156,16 +157,8 @@ def case_save_resume(rank, out, scratch):
 
 def case_nan(rank, out):
     """NaN in rank 0's gradient: both ranks raise the same error from backward; nobody hangs."""
-    fsdp, opt, s = make("FULL_SHARD", lambda m: tt.TagcState(module=m))
-    x, y = batch(rank, 0)
-    loss = nn.functional.cross_entropy(fsdp(x), y)
-    if rank == 0:
-        loss = loss * float("nan")
-    try:
-        loss.backward()
-        out["nan_error"] = ""
-    except Exception as e:  # the type is autograd's business; the message is ours
-        out["nan_error"] = "%s: %s" % (type(e).__name__, e)
+    fsdp, _, _ = make("FULL_SHARD", lambda m: tt.TagcState(module=m))
+    out["nan_error"] = backward_error_with_nan(fsdp, rank, *batch(rank, 0))
 
 
 def worker(rank, port, scratch):
@@ -240,9 +233,7 @@ def main():
         check("other parameters" in oo.get("resume_other_refused", ""),
               "rank %d: a checkpoint of another model is refused: %s" % (r, oo.get("resume_other_refused")))
 
-    errs = [oo.get("nan_error", "") for oo in outs]
-    check(all("not finite" in e for e in errs) and len({e.split("tagc:", 1)[-1] for e in errs}) == 1,
-          "NaN on rank 0: both ranks raise the same error: %r" % errs)
+    check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
 
     return finish()
 

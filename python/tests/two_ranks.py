@@ -40,6 +40,29 @@ def train_step(model, opt, x, y):
     return loss.item()
 
 
+def backward_error_with_nan(model, rank, x, y):
+    """A backward with NaN in rank 0's loss (so in its gradients): the error it raised,
+    as "Type: message" ("" if none). The hooks must raise the same one on every rank."""
+    loss = nn.functional.cross_entropy(model(x), y)
+    if rank == 0:
+        loss = loss * float("nan")
+    try:
+        loss.backward()
+        return ""
+    except Exception as e:  # the type is autograd's business; the message is ours
+        return "%s: %s" % (type(e).__name__, e)
+
+
+def check_same_error(what, errs, expect):
+    """Every rank raised a RuntimeError carrying the same tagc message, which contains
+    `expect`. torch 1.13's DDP wraps a hook's error ("Got the following error when running
+    the callback: ...", then a traceback that differs per rank): the first line of the
+    tagc message is what must agree."""
+    msgs = [e.split("tagc: ", 1)[1].split("\n", 1)[0] if "tagc: " in e else "" for e in errs]
+    check(all(e.startswith("RuntimeError: ") for e in errs) and all(expect in m for m in msgs)
+          and len(set(msgs)) == 1, "%s: every rank raises the same RuntimeError: tagc: %r" % (what, msgs))
+
+
 def run_cases(rank, port, scratch, cases):
     """In a rank: joins the gloo group, runs cases(rank, out) in order, saves `out`, exits."""
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
