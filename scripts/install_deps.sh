@@ -7,8 +7,16 @@ set -euo pipefail
 # --torch: also PyTorch (CPU, gloo) and pybind11 for the Python package tagc
 # (python/, scripts/test.sh's PyTorch stage): ~650-830 MB, ~2.5 min, so only
 # when asked for.
-with_torch=0
-[[ ${1:-} == --torch ]] && with_torch=1
+# --torch2: debootstrap, for scripts/fsdp_torch2.sh (a Debian trixie root with
+# torch 2.x, where FSDP runs on the CPU; that script builds the root itself).
+with_torch=0 with_torch2=0
+for arg in "$@"; do
+  case $arg in
+    --torch) with_torch=1 ;;
+    --torch2) with_torch2=1 ;;
+    *) echo "install_deps: unknown option $arg (--torch, --torch2)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(cmake ninja-build g++ pkg-config
           doctest-dev libbenchmark-dev
@@ -18,6 +26,9 @@ packages=(cmake ninja-build g++ pkg-config
           nodejs npm iproute2 gnuplot-nox)
 if ((with_torch)); then
   packages+=(python3-torch libtorch-dev pybind11-dev python3-pybind11)
+fi
+if ((with_torch2)); then
+  packages+=(debootstrap)
 fi
 
 missing=()

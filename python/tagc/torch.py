@@ -260,13 +260,15 @@ class TagcState:
             if sd[field] != mine:
                 raise RuntimeError("tagc: checkpoint was saved with %s %r, this state has %r" % (field, sd[field], mine))
         if self.module is not None:
-            have = set(self._numel)
-            saved = set(sd["numel"])
+            # The module's parameters must match; the FSDP hook's flat-gradient units
+            # (named by size and place, made on first use) are not module parameters.
+            have = {k for k in self._numel if not _is_fsdp_unit(k)}
+            saved = {k for k in sd["numel"] if not _is_fsdp_unit(k)}
             if have != saved:
                 raise RuntimeError("tagc: checkpoint holds residuals for other parameters: missing %s, unexpected %s"
                                    % (sorted(have - saved)[:5], sorted(saved - have)[:5]))
             for name, n in sd["numel"].items():
-                if self._numel[name] != n:
+                if name in self._numel and self._numel[name] != n:
                     raise RuntimeError("tagc: checkpoint's residual for '%s' has %d elements, the parameter has %d"
                                        % (name, n, self._numel[name]))
         self._numel.update(sd["numel"])
@@ -274,6 +276,14 @@ class TagcState:
         self._owner.clear()
         self._pending = {k: v.clone() for k, v in sd["residuals"].items()}
         self._saved_units = dict(sd["units"])
+
+
+_FSDP_UNIT = "fsdp_unit_%d_%d"  # the FSDP hook's name for the k-th flat gradient of n elements in a backward
+
+
+def _is_fsdp_unit(name):
+    parts = name.split("_")
+    return name.startswith("fsdp_unit_") and len(parts) == 4 and parts[2].isdigit() and parts[3].isdigit()
 
 
 def _unwrap(fut):
@@ -330,7 +340,7 @@ def fsdp_comm_hook(state: TagcState, grad: torch.Tensor, output: torch.Tensor = 
     n = grad.numel()
     k = state._fsdp_seen.get(n, 0)
     state._fsdp_seen[n] = k + 1
-    name = "fsdp_unit_%d_%d" % (n, k)
+    name = _FSDP_UNIT % (n, k)
     topo = "replicated" if output is None else "sharded"
     done = threading.Event()
     err = []

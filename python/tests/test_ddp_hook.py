@@ -1,28 +1,25 @@
 #!/usr/bin/env python3
 """2-process DDP tests of tagc.torch.ddp_comm_hook (gloo over loopback, torch.multiprocessing).
 
-Both ranks run every case in one spawn (importing torch costs seconds) and write
-what they saw to a scratch directory; the parent checks it. A case that raises on
-a rank is a failure, as is a rank that does not finish in time (no hang passes).
+The harness (two_ranks.py, shared with test_fsdp_hook.py): both ranks run every case in
+one spawn (importing torch costs seconds) and write what they saw to a scratch directory;
+the parent checks it. A case that raises on a rank is a failure, as is a rank that does
+not finish in time (no hang passes).
 Run: PYTHONPATH=<build>/python /usr/bin/python3 python/tests/test_ddp_hook.py
 """
 import math
 import os
-import socket
 import sys
-import tempfile
-import traceback
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import tagc.torch as tt
 from tagc import _C
-
-WORLD = 2
+from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn,
+                       train_step)
 
 
 class Sequential(nn.Module):
@@ -66,12 +63,7 @@ def make(model_cls, hook_state=None, bucket_cap_mb=25, seed=0):
 
 
 def step(ddp, opt, rank, i):
-    x, y = batch(rank, i)
-    opt.zero_grad()
-    loss = nn.functional.cross_entropy(ddp(x), y)
-    loss.backward()
-    opt.step()
-    return loss.item()
+    return train_step(ddp, opt, *batch(rank, i))
 
 
 def params(model):
@@ -262,44 +254,17 @@ def case_sharded_and_bf16(rank, out):
 
 def case_errors(rank, out):
     """NaN on one rank: every rank raises the same error from backward, nobody hangs."""
-    model, ddp, opt = make(Sequential, lambda m: tt.TagcState(module=m))
-    x, y = batch(rank, 0)
-    loss = nn.functional.cross_entropy(ddp(x), y)
-    if rank == 0:
-        loss = loss * float("nan")
-    try:
-        loss.backward()
-        out["nan_error"] = ""
-    except RuntimeError as e:
-        out["nan_error"] = str(e)
+    _, ddp, _ = make(Sequential, lambda m: tt.TagcState(module=m))
+    out["nan_error"] = backward_error_with_nan(ddp, rank, *batch(rank, 0))
 
 
 def worker(rank, port, scratch):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    out = {}
-    for case in (case_packed_equals_default, case_sketch_bytes, case_loss_down,
-                 lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap,
-                 case_sharded_and_bf16, case_errors):
-        try:
-            case(rank, out)
-        except Exception:
-            out.setdefault("crashed", []).append(traceback.format_exc())
-    torch.save(out, os.path.join(scratch, "rank%d.pt" % rank))
-    os._exit(0)  # the states' daemon workers need no orderly shutdown
+    run_cases(rank, port, scratch, (case_packed_equals_default, case_sketch_bytes, case_loss_down,
+                                    lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap,
+                                    case_sharded_and_bf16, case_errors))
 
 
 # ---------------------------------------------------------------- checks (parent)
-
-failures = []
-
-
-def check(cond, what):
-    print(("PASS  " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
 
 def main():
     # Refusals that need no process group.
@@ -314,20 +279,7 @@ def main():
     except RuntimeError as e:
         check("catalogue" in str(e) and "packed-bf16" in str(e), "outside the catalogue is refused, listing it")
 
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
-    scratch = tempfile.mkdtemp(prefix="tagc_ddp_")
-    ctx = mp.start_processes(worker, args=(port, scratch), nprocs=WORLD, join=False, start_method="spawn")
-    for p in ctx.processes:
-        p.join(600)
-    check(all(p.exitcode == 0 for p in ctx.processes), "both ranks finished (exit codes %s)"
-          % [p.exitcode for p in ctx.processes])
-    outs = [torch.load(os.path.join(scratch, "rank%d.pt" % r)) for r in range(WORLD)]
-    for r, o in enumerate(outs):
-        for tb in o.get("crashed", []):
-            print("rank %d crashed:\n%s" % (r, tb))
-        check(not o.get("crashed"), "rank %d ran every case without an exception" % r)
+    outs = spawn(worker, "tagc_ddp_")
     o = outs[0]
 
     check(o.get("packed_equal") is True,
@@ -379,12 +331,9 @@ def main():
     check(all(oo.get("bf16_ok") is True for oo in outs),
           "packed-bf16, theta = 0: the mean to bf16 rounding (max err %s)" % [oo.get("bf16_err") for oo in outs])
 
-    errs = [oo.get("nan_error", "") for oo in outs]
-    check(all("not finite" in e for e in errs) and len({e.split("tagc:", 1)[-1] for e in errs}) == 1,
-          "NaN on rank 0: both ranks raise the same error: %r" % errs[0][-200:])
+    check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
 
-    print("%d failure(s)" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

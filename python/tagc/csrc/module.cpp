@@ -91,28 +91,10 @@ class bound_reducer {
   }
 
   py::dict all_reduce(const at::Tensor& in, at::Tensor& out) {
-    auto i = const_floats(in, "the bucket");
-    auto o = floats(out, "the output");
-    tagc::reduce_stats s;
-    tagc::status st;
-    {
-      py::gil_scoped_release unlocked;
-      st = reducer_->all_reduce(counted_, i, o, &s);
-    }
-    check(st);
-    return stats_dict(s);
+    return run(&any_reducer::all_reduce, in, "the bucket", out, "the output");
   }
   py::dict reduce_scatter(const at::Tensor& in, at::Tensor& out) {
-    auto i = const_floats(in, "the gradient");
-    auto o = floats(out, "the output shard");
-    tagc::reduce_stats s;
-    tagc::status st;
-    {
-      py::gil_scoped_release unlocked;
-      st = reducer_->reduce_scatter(counted_, i, o, &s);
-    }
-    check(st);
-    return stats_dict(s);
+    return run(&any_reducer::reduce_scatter, in, "the gradient", out, "the output shard");
   }
   at::Tensor residual() const {
     auto r = reducer_->residual();
@@ -137,6 +119,23 @@ class bound_reducer {
   std::string name() const { return reducer_->name(); }
 
  private:
+  using reduce_fn = tagc::status (any_reducer::*)(counted_comm&, std::span<const float>, std::span<float>,
+                                                   tagc::reduce_stats*);
+  // One reduction with the GIL released (the hook's worker thread runs it while
+  // autograd goes on); the tensors are checked before, the status raised after.
+  py::dict run(reduce_fn fn, const at::Tensor& in, const char* in_what, at::Tensor& out, const char* out_what) {
+    auto i = const_floats(in, in_what);
+    auto o = floats(out, out_what);
+    tagc::reduce_stats s;
+    tagc::status st;
+    {
+      py::gil_scoped_release unlocked;
+      st = (reducer_.get()->*fn)(counted_, i, o, &s);
+    }
+    check(st);
+    return stats_dict(s);
+  }
+
   std::shared_ptr<collective_transport> transport_;
   pg_communicator comm_;
   counted_comm counted_;
