@@ -36,6 +36,7 @@ from . import _C
 __all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "catalogue"]
 
 _STATE_VERSION = 1
+_NO_WARMUP = dict(sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
 
 
 def catalogue():
@@ -104,13 +105,20 @@ class TagcState:
       the hook's machinery (to measure the hook's own cost).
     sparsity: theta, the fraction of entries kept back per call (None: the paper's
       pairing for the ratio, 0.9875 at 10x). adaptive: move theta to keep the sketch peelable.
+    sparsity_warmup, sparsity_schedule, sparsity_start: theta's warm-up, per reducer, over
+      its first `sparsity_warmup` calls from `sparsity_start` (0: dense) to the target,
+      "exp" (DGC's) or "linear" (tagc/policy/sparsity_schedule.hpp). 0 calls: off. The
+      reducer's call count is in state_dict(), so a resumed run continues the ramp. A
+      sketch decodes at most ~0.8x its cells: with a 10x sketch start at 0.97, not lower;
+      packed values can start dense (docs/results.md, "Time to quality").
     module: the model; parameters are then named as in module.named_parameters()
       (checkpoints name them; FSDP needs it to know where a backward pass starts).
       Without it they are named by the order DDP's first buckets hold them.
     """
 
     def __init__(self, process_group=None, ratio=10, index_bits=1, values="sketch", sparsity=None,
-                 adaptive=False, module=None, check_inputs=True):
+                 adaptive=False, module=None, check_inputs=True, sparsity_warmup=0, sparsity_schedule="exp",
+                 sparsity_start=_NO_WARMUP["sparsity_start"]):
         if not dist.is_initialized():
             raise RuntimeError("tagc: TagcState needs torch.distributed to be initialized")
         self.process_group = process_group if process_group is not None else dist.group.WORLD
@@ -118,12 +126,12 @@ class TagcState:
         self.rank = dist.get_rank(self.process_group)
         self.config = dict(values=str(values), ratio=int(ratio), index=str(index_bits),
                            sparsity=-1.0 if sparsity is None else float(sparsity),
-                           adaptive=bool(adaptive), check_inputs=bool(check_inputs))
+                           adaptive=bool(adaptive), check_inputs=bool(check_inputs),
+                           sparsity_warmup=int(sparsity_warmup), sparsity_schedule=str(sparsity_schedule),
+                           sparsity_start=float(sparsity_start))
         # Refuse a configuration the world cannot run before the first backward.
         if self.config["values"] != "dense":
-            _C.can_implement(self.config["values"], self.config["ratio"], self.config["index"], 1,
-                             self.world_size, self.rank, "replicated", self.config["sparsity"],
-                             self.config["adaptive"], self.config["check_inputs"])
+            _C.can_implement(self.config, 1, self.world_size, self.rank, "replicated")
         self._group = dist.new_group(ranks=_group_ranks(self.process_group))
         self._names = {}                  # id(parameter) -> name
         self._order = {}                  # id(parameter) -> place in the module
@@ -206,8 +214,7 @@ class TagcState:
         if c["values"] == "dense":
             reducer = _DenseReducer(length, self._group, self.world_size)
         else:
-            reducer = _C.Reducer(c["values"], c["ratio"], c["index"], length, self._group, topology,
-                                 c["sparsity"], c["adaptive"], c["check_inputs"])
+            reducer = _C.Reducer(c, length, self._group, topology)
         if key in self._saved_units:
             reducer.load_state(self._saved_units.pop(key))
             for name in names:
@@ -256,9 +263,16 @@ class TagcState:
         self.wait()
         if sd.get("version") != _STATE_VERSION:
             raise RuntimeError("tagc: checkpoint version %r, this build reads %d" % (sd.get("version"), _STATE_VERSION))
+        # Checkpoints from before the sparsity warm-up existed ran without one.
+        saved = dict(sd, config={**sd["config"], **{k: v for k, v in _NO_WARMUP.items() if k not in sd["config"]}})
         for field, mine in (("config", self.config), ("world_size", self.world_size), ("rank", self.rank)):
-            if sd[field] != mine:
-                raise RuntimeError("tagc: checkpoint was saved with %s %r, this state has %r" % (field, sd[field], mine))
+            if saved[field] != mine:
+                if field == "config":
+                    keys = sorted(k for k in set(saved[field]) | set(mine) if saved[field].get(k) != mine.get(k))
+                    theirs = {k: saved[field].get(k) for k in keys}
+                    mine = {k: mine.get(k) for k in keys}
+                    raise RuntimeError("tagc: checkpoint was saved with config %r, this state has %r" % (theirs, mine))
+                raise RuntimeError("tagc: checkpoint was saved with %s %r, this state has %r" % (field, saved[field], mine))
         if self.module is not None:
             # The module's parameters must match; the FSDP hook's flat-gradient units
             # (named by size and place, made on first use) are not module parameters.

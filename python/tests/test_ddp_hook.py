@@ -113,11 +113,16 @@ def case_loss_down(rank, out):
     out["losses"] = losses
 
 
-def run_resumable(rank, steps, save_after=None, load=None):
+# The sparsity warm-up through the hook: packed values (exact at any theta), dense first call,
+# theta 0.9 from call 4 on.
+SCHEDULE = dict(values="packed", index_bits="exact", sparsity=0.9, sparsity_warmup=4, sparsity_start=0.0)
+
+
+def run_resumable(rank, steps, save_after=None, load=None, **config):
     states = {}
 
     def mk(m):
-        states["s"] = tt.TagcState(module=m)
+        states["s"] = tt.TagcState(module=m, **config)
         return states["s"]
 
     model, ddp, opt = make(Sequential, mk)
@@ -155,6 +160,35 @@ def case_save_resume(rank, out, scratch):
         out["resume_refused"] = ""
     except RuntimeError as e:
         out["resume_refused"] = str(e)
+
+
+def case_schedule(rank, out):
+    """theta per call under the warm-up, and a resume in the middle of it continuing the ramp."""
+    states = {}
+
+    def mk(m):
+        states["s"] = tt.TagcState(module=m, **SCHEDULE)
+        return states["s"]
+
+    model, ddp, opt = make(Sequential, mk, bucket_cap_mb=100)  # one bucket: one reducer, one call per step
+    thetas, kept = [], []
+    for i in range(6):
+        step(ddp, opt, rank, i)
+        states["s"].wait()
+        st = states["s"].last_stats
+        thetas.append(st["theta"])
+        kept.append(st["kept"] / st["elements"])
+    out["schedule_thetas"], out["schedule_kept"] = thetas, kept
+    whole, _ = run_resumable(rank, 7, **SCHEDULE)
+    _, ckpt = run_resumable(rank, 7, save_after=2, **SCHEDULE)
+    resumed, _ = run_resumable(rank, 7, load=ckpt, **SCHEDULE)
+    out["schedule_resume_equal"] = all(torch.equal(whole[k], resumed[k]) for k in whole)
+    # The schedule is part of the configuration a checkpoint must match.
+    try:
+        run_resumable(rank, 7, load=ckpt, **dict(SCHEDULE, sparsity_warmup=5))
+        out["schedule_refused"] = ""
+    except RuntimeError as e:
+        out["schedule_refused"] = str(e)
 
 
 def case_rebuild(rank, out):
@@ -261,23 +295,34 @@ def case_errors(rank, out):
 def worker(rank, port, scratch):
     run_cases(rank, port, scratch, (case_packed_equals_default, case_sketch_bytes, case_loss_down,
                                     lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap,
-                                    case_sharded_and_bf16, case_errors))
+                                    case_sharded_and_bf16, case_schedule, case_errors))
 
 
 # ---------------------------------------------------------------- checks (parent)
 
+# A whole TagcState.config, as _C takes it (the paper's configuration, no warm-up).
+BASE_CONFIG = dict(values="sketch", ratio=10, index="1", sparsity=-1.0, adaptive=False, check_inputs=True,
+                   sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
+
 def main():
     # Refusals that need no process group.
     try:
-        _C.can_implement("packed-bf16", 10, "exact", 1000, 300, 0, "replicated")
+        _C.can_implement(dict(BASE_CONFIG, values="packed-bf16", index="exact"), 1000, 300, 0, "replicated")
         check(False, "a world of 300 ranks is refused by the exact index")
     except RuntimeError as e:
         check("300" in str(e) and "255" in str(e), "a world of 300 ranks is refused: " + str(e))
     try:
-        _C.can_implement("sketch", 7, "1", 1000, 2, 0, "replicated")
+        _C.can_implement(dict(BASE_CONFIG, ratio=7), 1000, 2, 0, "replicated")
         check(False, "a configuration outside the catalogue is refused")
     except RuntimeError as e:
         check("catalogue" in str(e) and "packed-bf16" in str(e), "outside the catalogue is refused, listing it")
+    for bad, words in ((dict(sparsity_warmup=10, sparsity_start=0.995), "above the target"),
+                       (dict(sparsity_warmup=10, sparsity_schedule="cosine"), "cosine")):
+        try:
+            _C.can_implement(dict(BASE_CONFIG, **bad), 1000, 2, 0, "replicated")
+            check(False, "a bad sparsity schedule %s is refused" % bad)
+        except (RuntimeError, ValueError) as e:
+            check(words in str(e), "a bad sparsity schedule %s is refused: %s" % (bad, e))
 
     outs = spawn(worker, "tagc_ddp_")
     o = outs[0]
@@ -330,6 +375,16 @@ def main():
           "fsdp_comm_hook (packed, theta = 0): each rank's shard equals the mean's exactly")
     check(all(oo.get("bf16_ok") is True for oo in outs),
           "packed-bf16, theta = 0: the mean to bf16 rounding (max err %s)" % [oo.get("bf16_err") for oo in outs])
+
+    for r, oo in enumerate(outs):
+        th, kept = oo.get("schedule_thetas", []), oo.get("schedule_kept", [])
+        check(len(th) == 6 and th[0] == 0.0 and kept[0] > kept[5] and all(a < b for a, b in zip(th[:4], th[1:5]))
+              and th[4] == th[5] == 0.9 and all(k <= 1.0 - t + 1e-6 for k, t in zip(kept, th)),
+              "rank %d: theta warms up 0 -> 0.9 over 4 calls, kept <= 1 - theta: %s, kept %s"
+              % (r, ["%.4f" % t for t in th], ["%.4f" % k for k in kept]))
+        check(oo.get("schedule_resume_equal") is True, "rank %d: a resume at call 2 of the warm-up == no resume" % r)
+        check("sparsity_warmup" in oo.get("schedule_refused", ""),
+              "rank %d: a checkpoint with another warm-up is refused: %s" % (r, oo.get("schedule_refused")))
 
     check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
 

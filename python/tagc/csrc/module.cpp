@@ -30,17 +30,40 @@ tagc::topology parse_topology(const std::string& t) {
   throw std::invalid_argument("tagc: topology '" + t + "' is neither 'replicated' (DDP) nor 'sharded' (FSDP)");
 }
 
-tagc::reducer_arguments make_arguments(std::size_t length, int world, int rank, const std::string& topo,
-                                       double sparsity, bool adaptive, bool check_inputs) {
+// TagcState.config (tagc/torch.py): the reducer's name in the catalogue and its runtime
+// arguments, one dict that Python keeps, checkpoints and compares on resume.
+template <class T>
+T get(const py::dict& config, const char* key) {
+  if (!config.contains(key)) throw std::invalid_argument(std::string("tagc: the configuration has no '") + key + "'");
+  return config[key].cast<T>();
+}
+
+reducer_config catalogue_name(const py::dict& config) {
+  return {get<std::string>(config, "values"), get<int>(config, "ratio"), get<std::string>(config, "index")};
+}
+
+tagc::schedule_shape parse_schedule_shape(const std::string& s) {
+  if (s == "exp") return tagc::schedule_shape::exponential;
+  if (s == "linear") return tagc::schedule_shape::linear;
+  throw std::invalid_argument("tagc: sparsity_schedule '" + s + "' is neither 'exp' nor 'linear'");
+}
+
+tagc::reducer_arguments make_arguments(const py::dict& config, std::size_t length, int world, int rank,
+                                       const std::string& topo) {
   tagc::reducer_arguments a;
   a.length = length;
   a.world_size = world;
   a.rank = rank;
   a.topo = parse_topology(topo);
   a.op = tagc::reduce_op::mean;  // what DDP's and FSDP's default hooks deliver
-  a.sparsity = sparsity;
-  a.check_inputs = check_inputs;
-  a.adapt.enabled = adaptive;
+  a.sparsity = get<double>(config, "sparsity");
+  a.check_inputs = get<bool>(config, "check_inputs");
+  a.adapt.enabled = get<bool>(config, "adaptive");
+  const auto warmup = get<long long>(config, "sparsity_warmup");
+  if (warmup < 0) throw std::invalid_argument("tagc: sparsity_warmup " + std::to_string(warmup) + " is negative");
+  a.schedule.warmup_steps = std::uint64_t(warmup);
+  a.schedule.start = get<double>(config, "sparsity_start");
+  a.schedule.shape = parse_schedule_shape(get<std::string>(config, "sparsity_schedule"));
   return a;
 }
 
@@ -80,14 +103,12 @@ py::dict stats_dict(const tagc::reduce_stats& s) {
 // One Reducer bound to one process group.
 class bound_reducer {
  public:
-  bound_reducer(const std::string& values, int ratio, const std::string& index, std::size_t length, py::object group,
-                const std::string& topo, double sparsity, bool adaptive, bool check_inputs)
+  bound_reducer(const py::dict& config, std::size_t length, py::object group, const std::string& topo)
       : transport_(make_process_group_transport(group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>())),
         comm_(*transport_),
         counted_(comm_) {
-    check(make_reducer({values, ratio, index}, reducer_));
-    check(reducer_->initialize(
-        make_arguments(length, comm_.size(), comm_.rank(), topo, sparsity, adaptive, check_inputs)));
+    check(make_reducer(catalogue_name(config), reducer_));
+    check(reducer_->initialize(make_arguments(config, length, comm_.size(), comm_.rank(), topo)));
   }
 
   py::dict all_reduce(const at::Tensor& in, at::Tensor& out) {
@@ -144,11 +165,10 @@ class bound_reducer {
 
 // can_implement without a process group: TagcState checks its configuration
 // against the world before the first backward.
-void can_implement(const std::string& values, int ratio, const std::string& index, std::size_t length, int world,
-                   int rank, const std::string& topo, double sparsity, bool adaptive, bool check_inputs) {
+void can_implement(const py::dict& config, std::size_t length, int world, int rank, const std::string& topo) {
   std::unique_ptr<any_reducer> r;
-  check(make_reducer({values, ratio, index}, r));
-  check(r->can_implement(make_arguments(length, world, rank, topo, sparsity, adaptive, check_inputs)));
+  check(make_reducer(catalogue_name(config), r));
+  check(r->can_implement(make_arguments(config, length, world, rank, topo)));
 }
 
 }  // namespace
@@ -158,11 +178,8 @@ PYBIND11_MODULE(_C, m) {
   using namespace tagc_torch;
   m.doc() = "tagc reducers over torch.distributed process groups (see tagc.torch)";
   py::class_<bound_reducer>(m, "Reducer")
-      .def(py::init<const std::string&, int, const std::string&, std::size_t, py::object, const std::string&, double,
-                    bool, bool>(),
-           py::arg("values"), py::arg("ratio"), py::arg("index"), py::arg("length"), py::arg("group"),
-           py::arg("topology"), py::arg("sparsity") = -1.0, py::arg("adaptive") = false,
-           py::arg("check_inputs") = true)
+      .def(py::init<const py::dict&, std::size_t, py::object, const std::string&>(), py::arg("config"),
+           py::arg("length"), py::arg("group"), py::arg("topology"))
       .def("all_reduce", &bound_reducer::all_reduce)
       .def("reduce_scatter", &bound_reducer::reduce_scatter)
       .def("residual", &bound_reducer::residual)
@@ -174,8 +191,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("output_size", &bound_reducer::output_size)
       .def_property_readonly("sparsity", &bound_reducer::sparsity)
       .def_property_readonly("name", &bound_reducer::name);
-  m.def("can_implement", &can_implement, py::arg("values"), py::arg("ratio"), py::arg("index"), py::arg("length"),
-        py::arg("world"), py::arg("rank"), py::arg("topology"), py::arg("sparsity") = -1.0,
-        py::arg("adaptive") = false, py::arg("check_inputs") = true);
+  m.def("can_implement", &can_implement, py::arg("config"), py::arg("length"), py::arg("world"), py::arg("rank"),
+        py::arg("topology"));
   m.def("catalogue", &catalogue_text);
 }
