@@ -2,7 +2,7 @@
 // so adding a flag is one line and every value error names its flag.
 // defines: train::parse_args, train::usage, train::flag_names
 #include "args.hpp"
-#include "unit_reducer.hpp"
+#include "compress_options.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -104,8 +104,15 @@ const std::map<std::string, Flag>& flags() {
          else if (v == "packed-bf16") a.values = ValuesMode::packed_bf16;
          else if (v == "sketch-bf16") a.values = ValuesMode::sketch_bf16;
          else if (v == "sketch-fp16") a.values = ValuesMode::sketch_fp16;
-         else throw ArgsError("--values: expected sketch|sketch-bf16|sketch-fp16|packed|packed-bf16, got '" + v + "'");
-       }, "sketch|sketch-bf16|sketch-fp16|packed|packed-bf16 (sketch); packed: exact values at the union positions"}},
+         else if (v == "packed-fp16") a.values = ValuesMode::packed_fp16;
+         else throw ArgsError("--values: expected sketch|sketch-bf16|sketch-fp16|packed|packed-bf16|packed-fp16, got '" +
+                              v + "'");
+       }, "sketch|sketch-bf16|sketch-fp16|packed|packed-bf16|packed-fp16 (sketch); packed: exact values at the union "
+          "positions"}},
+      {"residual", {false, [](A& a, S v) {
+         if (v != "float" && v != "bf16") throw ArgsError("--residual: expected float|bf16, got '" + v + "'");
+         a.residual_bf16 = v == "bf16";
+       }, "float|bf16 (float): storage of the error-feedback residual"}},
       {"index-exchange", {false, [](A& a, S v) {
          if (v == "all-reduce") a.index_exchange = IndexExchange::all_reduce;
          else if (v == "reduce-scatter") a.index_exchange = IndexExchange::reduce_scatter;
