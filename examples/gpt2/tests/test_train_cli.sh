@@ -56,4 +56,19 @@ expect 1 "max_seq_len" -- train --T 2048
 expect 1 "missing_dir" -- train --train-data /nonexistent/missing_dir --steps 1
 expect 1 "model-file is required" -- eval
 "$exe" help >/dev/null || { echo "FAIL: help"; fail=1; }
+# <command> --help: that command's flags only, exit 0, whatever else is on the line
+help_has() {  # help_has COMMAND PRESENT ABSENT
+  local out
+  out="$("$exe" "$1" --ratio 3 --help)" || { echo "FAIL: $1 --help exits nonzero"; fail=1; return; }
+  if ! grep -q -- "$2" <<<"$out" || grep -q -- "$3" <<<"$out"; then
+    echo "FAIL: $1 --help should list $2 and not $3: $out"; fail=1
+  else
+    echo "ok: $1 --help lists $2, not $3"
+  fi
+}
+help_has train "--index-bits" "--prompt"
+help_has sample "--prompt" "--index-bits"
+help_has eval "--model-file" "--corpus"
+help_has prepare "--corpus" "--top-k"
+"$exe" help | grep -q "^sample: " || { echo "FAIL: help does not group the flags by command"; fail=1; }
 exit $fail

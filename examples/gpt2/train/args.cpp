@@ -4,11 +4,13 @@
 #include "args.hpp"
 #include "compress_options.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <string_view>
+#include <vector>
 
 namespace train {
 namespace {
@@ -97,7 +99,7 @@ const std::map<std::string, Flag>& flags() {
          if (v == "exact") { a.index_bits = index_bits_exact; return; }
          a.index_bits = number<int>("index-bits", v);
          if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4|exact, got " + v);
-       }, "1|4|exact (4); exact: the narrowest exact width for the world size"}},
+       }, "1|4|exact (" + index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for the world size"}},
       {"values", {false, [](A& a, S v) {
          if (v == "sketch") a.values = ValuesMode::sketch;
          else if (v == "packed") a.values = ValuesMode::packed;
@@ -176,6 +178,44 @@ const std::map<std::string, Flag>& flags() {
   return f;
 }
 
+// The commands that read a flag; every flag not listed is train's alone.
+const std::map<std::string, std::vector<std::string>>& flag_commands() {
+  static const std::map<std::string, std::vector<std::string>> m = {
+      {"seed", {"train", "sample"}},        {"B", {"train", "eval"}},
+      {"T", {"train", "eval"}},             {"val-data", {"train", "eval"}},
+      {"val-batches", {"train", "eval"}},   {"tokenizer", {"prepare", "sample", "tokenize"}},
+      {"corpus", {"prepare"}},              {"out", {"prepare"}},
+      {"val-fraction", {"prepare"}},        {"model-file", {"eval", "sample"}},
+      {"data", {"eval"}},                   {"prompt", {"sample"}},
+      {"tokens", {"sample"}},               {"top-k", {"sample"}},
+  };
+  return m;
+}
+bool reads_flag(const std::string& command, const std::string& flag) {
+  const auto it = flag_commands().find(flag);
+  if (it == flag_commands().end()) return command == "train";
+  return std::find(it->second.begin(), it->second.end(), command) != it->second.end();
+}
+
+struct Command {
+  const char* name;
+  const char* what;
+};
+constexpr Command commands_help[] = {
+    {"train", "sharded GPT-2 training (run N ranks with scripts/mpirun_local.sh -np N)"},
+    {"prepare", "text files -> llm.c token shards (--corpus DIR --out DIR)"},
+    {"eval", "loss of an llm.c checkpoint (--model-file X --data Y)"},
+    {"sample", "generate text (--model-file X --prompt \"...\" --tokens N [--top-k K --seed S])"},
+    {"tokenize", "token ids of stdin, one line"},
+};
+
+std::string command_flags(const std::string& command) {
+  std::string u;
+  for (const auto& [name, f] : flags())
+    if (reads_flag(command, name)) u += "  --" + name + (f.is_switch ? "" : " V") + "\t" + f.help + "\n";
+  return u;
+}
+
 }  // namespace
 
 Args parse_args(int argc, const char* const* argv) {
@@ -215,16 +255,23 @@ Args parse_args(int argc, const char* const* argv) {
   return a;
 }
 
+std::string command_usage(const std::string& command) {
+  for (const Command& c : commands_help)
+    if (command == c.name)
+      return "usage: tagc-gpt2 " + command + " [flags]\n  " + c.what + "\nflags:\n" + command_flags(command);
+  return {};
+}
+
+bool wants_help(int argc, const char* const* argv) {
+  for (int i = 2; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") return true;
+  return false;
+}
+
 std::string usage() {
-  std::string u =
-      "usage: tagc-gpt2 <command> [flags]\n"
-      "  train     sharded GPT-2 training (run N ranks with scripts/mpirun_local.sh -np N)\n"
-      "  prepare   text files -> llm.c token shards (--corpus DIR --out DIR)\n"
-      "  eval      loss of an llm.c checkpoint (--model-file X --data Y)\n"
-      "  sample    generate text (--model-file X --prompt \"...\" --tokens N [--top-k K --seed S])\n"
-      "  tokenize  token ids of stdin, one line\n"
-      "flags:\n";
-  for (const auto& [name, f] : flags()) u += "  --" + name + (f.is_switch ? "" : " V") + "\t" + f.help + "\n";
+  std::string u = "usage: tagc-gpt2 <command> [flags]   (tagc-gpt2 <command> --help: that command's flags)\n";
+  for (const Command& c : commands_help)
+    u += "\n" + std::string(c.name) + ": " + c.what + "\n" + command_flags(c.name);
   return u;
 }
 

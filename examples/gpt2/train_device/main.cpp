@@ -17,10 +17,16 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 int main(int argc, char** argv) {
   const char* name = train_device::program_name();
   train::Args args;
+  if (argc >= 2 && train::wants_help(argc, argv))  // "<command> --help": before any flag is judged
+    if (const std::string u = train::command_usage(argv[1]); !u.empty()) {
+      std::fputs(u.c_str(), stdout);
+      return 0;
+    }
   try {
     args = train::parse_args(argc, argv);
   } catch (const std::exception& e) {
