@@ -255,10 +255,11 @@ Args parse_args(int argc, const char* const* argv) {
   return a;
 }
 
-std::string command_usage(const std::string& command) {
+std::string command_usage(const std::string& command, const std::string& program) {
   for (const Command& c : commands_help)
     if (command == c.name)
-      return "usage: tagc-gpt2 " + command + " [flags]\n  " + c.what + "\nflags:\n" + command_flags(command);
+      return std::string("usage: ").append(program).append(" ").append(command).append(" [flags]\n  ").append(c.what)
+          .append("\nflags:\n").append(command_flags(command));
   return {};
 }
 
@@ -268,10 +269,14 @@ bool wants_help(int argc, const char* const* argv) {
   return false;
 }
 
-std::string usage() {
-  std::string u = "usage: tagc-gpt2 <command> [flags]   (tagc-gpt2 <command> --help: that command's flags)\n";
+std::string usage(const std::string& program) {
+  std::string u = "usage: ";  // appended piece by piece: GCC 12's -Wrestrict misfires on "literal" + string&&
+  u += program;
+  u += " <command> [flags]   (";
+  u += program;
+  u += " <command> --help: that command's flags)\n";
   for (const Command& c : commands_help)
-    u += "\n" + std::string(c.name) + ": " + c.what + "\n" + command_flags(c.name);
+    u.append("\n").append(c.name).append(": ").append(c.what).append("\n").append(command_flags(c.name));
   return u;
 }
 

@@ -106,8 +106,9 @@ struct Args {
 
 // argv[1] is the command. Throws ArgsError.
 Args parse_args(int argc, const char* const* argv);
-// The help text (every flag with its default).
-std::string usage();
+// The help text (every command with its flags and their defaults); `program` names the
+// executable in it (tagc-gpt2, tagc-gpt2-cuda, tagc-gpt2-device-host).
+std::string usage(const std::string& program = "tagc-gpt2");
 // Every flag's name, without "--" (run_config.cpp checks each is classified).
 std::vector<std::string> flag_names();
 // Cross-flag checks of a parsed command line (preflight.cpp): optimizer values in range.
