@@ -6,8 +6,9 @@
 #      builds the extension and runs its 2-process tests (fails if torch is missing),
 #   3. the core suite again under AddressSanitizer + UndefinedBehaviorSanitizer,
 #   4. the in-process communicator tests under ThreadSanitizer,
-#   5. an nvcc compile of the CUDA instantiations (sm_80, sm_90): no GPU here,
-#      so CUDA code is compiled, not run,
+#   5. an nvcc compile of the CUDA instantiations (sm_80, sm_90): the check TU, the
+#      GPT-2 CUDA model and trainer, example 03; no GPU here, so CUDA code is
+#      compiled, not run,
 #   6. libFuzzer (clang, ASan + UBSan) on the checkpoint parser, token shards and
 #      Reducer::load_state, 60 s each from the seeds in fuzz/corpus/.
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
@@ -44,7 +45,7 @@ cmake -S . -B build-asan "${san_opts[@]}" \
   -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize=null -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
 cmake --build build-asan -j"$jobs" --target tagc_core tagc_reducer tagc_conservation tagc_beyond tagc_comm \
   tagc_readme_example tagc_bf16 tagc_lowprec tagc_paths tagc_step_alloc tagc_state tagc_decode_paths \
-  tagc_sparsity_schedule
+  tagc_sparsity_schedule tagc_builder
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -L core -E readme_in_sync
 
@@ -63,6 +64,7 @@ if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   # The GPT-2 example on exec::cuda (TAGC_GPT2_CUDA), one target per line:
   cmake --build build-cuda -j"$jobs" --target gpt2_device_model_cuda  # model: kernels + cuBLAS
   cmake --build build-cuda -j"$jobs" --target tagc-gpt2-cuda  # trainer: DeviceTrainer<exec::cuda, NCCL>, linked
+  cmake --build build-cuda -j"$jobs" --target tagc_example_03  # examples/03: Reducer on exec::cuda + NCCL, linked
   echo "CUDA instantiations compiled for sm_80 and sm_90"
 else
   echo "nvcc not found at /usr/local/cuda/bin/nvcc: CUDA compile check NOT run" >&2

@@ -1,6 +1,6 @@
 #pragma once
-// defines: tagc::Reducer<Sparsify, Index, Values, Decode, Exec> (reducer_arguments,
-//          adaptive_sparsity and reduce_op live in stage/arguments.hpp).
+// defines: tagc::Reducer<Sparsify, Index, Values, Decode = DecodePolicy<>, Exec>, tagc::PackedReducer
+//          (reducer_arguments, adaptive_sparsity and reduce_op live in stage/arguments.hpp).
 //
 // The TAGC pipeline for one flat gradient buffer (one FSDP unit), composed at
 // compile time from its policies:
@@ -72,8 +72,11 @@ template <int R, int L, class T> struct is_sketch_policy<SketchPolicy<R, L, T>> 
 template <class V> struct is_packed_policy : std::false_type {};
 template <class T> struct is_packed_policy<PackedValuesPolicy<T>> : std::true_type {};
 
-// Primary template: only the combinations specialised below exist.
-template <class Sparsify, class Index, class Values, class Decode, class Exec = exec::host>
+// Primary template: only the combinations specialised below exist. The decode
+// policy may be left out (it defaults to DecodePolicy<>): a PackedPolicy reducer
+// decodes nothing, so Reducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy> is
+// complete; PackedReducer<...> names one on another execution space.
+template <class Sparsify, class Index, class Values, class Decode = DecodePolicy<>, class Exec = exec::host>
 class Reducer {
   static_assert(tagc_dependent_false<Sparsify>,
                 "tagc: no Reducer for this policy combination; expected Reducer<SparsifyPolicy, "
@@ -552,5 +555,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   decode_stage decode_;
   residual_stage residual_;
 };
+
+// A reducer whose values are packed (PackedPolicy, PackedBf16Policy, PackedFp16Policy):
+// no decode policy to name, any execution space.
+template <class Sparsify, class Index, class Values = PackedPolicy, class Exec = exec::host>
+using PackedReducer = Reducer<Sparsify, Index, Values, DecodePolicy<>, Exec>;
 
 TAGC_END_NAMESPACE

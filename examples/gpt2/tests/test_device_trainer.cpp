@@ -139,6 +139,26 @@ TEST_CASE("device trainer (exec::host + MPI): a 2-rank TAGC run learns and sends
   for (double l : tagc.loss) CHECK(std::isfinite(l));
 }
 
+TEST_CASE("device trainer (exec::host + MPI): the CPU trainer's reducer flags, same catalogue, same results") {
+  // Packed values with the exact index (exact, no peeling) and the exact index
+  // reduce-scattered with a sketch: built by the device trainer through the same
+  // catalogue as the CPU trainer's, so both send the same bytes and stay together.
+  Args packed = tiny(3);
+  packed.compress = CompressMode::all;
+  packed.values = train::ValuesMode::packed;
+  packed.index_bits = train::index_bits_exact;
+  Args scattered = tiny(3);
+  scattered.compress = CompressMode::non_attention;
+  scattered.index_bits = train::index_bits_exact;
+  scattered.index_exchange = train::IndexExchange::reduce_scatter;
+  for (const Args& a : {packed, scattered}) {
+    const Run dev = run<HostTrainer>(a, 3), cpu = run<train::Trainer>(a, 3);
+    INFO("values " << train::to_string(a.values) << ", index exchange " << train::to_string(a.index_exchange));
+    CHECK(rel(dev.loss.back(), cpu.loss.back()) <= 1e-3);
+    CHECK(dev.grad_bytes.back() == doctest::Approx(cpu.grad_bytes.back()).epsilon(0.05));
+  }
+}
+
 TEST_CASE("device trainer (exec::host + MPI): checkpoint save/resume continues exactly") {
   const fs::path dir = scratch() / "ckpt_device";
   Args a = tiny(6);

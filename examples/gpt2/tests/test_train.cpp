@@ -6,6 +6,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "train_test_harness.hpp"
 
+#include "metrics.hpp"
 #include "trainer.hpp"
 
 #include <array>
@@ -183,6 +184,48 @@ TEST_CASE("gpt2_train: errors — bad config, mismatched checkpoint, missing dat
   Args nodata = tiny(2, 1);
   nodata.train_data = (scratch() / "missing_train.bin").string();
   CHECK_THROWS(run(nodata, MPI_COMM_WORLD, 1));
+}
+
+TEST_CASE("gpt2_train: the run line records only the compression flags that apply") {
+  Args none = tiny(2, 1);
+  none.compress = CompressMode::none;
+  none.baseline_dtype = "bf16";
+  const nlohmann::json n = train::compression_info(none);
+  CHECK(n.at("compress") == "none");
+  CHECK(n.at("baseline_dtype") == "bf16");
+  for (const char* k : {"values", "ratio", "index_bits", "index_exchange", "decoder", "sparsity", "adaptive"})
+    CHECK_MESSAGE(!n.contains(k), k);
+  CHECK(train::compression_summary(none) == "compress=none baseline-dtype=bf16");
+
+  Args packed = tiny(2, 1);
+  packed.compress = CompressMode::all;
+  packed.values = train::ValuesMode::packed;
+  packed.index_bits = train::index_bits_exact;
+  const nlohmann::json p = train::compression_info(packed);
+  CHECK(p.at("values") == "packed");
+  CHECK(p.at("index_bits") == "exact");
+  CHECK_FALSE(p.contains("ratio"));           // no sketch
+  CHECK_FALSE(p.contains("decoder"));
+  CHECK_FALSE(p.contains("baseline_dtype"));  // --compress all: no segment is plain
+
+  Args sketch = tiny(2, 1);
+  sketch.compress = CompressMode::non_attention;
+  const nlohmann::json k = train::compression_info(sketch);
+  CHECK(k.at("ratio") == sketch.ratio);
+  CHECK(k.at("decoder") == "peel-estimate");
+  CHECK(k.at("baseline_dtype") == "fp32");
+  CHECK_FALSE(k.contains("sparsity_warmup"));  // the schedule is off: not recorded
+
+  // theta's warm-up: recorded (it must match on resume), in the log line and the summary
+  sketch.sparsity_warmup = 200;
+  sketch.sparsity_linear = true;
+  sketch.sparsity_start = 0.5;
+  const nlohmann::json w = train::compression_info(sketch);
+  CHECK(w.at("sparsity_warmup") == 200);
+  CHECK(w.at("sparsity_schedule") == "linear");
+  CHECK(w.at("sparsity_start") == 0.5);
+  CHECK(train::compression_summary(sketch).find("sparsity-warmup=200 sparsity-schedule=linear sparsity-start=0.5") !=
+        std::string::npos);
 }
 
 int main(int argc, char** argv) { return train_test::mpi_doctest_main(argc, argv); }

@@ -31,6 +31,7 @@ const char* to_string(ValuesMode v) {
     case ValuesMode::packed_bf16: return "packed-bf16";
     case ValuesMode::sketch_bf16: return "sketch-bf16";
     case ValuesMode::sketch_fp16: return "sketch-fp16";
+    case ValuesMode::packed_fp16: return "packed-fp16";
   }
   return "?";
 }

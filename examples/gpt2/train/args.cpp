@@ -2,13 +2,15 @@
 // so adding a flag is one line and every value error names its flag.
 // defines: train::parse_args, train::usage, train::flag_names
 #include "args.hpp"
-#include "unit_reducer.hpp"
+#include "compress_options.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <string_view>
+#include <vector>
 
 namespace train {
 namespace {
@@ -97,15 +99,22 @@ const std::map<std::string, Flag>& flags() {
          if (v == "exact") { a.index_bits = index_bits_exact; return; }
          a.index_bits = number<int>("index-bits", v);
          if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4|exact, got " + v);
-       }, "1|4|exact (4); exact: the narrowest exact width for the world size"}},
+       }, "1|4|exact (" + index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for the world size"}},
       {"values", {false, [](A& a, S v) {
          if (v == "sketch") a.values = ValuesMode::sketch;
          else if (v == "packed") a.values = ValuesMode::packed;
          else if (v == "packed-bf16") a.values = ValuesMode::packed_bf16;
          else if (v == "sketch-bf16") a.values = ValuesMode::sketch_bf16;
          else if (v == "sketch-fp16") a.values = ValuesMode::sketch_fp16;
-         else throw ArgsError("--values: expected sketch|sketch-bf16|sketch-fp16|packed|packed-bf16, got '" + v + "'");
-       }, "sketch|sketch-bf16|sketch-fp16|packed|packed-bf16 (sketch); packed: exact values at the union positions"}},
+         else if (v == "packed-fp16") a.values = ValuesMode::packed_fp16;
+         else throw ArgsError("--values: expected sketch|sketch-bf16|sketch-fp16|packed|packed-bf16|packed-fp16, got '" +
+                              v + "'");
+       }, "sketch|sketch-bf16|sketch-fp16|packed|packed-bf16|packed-fp16 (sketch); packed: exact values at the union "
+          "positions"}},
+      {"residual", {false, [](A& a, S v) {
+         if (v != "float" && v != "bf16") throw ArgsError("--residual: expected float|bf16, got '" + v + "'");
+         a.residual_bf16 = v == "bf16";
+       }, "float|bf16 (float): storage of the error-feedback residual"}},
       {"index-exchange", {false, [](A& a, S v) {
          if (v == "all-reduce") a.index_exchange = IndexExchange::all_reduce;
          else if (v == "reduce-scatter") a.index_exchange = IndexExchange::reduce_scatter;
@@ -169,6 +178,44 @@ const std::map<std::string, Flag>& flags() {
   return f;
 }
 
+// The commands that read a flag; every flag not listed is train's alone.
+const std::map<std::string, std::vector<std::string>>& flag_commands() {
+  static const std::map<std::string, std::vector<std::string>> m = {
+      {"seed", {"train", "sample"}},        {"B", {"train", "eval"}},
+      {"T", {"train", "eval"}},             {"val-data", {"train", "eval"}},
+      {"val-batches", {"train", "eval"}},   {"tokenizer", {"prepare", "sample", "tokenize"}},
+      {"corpus", {"prepare"}},              {"out", {"prepare"}},
+      {"val-fraction", {"prepare"}},        {"model-file", {"eval", "sample"}},
+      {"data", {"eval"}},                   {"prompt", {"sample"}},
+      {"tokens", {"sample"}},               {"top-k", {"sample"}},
+  };
+  return m;
+}
+bool reads_flag(const std::string& command, const std::string& flag) {
+  const auto it = flag_commands().find(flag);
+  if (it == flag_commands().end()) return command == "train";
+  return std::find(it->second.begin(), it->second.end(), command) != it->second.end();
+}
+
+struct Command {
+  const char* name;
+  const char* what;
+};
+constexpr Command commands_help[] = {
+    {"train", "sharded GPT-2 training (run N ranks with scripts/mpirun_local.sh -np N)"},
+    {"prepare", "text files -> llm.c token shards (--corpus DIR --out DIR)"},
+    {"eval", "loss of an llm.c checkpoint (--model-file X --data Y)"},
+    {"sample", "generate text (--model-file X --prompt \"...\" --tokens N [--top-k K --seed S])"},
+    {"tokenize", "token ids of stdin, one line"},
+};
+
+std::string command_flags(const std::string& command) {
+  std::string u;
+  for (const auto& [name, f] : flags())
+    if (reads_flag(command, name)) u += "  --" + name + (f.is_switch ? "" : " V") + "\t" + f.help + "\n";
+  return u;
+}
+
 }  // namespace
 
 Args parse_args(int argc, const char* const* argv) {
@@ -208,16 +255,28 @@ Args parse_args(int argc, const char* const* argv) {
   return a;
 }
 
-std::string usage() {
-  std::string u =
-      "usage: tagc-gpt2 <command> [flags]\n"
-      "  train     sharded GPT-2 training (run N ranks with scripts/mpirun_local.sh -np N)\n"
-      "  prepare   text files -> llm.c token shards (--corpus DIR --out DIR)\n"
-      "  eval      loss of an llm.c checkpoint (--model-file X --data Y)\n"
-      "  sample    generate text (--model-file X --prompt \"...\" --tokens N [--top-k K --seed S])\n"
-      "  tokenize  token ids of stdin, one line\n"
-      "flags:\n";
-  for (const auto& [name, f] : flags()) u += "  --" + name + (f.is_switch ? "" : " V") + "\t" + f.help + "\n";
+std::string command_usage(const std::string& command, const std::string& program) {
+  for (const Command& c : commands_help)
+    if (command == c.name)
+      return std::string("usage: ").append(program).append(" ").append(command).append(" [flags]\n  ").append(c.what)
+          .append("\nflags:\n").append(command_flags(command));
+  return {};
+}
+
+bool wants_help(int argc, const char* const* argv) {
+  for (int i = 2; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") return true;
+  return false;
+}
+
+std::string usage(const std::string& program) {
+  std::string u = "usage: ";  // appended piece by piece: GCC 12's -Wrestrict misfires on "literal" + string&&
+  u += program;
+  u += " <command> [flags]   (";
+  u += program;
+  u += " <command> --help: that command's flags)\n";
+  for (const Command& c : commands_help)
+    u.append("\n").append(c.name).append(": ").append(c.what).append("\n").append(command_flags(c.name));
   return u;
 }
 

@@ -27,8 +27,8 @@ enum class DecoderMode { peel, estimate, peel_estimate };
 // What a compressed segment sends for its kept entries (tagc's third Reducer policy):
 // sketch = the paper's count sketch (SketchPolicy<ratio>), sketch_bf16 / sketch_fp16 = its
 // cells in 16 bits (SketchPolicy<ratio, lanes, bfloat16|float16>); packed / packed_bf16 =
-// the exact values at the union of the ranks' supports (PackedValuesPolicy<float|bfloat16>).
-enum class ValuesMode { sketch, packed, packed_bf16, sketch_bf16, sketch_fp16 };
+// the exact values at the union of the ranks' supports (PackedValuesPolicy<float|bfloat16|float16>).
+enum class ValuesMode { sketch, packed, packed_bf16, sketch_bf16, sketch_fp16, packed_fp16 };
 
 // How the index is exchanged: the paper all-reduces it; reduce_scatter sends each shard's
 // part to its owner only (half the index bytes; needs an exact index).
@@ -65,6 +65,7 @@ struct Args {
   IndexExchange index_exchange = IndexExchange::all_reduce;
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
   DecoderMode decoder = DecoderMode::peel_estimate;
+  bool residual_bf16 = false;  // --residual bf16: error-feedback residual stored in bf16 (SparsifyBf16ResidualPolicy)
   bool adaptive = false;      // tagc adaptive theta: steer each segment's largest sketch load
   double target_load = 0.6;   // ... towards this (peeling is exact below ~0.81)
   // tagc::sparsity_schedule: theta ramps from sparsity_start to the target over the first
@@ -105,8 +106,9 @@ struct Args {
 
 // argv[1] is the command. Throws ArgsError.
 Args parse_args(int argc, const char* const* argv);
-// The help text (every flag with its default).
-std::string usage();
+// The help text (every command with its flags and their defaults); `program` names the
+// executable in it (tagc-gpt2, tagc-gpt2-cuda, tagc-gpt2-device-host).
+std::string usage(const std::string& program = "tagc-gpt2");
 // Every flag's name, without "--" (run_config.cpp checks each is classified).
 std::vector<std::string> flag_names();
 // Cross-flag checks of a parsed command line (preflight.cpp): optimizer values in range.

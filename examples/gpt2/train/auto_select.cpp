@@ -195,7 +195,7 @@ void Trainer::decide_auto() {
 
   // (b) the codec, per candidate segment, on throw-away reducers
   CompressOptions co = compress_options(args_);
-  co.sparsity_warmup = 0;  // estimate the steady state, not a sparsity warm-up's first steps
+  co.reducer.schedule = {};  // estimate the steady state, not a sparsity warm-up's first steps
   std::vector<double> local;  // per segment: compress s, decode s, bytes sent
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s) {

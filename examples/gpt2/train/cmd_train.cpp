@@ -54,35 +54,16 @@ int cmd_train(const Args& a) {
                            {"T", a.T},
                            {"accum", a.accum},
                            {"steps", a.steps},
-                           {"compress", to_string(a.compress)},
-                           {"values", to_string(a.values)},
-                           {"ratio", a.ratio},
-                           {"index_bits", index_bits_name(a.index_bits)},
-                           {"index_exchange", to_string(a.index_exchange)},
-                           {"decoder", to_string(a.decoder)},
-                           {"sparsity", a.sparsity},
-                           {"adaptive", a.adaptive},
-                           {"sparsity_warmup", a.sparsity_warmup},
-                           {"sparsity_schedule", a.sparsity_linear ? "linear" : "exp"},
-                           {"sparsity_start", a.sparsity_start},
                            {"zero2", a.zero2},
                            {"resumed_at", t->step()}};
+    info.update(compression_info(a));  // only the flags that apply
     // --compress auto: the decision per segment, in the first line of the log
     if (const AutoPlan* p = t->auto_plan()) info["auto"] = to_json(*p);
     metrics.run_info(info);
     metrics.message("tagc-gpt2: " + std::to_string(world) + " rank(s), " + a.model + " (" +
                     std::to_string(t->num_parameters()) + " params), B=" + std::to_string(a.B) +
                     " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
-                    ", compress=" + to_string(a.compress) +
-                    (a.compress != CompressMode::none
-                         ? std::string(" values=") + to_string(a.values) + " ratio=" + std::to_string(a.ratio) +
-                               " index-bits=" + index_bits_name(a.index_bits) + " index-exchange=" +
-                               to_string(a.index_exchange) +
-                               (a.sparsity_warmup > 0 ? " sparsity-warmup=" + std::to_string(a.sparsity_warmup) +
-                                                            (a.sparsity_linear ? " linear" : " exp") + " from " +
-                                                            std::to_string(a.sparsity_start)
-                                                      : std::string())
-                         : std::string()) +
+                    ", " + compression_summary(a) +
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
     if (const AutoPlan* p = t->auto_plan()) metrics.message(format_table(*p));
     training = true;

@@ -12,4 +12,10 @@ int cmd_eval(const Args& a);
 int cmd_sample(const Args& a);
 int cmd_tokenize(const Args& a);
 
+// "tagc-gpt2 <command> --help": that command's flags with their defaults (args.cpp);
+// empty for an unknown command.
+std::string command_usage(const std::string& command, const std::string& program = "tagc-gpt2");
+// Whether argv (after the command) asks for help: --help or -h anywhere.
+bool wants_help(int argc, const char* const* argv);
+
 }  // namespace train

@@ -15,9 +15,15 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 int main(int argc, char** argv) {
   train::Args args;
+  if (argc >= 2 && train::wants_help(argc, argv))  // "<command> --help": before any flag is judged
+    if (const std::string u = train::command_usage(argv[1]); !u.empty()) {
+      std::fputs(u.c_str(), stdout);
+      return 0;
+    }
   try {
     args = train::parse_args(argc, argv);
   } catch (const std::exception& e) {

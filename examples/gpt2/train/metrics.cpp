@@ -1,6 +1,7 @@
 // metrics.cpp: see metrics.hpp.
 // defines: train::Metrics, train::step_json
 #include "metrics.hpp"
+#include "compress_options.hpp"
 
 #include <unistd.h>
 
@@ -9,6 +10,43 @@
 #include <stdexcept>
 
 namespace train {
+
+nlohmann::json compression_info(const Args& a) {
+  nlohmann::json j = {{"compress", to_string(a.compress)}};
+  if (a.compress != CompressMode::all) j["baseline_dtype"] = a.baseline_dtype;
+  if (a.compress == CompressMode::none) return j;
+  const tagc::reducer_description d = compress_options(a).reducer;
+  j["values"] = std::string(tagc::to_string(d.values));
+  if (tagc::is_sketch(d.values)) j["ratio"] = d.ratio;
+  j["index_bits"] = index_bits_name(d.index_bits);
+  j["index_exchange"] = std::string(tagc::to_string(d.exchange));
+  if (tagc::is_sketch(d.values)) j["decoder"] = std::string(tagc::to_string(d.decoder));
+  j["residual"] = std::string(tagc::to_string(d.residual));
+  j["sparsity"] = a.sparsity;
+  j["adaptive"] = a.adaptive;
+  if (a.adaptive) j["target_load"] = a.target_load;
+  if (d.schedule.enabled()) {  // theta's warm-up (tagc::sparsity_schedule): only when on
+    j["sparsity_warmup"] = d.schedule.warmup_steps;
+    j["sparsity_schedule"] = d.schedule.shape == tagc::schedule_shape::linear ? "linear" : "exp";
+    j["sparsity_start"] = d.schedule.start;
+  }
+  return j;
+}
+
+std::string compression_summary(const Args& a) {
+  const nlohmann::json j = compression_info(a);
+  std::string s;
+  for (const char* key : {"compress", "values", "ratio", "index_bits", "index_exchange", "residual", "baseline_dtype",
+                          "sparsity_warmup", "sparsity_schedule", "sparsity_start"}) {
+    if (!j.contains(key)) continue;
+    std::string k = key;
+    for (char& c : k)
+      if (c == '_') c = '-';
+    const auto& v = j.at(key);
+    s += (s.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  return s;
+}
 
 nlohmann::json step_json(const StepMetrics& m) {
   using nlohmann::json;

@@ -20,6 +20,13 @@ namespace train {
 // The step line as JSON (also what the tests and scripts/demo.sh read).
 nlohmann::json step_json(const StepMetrics& m);
 
+// The run's compression flags for the log's first line, only those that apply: under
+// --compress none only the baseline's dtype; no ratio or decoder for packed values; the
+// baseline's dtype only where some segments stay uncompressed.
+nlohmann::json compression_info(const Args& a);
+// The same as one console phrase: "compress=non-attention values=sketch ratio=10 ...".
+std::string compression_summary(const Args& a);
+
 class Metrics {
  public:
   // enabled = false on ranks other than 0: every call does nothing.

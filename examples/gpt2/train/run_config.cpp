@@ -82,6 +82,7 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"index-exchange", {to_string(a.index_exchange), must}},
       {"sparsity", {a.sparsity < 0 ? "default" : num(a.sparsity), must}},
       {"decoder", {to_string(a.decoder), must}},
+      {"residual", {a.residual_bf16 ? "bf16" : "float", must}},
       {"adaptive", {sw(a.adaptive), must}},
       {"sparsity-warmup", {num(a.sparsity_warmup), must}},
       {"sparsity-schedule", {a.sparsity_linear ? "linear" : "exp", must}},

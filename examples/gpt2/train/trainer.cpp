@@ -1,5 +1,5 @@
 // trainer.cpp: see trainer.hpp for the shape of a step.
-// defines: train::Trainer, train::model_config
+// defines: train::Trainer
 #include "trainer.hpp"
 
 // defines: gpt2::units, gpt2::unit_offsets
@@ -29,19 +29,6 @@ namespace train {
 using clock_type = std::chrono::steady_clock;
 static double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
-
-gpt2::Config model_config(const Args& a) {
-  gpt2::Config c = gpt2::parse_config(a.model);
-  if (a.L > 0) c.num_layers = a.L;
-  if (a.C > 0) c.channels = a.C;
-  if (a.NH > 0) c.num_heads = a.NH;
-  if (a.maxT > 0) c.max_seq_len = a.maxT;
-  c.validate();
-  if (a.T > c.max_seq_len)
-    throw std::invalid_argument("T (" + std::to_string(a.T) + ") must be <= max_seq_len (" +
-                                std::to_string(c.max_seq_len) + ")");
-  return c;
 }
 
 Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
@@ -122,9 +109,8 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
         const uint8_t path = paths_[size_t(2 * u + s)];
         if (path == path_none) continue;
         auto& r = reducers_[size_t(u)][size_t(s)];
-        if (path == path_tagc) r = make_tagc_reducer(co, g.length, world(), rank());
-        else if (args_.baseline_dtype == "bf16") r = make_plain_bf16_reducer(g.length, world(), rank());
-        else r = make_plain_reducer(g.length, world(), rank());
+        r = path == path_tagc ? make_tagc_reducer(co, g.length, world(), rank())
+                              : make_plain_reducer(co, g.length, world(), rank());
         r->set_profiling(true);  // stage timings for the log; on the CPU it only reads the clock
         if (r->output_size() != g.shard)
           throw std::logic_error("reducer shard of " + plan_.unit(u).name + " has " + std::to_string(r->output_size()) +

@@ -28,6 +28,7 @@
 #include "checkpoint_store.hpp"
 #include "comm_worker.hpp"
 #include "fault_injection.hpp"
+#include "model_config.hpp"
 #include "sharding.hpp"
 #include "unit_reducer.hpp"
 
@@ -43,9 +44,6 @@
 #include <vector>
 
 namespace train {
-
-// The model shape from --model and the overrides; validated (std::invalid_argument).
-gpt2::Config model_config(const Args& a);
 
 // Compression statistics of one compressed segment for one step.
 struct SegmentStats {

@@ -1,48 +1,49 @@
-// unit_reducer.hpp: one gradient segment's reduce-scatter behind a runtime interface.
+// unit_reducer.hpp: one gradient segment's reduce-scatter, chosen at run time.
 //
-// tagc::Reducer is a compile-time composition of policies (index width and exchange,
-// values: sketch or packed, decoder). The trainer picks them from the command line, so a
-// chosen set of combinations is instantiated, in unit_reducer.cpp (float values) and
-// bf16_reducer.cpp (bf16 values) only — those are the slow files to build — behind the
-// small virtual base UnitReducer. Not the whole cartesian product: each instantiation
-// costs compile time; unbuilt_combination() names what is built and refuses the rest.
-// The plain (uncompressed) reduce-scatter (fp32, or bf16 as llm.c; plain_reducer.cpp)
-// implements the same interface, so the trainer treats every segment alike.
+// tagc::Reducer is a compile-time composition of policies; the trainer picks them from
+// the command line. tagc's builder bridges the two: a UnitReducer holds a
+// tagc::AnyReducer built from the trainers' catalogue (reducer_catalogue.hpp) for the
+// description the flags give (compress_options.hpp), compressed or the plain fp32/bf16
+// baseline alike, so the trainer treats every segment the same way.
 //
 // Every reducer computes the MEAN over ranks and delivers this rank's shard
 // (output_size() elements, the padding zero).
 #pragma once
 
-#include "args.hpp"
+#include "compress_options.hpp"
+#include "reducer_catalogue.hpp"
 
-#include "tagc/comm/counting.hpp"
-#include "tagc/comm/mpi.hpp"
 #include "tagc/stats.hpp"
 
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace train {
 
-// All collectives go through the byte-counting decorator over MPI.
-using Comm = tagc::counting_communicator<tagc::mpi_communicator>;
-
 class UnitReducer {
  public:
-  virtual ~UnitReducer() = default;
-  virtual bool compressed() const = 0;
-  virtual size_t output_size() const = 0;
+  explicit UnitReducer(tagc::AnyReducer<tagc::exec::host, Comm> r);
+  bool compressed() const { return r_.compressed(); }
+  size_t output_size() const { return r_.output_size(); }
   // grad: the segment's full local gradient (unpadded); shard: output_size() elements.
-  virtual tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
-                                      tagc::reduce_stats* stats) = 0;
+  // TAGC_GPT2_VERIFY=1: also checks "result == dense mean reduce-scatter of what was
+  // sent" (sent = grad + residual before - residual after) and prints the error.
+  tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
+                              tagc::reduce_stats* stats);
   // Error-feedback state (empty for the plain path).
-  virtual std::vector<std::byte> save_state() const = 0;
-  virtual tagc::status load_state(std::span<const std::byte> state) = 0;
-  // Per-stage seconds in reduce_stats::seconds (tagc::Reducer only; host timing is cheap).
-  virtual void set_profiling(bool on) = 0;
+  std::vector<std::byte> save_state() const { return r_.save_state(); }
+  tagc::status load_state(std::span<const std::byte> state) { return r_.load_state(state); }
+  // Per-stage seconds in reduce_stats::seconds (host timing is cheap).
+  void set_profiling(bool on) { r_.set_profiling(on); }
+  std::string describe() const { return r_.describe(); }
+
+ private:
+  tagc::AnyReducer<tagc::exec::host, Comm> r_;
+  bool verify_ = false;
 };
 
 // Entries of this rank's shard whose delivery was deferred to a later step: the
@@ -56,34 +57,24 @@ double deferred_entries(const Stats& s) {
   else return 0.0;
 }
 
-struct CompressOptions {
-  ValuesMode values = ValuesMode::sketch;
-  int ratio = 10;                 // sketch only
-  int index_bits = 4;             // 1, 4 or index_bits_exact
-  IndexExchange index_exchange = IndexExchange::all_reduce;
-  DecoderMode decoder = DecoderMode::peel_estimate;  // sketch only
-  double sparsity = -1.0;  // < 0: the paper's pairing for the ratio (the start, when adaptive)
-  bool adaptive = false;   // sketch only (it steers the sketch load)
-  double target_load = 0.6;
-  int sparsity_warmup = 0;  // tagc::sparsity_schedule (0: off)
-  bool sparsity_linear = false;
-  double sparsity_start = 0.75;
-};
+// The reducer `d` describes from `catalogue`, initialised for a segment of `length`
+// (sharded, the mean over ranks, o's run-time arguments). Throws std::runtime_error
+// naming the flags and tagc's refusal (not in the catalogue, or rejected arguments).
+template <class Exec, class C>
+tagc::AnyReducer<Exec, C> build_segment_reducer(const tagc::reducer_catalogue<Exec, C>& catalogue,
+                                                const tagc::reducer_description& d, const CompressOptions& o,
+                                                size_t length, int world, int rank, const Exec& exec) {
+  tagc::AnyReducer<Exec, C> r;
+  if (const tagc::status s = tagc::build_reducer(catalogue, d, r); !s.ok())
+    throw std::runtime_error(reducer_flags(d) + ": " + s.message());
+  if (const tagc::status s = r.initialize(segment_arguments(o, length, world, rank), exec); !s.ok())
+    throw std::runtime_error("tagc reducer (" + reducer_flags(d) + "): " + s.what());
+  return r;
+}
 
-CompressOptions compress_options(const Args& a);
-
-// Empty when make_tagc_reducer builds this combination; otherwise a message naming the
-// offending flags and listing the built combinations (built_combinations()).
-std::string unbuilt_combination(const CompressOptions& opt);
-std::string built_combinations();
-
-// A tagc::Reducer (topology::sharded, reduce_op::mean) for a segment of `length`.
-// Throws std::runtime_error with tagc's message if the configuration is rejected, or
-// unbuilt_combination()'s if it is not built.
-std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& opt, size_t length, int world, int rank);
-// The baseline: pad, fp32 reduce-scatter, divide by world (plain_reducer.cpp).
-std::unique_ptr<UnitReducer> make_plain_reducer(size_t length, int world, int rank);
-// The llm.c baseline: bf16 reduce-scatter, divide by world in fp32 (plain_reducer.cpp).
-std::unique_ptr<UnitReducer> make_plain_bf16_reducer(size_t length, int world, int rank);
+// The compressed segments' reducer (o.reducer) on the host.
+std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& o, size_t length, int world, int rank);
+// The uncompressed segments' reducer (o.plain: fp32, or bf16 as llm.c) on the host.
+std::unique_ptr<UnitReducer> make_plain_reducer(const CompressOptions& o, size_t length, int world, int rank);
 
 }  // namespace train

@@ -1,6 +1,6 @@
 // device_trainer_cuda.cu: DeviceTrainer<tagc::exec::cuda, tagc::nccl_communicator> and the
 // CUDA backend of tagc-gpt2-cuda: one MPI rank per GPU, NCCL bootstrapped over MPI.
-// Built only with -DTAGC_GPT2_CUDA=ON (nvcc); its reducers are in device_reducers_cuda.cu.
+// Built only with -DTAGC_GPT2_CUDA=ON (nvcc); its reducers are in cuda_reducers_{paper,beyond}.cu.
 // defines: train_device::DeviceTrainer<exec::cuda, nccl_communicator>,
 //          train_device::program_name, train_device::open_session (CUDA backend)
 #include "device_trainer_impl.hpp"

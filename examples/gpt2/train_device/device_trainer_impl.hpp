@@ -114,25 +114,8 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
       paths_[size_t(2 * u + s)] = compress ? train::path_tagc : train::path_plain;
     }
 
-  // By name: the CPU trainer's CompressOptions grows (values, index exchange); the
-  // device reducers build the sketch path with an all-reduced 1- or 4-bit index.
-  train::CompressOptions co;
-  co.ratio = args_.ratio;
-  co.index_bits = args_.index_bits;
-  co.decoder = args_.decoder;
-  co.sparsity = args_.sparsity;
-  co.adaptive = args_.adaptive;
-  co.target_load = args_.target_load;
-  [](const auto& a) {  // generic: these flags exist only in newer CPU trainers
-    if constexpr (requires { a.values; })
-      if (a.values != decltype(a.values){})
-        throw std::invalid_argument(std::string("--values ") + train::to_string(a.values) +
-                                    ": the device trainer builds the sketch path only");
-    if constexpr (requires { a.index_exchange; })
-      if (a.index_exchange != decltype(a.index_exchange){})
-        throw std::invalid_argument(std::string("--index-exchange ") + train::to_string(a.index_exchange) +
-                                    ": the device trainer all-reduces the index (the paper's exchange) only");
-  }(args_);
+  // The CPU trainer's flags to the same reducers, from this space's catalogue.
+  const train::CompressOptions co = train::compress_options(args_);
   reducers_.resize(size_t(U));
   stats_.resize(size_t(U));
   agree("reducer setup", [&] {
@@ -144,9 +127,8 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
         const uint8_t path = paths_[size_t(2 * u + s)];
         if (path == train::path_none) continue;
         auto& r = reducers_[size_t(u)][size_t(s)];
-        if (path == train::path_tagc) r = make_tagc_reducer<Exec, Comm>(co, g.length, world(), rank(), queue_.side());
-        else if (args_.baseline_dtype == "bf16") r = make_plain_bf16_reducer<Exec, Comm>(g.length, world(), queue_.side());
-        else r = make_plain_reducer<Exec, Comm>(g.length, world(), queue_.side());
+        r = make_segment_reducer<Exec, Comm>(co, path == train::path_tagc ? co.reducer : co.plain, g.length, world(),
+                                             rank(), queue_.side());
         // Stage timings synchronize after each stage: cheap on the CPU, lost overlap on a GPU.
         r->set_profiling(!Exec::is_device);
         if (r->output_size() != g.shard)

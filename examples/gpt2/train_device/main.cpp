@@ -17,10 +17,16 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 int main(int argc, char** argv) {
   const char* name = train_device::program_name();
   train::Args args;
+  if (argc >= 2 && train::wants_help(argc, argv))  // "<command> --help": before any flag is judged
+    if (const std::string u = train::command_usage(argv[1], name); !u.empty()) {
+      std::fputs(u.c_str(), stdout);
+      return 0;
+    }
   try {
     args = train::parse_args(argc, argv);
   } catch (const std::exception& e) {
@@ -28,7 +34,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (args.command == "help" || args.command == "--help" || args.command == "-h") {
-    std::fputs(train::usage().c_str(), stdout);
+    std::fputs(train::usage(name).c_str(), stdout);
     return 0;
   }
   if (args.command != "train") {

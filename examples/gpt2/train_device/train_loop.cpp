@@ -34,7 +34,7 @@ int cmd_train_device(const train::Args& a) {
     train::Metrics metrics(a, rank == 0, t->step());
     for (const std::string& note : t->resume_notes()) metrics.message("resume: " + note);
     const auto& c = t->config();
-    metrics.run_info({{"world", world},
+    nlohmann::json info = {{"world", world},
                       {"backend", t->backend()},
                       {"model", a.model},
                       {"L", c.num_layers},
@@ -45,23 +45,14 @@ int cmd_train_device(const train::Args& a) {
                       {"T", a.T},
                       {"accum", a.accum},
                       {"steps", a.steps},
-                      {"compress", train::to_string(a.compress)},
-                      {"ratio", a.ratio},
-                      {"values", train::to_string(a.values)},
-                      {"index_bits", train::index_bits_name(a.index_bits)},
-                      {"index_exchange", train::to_string(a.index_exchange)},
-                      {"decoder", train::to_string(a.decoder)},
-                      {"sparsity", a.sparsity},
-                      {"adaptive", a.adaptive},
                       {"zero2", a.zero2},
-                      {"resumed_at", t->step()}});
+                      {"resumed_at", t->step()}};
+    info.update(train::compression_info(a));  // only the flags that apply
+    metrics.run_info(info);
     metrics.message(std::string(program_name()) + ": " + std::to_string(world) + " rank(s) on " + t->backend() +
                     ", " + a.model + " (" + std::to_string(t->num_parameters()) + " params), B=" +
                     std::to_string(a.B) + " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
-                    ", compress=" + train::to_string(a.compress) +
-                    (a.compress != CompressMode::none
-                         ? " ratio=" + std::to_string(a.ratio) + " index-bits=" + train::index_bits_name(a.index_bits)
-                         : std::string()) +
+                    ", " + train::compression_summary(a) +
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
     training = true;
 

@@ -43,6 +43,7 @@ struct sparsity_schedule {
   double start = 0.75;             // theta of the first call (0: dense); DGC's first warm-up epoch
   schedule_shape shape = schedule_shape::exponential;
   bool enabled() const { return warmup_steps > 0; }
+  friend bool operator==(const sparsity_schedule&, const sparsity_schedule&) = default;
 };
 
 // `target` is the reducer's configured theta (after defaults). A disabled schedule is

@@ -23,6 +23,7 @@ struct adaptive_sparsity {
   double target_load = 0.6;
   double min_sparsity = 0.5;     // floor on theta: never send more than half
   double max_sparsity = 0.9999;  // ceiling on theta
+  friend bool operator==(const adaptive_sparsity&, const adaptive_sparsity&) = default;
 };
 
 struct reducer_arguments {

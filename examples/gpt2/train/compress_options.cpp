@@ -1,0 +1,100 @@
+// compress_options.cpp: flags -> tagc::reducer_description (type and knobs), and the
+// check against the trainers' catalogue. Reads the catalogue's descriptions from its
+// type list (tagc::descriptions_of): no reducer is instantiated in this file, so both
+// programs (tagc-gpt2, tagc-gpt2-cuda) check their command line with it.
+// defines: train::compress_options, train::segment_arguments, train::reducer_flags,
+//          train::unbuilt_combination, train::built_combinations, train::built_descriptions
+#include "compress_options.hpp"
+#include "reducer_catalogue.hpp"
+
+// defines: tagc::default_catalogue, tagc::descriptions_of, tagc::catalogue_lacks
+#include "tagc/builder/default_catalogue.hpp"
+
+namespace train {
+
+namespace {
+tagc::values_kind values_kind_of(ValuesMode v) {
+  switch (v) {
+    case ValuesMode::sketch: return tagc::values_kind::sketch;
+    case ValuesMode::sketch_bf16: return tagc::values_kind::sketch_bf16;
+    case ValuesMode::sketch_fp16: return tagc::values_kind::sketch_fp16;
+    case ValuesMode::packed: return tagc::values_kind::packed;
+    case ValuesMode::packed_bf16: return tagc::values_kind::packed_bf16;
+    case ValuesMode::packed_fp16: return tagc::values_kind::packed_fp16;
+  }
+  return tagc::values_kind::sketch;
+}
+tagc::decode_mode decode_mode_of(DecoderMode m) {
+  switch (m) {
+    case DecoderMode::peel: return tagc::decode_mode::peel;
+    case DecoderMode::estimate: return tagc::decode_mode::estimate;
+    case DecoderMode::peel_estimate: return tagc::decode_mode::peel_then_estimate;
+  }
+  return tagc::decode_mode::peel_then_estimate;
+}
+}  // namespace
+
+CompressOptions compress_options(const Args& a) {
+  CompressOptions o;
+  o.reducer.values = values_kind_of(a.values);
+  o.reducer.ratio = a.ratio;
+  o.reducer.index_bits = a.index_bits;  // index_bits_exact == tagc::index_auto
+  o.reducer.exchange = a.index_exchange == IndexExchange::reduce_scatter ? tagc::index_exchange::reduce_scatter
+                                                                         : tagc::index_exchange::all_reduce;
+  o.reducer.decoder = decode_mode_of(a.decoder);
+  o.reducer.residual = a.residual_bf16 ? tagc::residual_kind::bf16 : tagc::residual_kind::fp32;
+  o.reducer.sparsity = a.sparsity;
+  o.reducer.adapt.enabled = a.adaptive;
+  o.reducer.adapt.target_load = a.target_load;
+  o.reducer.schedule.warmup_steps = uint64_t(a.sparsity_warmup);
+  o.reducer.schedule.start = a.sparsity_start;
+  o.reducer.schedule.shape = a.sparsity_linear ? tagc::schedule_shape::linear : tagc::schedule_shape::exponential;
+  o.reducer = tagc::normalized(o.reducer);
+  o.plain.values = a.baseline_dtype == "bf16" ? tagc::values_kind::plain_bf16 : tagc::values_kind::plain_fp32;
+  o.arguments.topo = tagc::topology::sharded;
+  o.arguments.op = tagc::reduce_op::mean;
+  return o;
+}
+
+tagc::reducer_arguments segment_arguments(const CompressOptions& o, size_t length, int world, int rank) {
+  tagc::reducer_arguments a = o.arguments;
+  a.length = length;
+  a.world_size = world;
+  a.rank = rank;
+  return a;
+}
+
+std::string reducer_flags(const tagc::reducer_description& d) {
+  if (tagc::is_plain(d.values))
+    return std::string("--baseline-dtype ") + (d.values == tagc::values_kind::plain_bf16 ? "bf16" : "fp32");
+  std::string s = "--values " + std::string(tagc::to_string(d.values));
+  if (tagc::is_sketch(d.values)) s += " --ratio " + std::to_string(d.ratio);
+  s += " --index-bits " + index_bits_name(d.index_bits) + " --index-exchange " + std::string(tagc::to_string(d.exchange));
+  if (tagc::is_sketch(d.values)) s += " --decoder " + std::string(tagc::to_string(d.decoder));
+  if (d.residual == tagc::residual_kind::bf16) s += " --residual bf16";
+  return s;
+}
+
+const std::vector<tagc::reducer_description>& built_descriptions() {
+  static const auto all = tagc::descriptions_of(tagc::default_catalogue<tagc::exec::host>{});
+  return all;
+}
+
+std::string built_combinations() {
+  std::string s;
+  for (const auto& d : built_descriptions()) s += "  " + reducer_flags(d) + "\n";
+  return s;
+}
+
+std::string unbuilt_combination(const CompressOptions& o) {
+  const std::string flags = reducer_flags(o.reducer) + ": ";
+  // A rule of the Reducer, not of the catalogue (its can_implement says the same at run time).
+  if (o.reducer.adapt.enabled && !tagc::is_sketch(o.reducer.values))
+    return flags + "--adaptive steers the sketch load; packed values have no sketch";
+  if (const tagc::status s = tagc::check_description(o.reducer); !s.ok())
+    return flags + s.message() + "; the catalogue has: " + tagc::catalogue_listing(built_descriptions());
+  const std::string lacks = tagc::catalogue_lacks("tagc-gpt2", built_descriptions(), o.reducer);
+  return lacks.empty() ? lacks : flags + lacks;
+}
+
+}  // namespace train

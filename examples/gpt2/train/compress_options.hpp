@@ -1,0 +1,43 @@
+// compress_options.hpp: the command line's reducer choice — what tagc-gpt2's flags
+// describe as a tagc::reducer_description: the type (--values, --ratio, --index-bits,
+// --index-exchange, --decoder, --residual; --baseline-dtype for the plain segments) and
+// the run-time knobs (--sparsity, --adaptive, --target-load, --sparsity-warmup,
+// --sparsity-schedule, --sparsity-start), so the description alone says how a segment
+// reduces. Checked against the trainers' catalogue (reducer_catalogue.hpp) before any
+// rank starts; no reducer is built here.
+#pragma once
+
+#include "args.hpp"
+
+// defines: tagc::reducer_description, tagc::reducer_arguments
+#include "tagc/builder/description.hpp"
+
+#include <cstddef>
+#include <string>
+
+namespace train {
+
+struct CompressOptions {
+  tagc::reducer_description reducer;  // the compressed segments' reducer: type and knobs
+  tagc::reducer_description plain;    // the uncompressed segments' (plain-fp32 | plain-bf16)
+  // Where every segment's reducer runs (sharded, the mean over ranks). Carried whole, so
+  // whatever reducer_arguments gains reaches every reducer; length, world and rank are the
+  // segment's (segment_arguments).
+  tagc::reducer_arguments arguments;
+};
+
+CompressOptions compress_options(const Args& a);
+
+// The arguments of one segment's reducer: sharded, the mean over ranks.
+tagc::reducer_arguments segment_arguments(const CompressOptions& o, size_t length, int world, int rank);
+
+// The flags that chose `d`, as typed ("--values sketch --ratio 10 --index-bits 4 ...").
+std::string reducer_flags(const tagc::reducer_description& d);
+
+// Empty when the trainers' catalogue holds opt.reducer and its arguments fit it;
+// otherwise a message naming the flags, what is missing, and what is built.
+std::string unbuilt_combination(const CompressOptions& opt);
+// Every built reducer, one description a line.
+std::string built_combinations();
+
+}  // namespace train

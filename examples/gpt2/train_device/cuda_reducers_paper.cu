@@ -1,0 +1,12 @@
+// cuda_reducers_paper.cu: tagc-gpt2-cuda's reducers on exec::cuda over NCCL —
+// the paper part (18 types: sketch values, index 1|4, ratio 2|4|10, every decoder).
+// Two translation units so nvcc builds them in parallel.
+// defines: train::cuda_reducers_paper
+#include "device_reducer.hpp"
+
+#include "tagc/builder/default_catalogue.hpp"
+
+namespace train {
+TAGC_REDUCER_CATALOGUE(cuda_reducers_paper, tagc::exec::cuda, tagc::counting_communicator<tagc::nccl_communicator>,
+                       tagc::default_paper_catalogue<tagc::exec::cuda>)
+}  // namespace train

@@ -1,0 +1,367 @@
+#pragma once
+// defines: tagc::reducer_description (what a reducer is made of, chosen at run
+//          time), tagc::values_kind, tagc::residual_kind, describe(),
+//          parse_reducer_description(), normalized(), type_of(), check_description(),
+//          merge_run_time_knobs(), tagc::description_of<R>() (the description of a
+//          compile-time type).
+//
+// A description names a reducer's compile-time choices: the values it sends (a
+// count sketch, packed union values, or the plain uncompressed baseline, each in
+// fp32 or 16 bits), the index width and exchange, the sketch ratio and decoder and
+// the residual's storage; a catalogue entry matches on these (type_of()). It also
+// carries the run-time knobs a trainer exposes, which any entry takes: theta, adaptive
+// theta and theta's warm-up schedule (reducer_arguments' sparsity, adapt and schedule;
+// AnyReducer::initialize merges them into the arguments). The placement (length,
+// world, rank, topology, op) stays reducer_arguments' business. describe() prints only
+// the fields that apply and the knobs that are set:
+//
+//   values=sketch ratio=10 index=1 exchange=all-reduce decoder=peel-estimate residual=float
+//   values=packed-bf16 index=exact exchange=all-reduce residual=float theta=0.99 warmup=200 warmup-shape=exp warmup-start=0.75
+//   values=plain-fp32
+//
+// and parse_reducer_description() reads that text back (space- or comma-separated
+// key=value pairs, any order; a key left out keeps its default), so
+// parse(describe(d)) == normalized(d).
+
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "../core/bfloat16.hpp"
+#include "../core/float16.hpp"
+#include "../core/status.hpp"
+#include "../plain_reducer.hpp"
+#include "../policy/decode.hpp"
+#include "../policy/index.hpp"
+#include "../policy/packed.hpp"
+#include "../policy/sketch.hpp"
+#include "../policy/sparsify.hpp"
+#include "../policy/sparsity_schedule.hpp"
+#include "../reducer.hpp"
+#include "../stage/arguments.hpp"
+
+TAGC_BEGIN_NAMESPACE
+
+enum class values_kind { sketch, sketch_bf16, sketch_fp16, packed, packed_bf16, packed_fp16, plain_fp32, plain_bf16 };
+enum class residual_kind { fp32, bf16 };
+
+struct reducer_description {
+  values_kind values = values_kind::sketch;
+  int ratio = 10;                   // sketch values: SketchPolicy<ratio>
+  int lanes = 1024;                 // sketch values: SketchPolicy<ratio, lanes> (printed only when not 1024)
+  int index_bits = 4;               // 1, 2, 4, 8 or index_auto (0, "exact": ExactIndexPolicy)
+  index_exchange exchange = index_exchange::all_reduce;
+  decode_mode decoder = decode_mode::peel_then_estimate;  // sketch values
+  residual_kind residual = residual_kind::fp32;
+
+  // Run-time knobs (not part of the type; left at their defaults, reducer_arguments' own apply):
+  double sparsity = -1.0;         // theta; < 0: the paper's pairing for the sketch ratio
+  adaptive_sparsity adapt{};      // adaptive theta (sketch values only)
+  sparsity_schedule schedule{};   // theta's warm-up over the first calls
+
+  friend bool operator==(const reducer_description&, const reducer_description&) = default;
+};
+
+inline constexpr bool is_sketch(values_kind v) {
+  return v == values_kind::sketch || v == values_kind::sketch_bf16 || v == values_kind::sketch_fp16;
+}
+inline constexpr bool is_packed(values_kind v) {
+  return v == values_kind::packed || v == values_kind::packed_bf16 || v == values_kind::packed_fp16;
+}
+inline constexpr bool is_plain(values_kind v) { return v == values_kind::plain_fp32 || v == values_kind::plain_bf16; }
+
+inline constexpr std::string_view to_string(values_kind v) {
+  switch (v) {
+    case values_kind::sketch: return "sketch";
+    case values_kind::sketch_bf16: return "sketch-bf16";
+    case values_kind::sketch_fp16: return "sketch-fp16";
+    case values_kind::packed: return "packed";
+    case values_kind::packed_bf16: return "packed-bf16";
+    case values_kind::packed_fp16: return "packed-fp16";
+    case values_kind::plain_fp32: return "plain-fp32";
+    case values_kind::plain_bf16: return "plain-bf16";
+  }
+  return "?";
+}
+inline constexpr std::string_view to_string(decode_mode m) {
+  switch (m) {
+    case decode_mode::peel: return "peel";
+    case decode_mode::estimate: return "estimate";
+    case decode_mode::peel_then_estimate: return "peel-estimate";
+  }
+  return "?";
+}
+inline constexpr std::string_view to_string(index_exchange x) {
+  return x == index_exchange::all_reduce ? "all-reduce" : "reduce-scatter";
+}
+inline constexpr std::string_view to_string(residual_kind r) { return r == residual_kind::fp32 ? "float" : "bf16"; }
+inline std::string index_bits_name(int bits) { return bits == index_auto ? "exact" : std::to_string(bits); }
+
+// The fields that do not apply to the values kind set to their defaults, so two
+// descriptions of the same reducer compare equal (a packed reducer has no ratio,
+// lanes or decoder; a plain one nothing but its values).
+inline reducer_description normalized(reducer_description d) {
+  const reducer_description defaults{};
+  if (!is_sketch(d.values)) {
+    d.ratio = defaults.ratio;
+    d.lanes = defaults.lanes;
+    d.decoder = defaults.decoder;
+  }
+  if (is_plain(d.values)) {
+    d.index_bits = defaults.index_bits;
+    d.exchange = defaults.exchange;
+    d.residual = defaults.residual;
+    d.sparsity = defaults.sparsity;  // a plain reducer sends every entry: no theta to set or schedule
+    d.adapt = defaults.adapt;
+    d.schedule = defaults.schedule;
+  }
+  if (d.sparsity < 0.0) d.sparsity = defaults.sparsity;
+  if (!d.adapt.enabled) d.adapt = defaults.adapt;           // its targets mean nothing while off
+  if (!d.schedule.enabled()) d.schedule = defaults.schedule;  // likewise the shape and start
+  return d;
+}
+
+// The compile-time choices only (knobs at their defaults): what a catalogue entry matches.
+inline reducer_description type_of(reducer_description d) {
+  const reducer_description defaults{};
+  d.sparsity = defaults.sparsity;
+  d.adapt = defaults.adapt;
+  d.schedule = defaults.schedule;
+  return normalized(d);
+}
+
+namespace detail {
+// The shortest text that reads back as the same double.
+inline std::string number_text(double x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
+}
+inline std::string_view to_string(schedule_shape s) { return s == schedule_shape::linear ? "linear" : "exp"; }
+inline std::string adaptive_text(const adaptive_sparsity& a) {
+  return "adaptive-load=" + number_text(a.target_load) + " adaptive-min=" + number_text(a.min_sparsity) +
+         " adaptive-max=" + number_text(a.max_sparsity);
+}
+inline std::string schedule_text(const sparsity_schedule& s) {
+  return "warmup=" + std::to_string(s.warmup_steps) + " warmup-shape=" + std::string(to_string(s.shape)) +
+         " warmup-start=" + number_text(s.start);
+}
+}  // namespace detail
+
+// "values=sketch ratio=10 index=4 exchange=all-reduce decoder=peel-estimate residual=float"
+inline std::string describe(const reducer_description& d) {
+  std::string s = "values=" + std::string(to_string(d.values));
+  if (is_plain(d.values)) return s;
+  if (is_sketch(d.values)) {
+    s += " ratio=" + std::to_string(d.ratio);
+    if (d.lanes != 1024) s += " lanes=" + std::to_string(d.lanes);
+  }
+  s += " index=" + index_bits_name(d.index_bits);
+  s += " exchange=" + std::string(to_string(d.exchange));
+  if (is_sketch(d.values)) s += " decoder=" + std::string(to_string(d.decoder));
+  s += " residual=" + std::string(to_string(d.residual));
+  const reducer_description n = normalized(d), defaults{};
+  if (n.sparsity >= 0.0) s += " theta=" + detail::number_text(n.sparsity);
+  if (n.adapt.enabled) {
+    s += " adaptive-load=" + detail::number_text(n.adapt.target_load);
+    if (n.adapt.min_sparsity != defaults.adapt.min_sparsity)
+      s += " adaptive-min=" + detail::number_text(n.adapt.min_sparsity);
+    if (n.adapt.max_sparsity != defaults.adapt.max_sparsity)
+      s += " adaptive-max=" + detail::number_text(n.adapt.max_sparsity);
+  }
+  if (n.schedule.enabled()) s += " " + detail::schedule_text(n.schedule);
+  return s;
+}
+
+namespace detail {
+template <class E, std::size_t N>
+bool parse_enum(std::string_view text, const E (&all)[N], E& out) {
+  for (E e : all)
+    if (to_string(e) == text) return (out = e, true);
+  return false;
+}
+template <class E, std::size_t N>
+std::string enum_choices(const E (&all)[N]) {
+  std::string s;
+  for (E e : all) s += (s.empty() ? "" : "|") + std::string(to_string(e));
+  return s;
+}
+inline bool parse_int(std::string_view text, int& out) {
+  if (text.empty() || text.size() > 9) return false;
+  int v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  return (out = v, true);
+}
+inline bool parse_double(std::string_view text, double& out) {
+  double v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (r.ec != std::errc{} || r.ptr != text.data() + text.size() || !std::isfinite(v)) return false;
+  return (out = v, true);
+}
+}  // namespace detail
+
+// Reads describe()'s text (keys: values, ratio, lanes, index, exchange, decoder,
+// residual; the knobs theta, adaptive-load, adaptive-min, adaptive-max, warmup,
+// warmup-shape, warmup-start). Refuses an unknown key or a malformed value, naming it
+// and what was expected; whether a knob's value suits the reducer (theta in [0, 1],
+// a warm-up start below the target) is the reducer's initialize() to say.
+inline status parse_reducer_description(std::string_view text, reducer_description& out) {
+  static constexpr values_kind all_values[] = {values_kind::sketch,     values_kind::sketch_bf16, values_kind::sketch_fp16,
+                                               values_kind::packed,     values_kind::packed_bf16, values_kind::packed_fp16,
+                                               values_kind::plain_fp32, values_kind::plain_bf16};
+  static constexpr decode_mode all_modes[] = {decode_mode::peel, decode_mode::estimate, decode_mode::peel_then_estimate};
+  static constexpr index_exchange all_exchanges[] = {index_exchange::all_reduce, index_exchange::reduce_scatter};
+  static constexpr residual_kind all_residuals[] = {residual_kind::fp32, residual_kind::bf16};
+  reducer_description d;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ' ' || text[i] == ',') {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < text.size() && text[end] != ' ' && text[end] != ',') ++end;
+    const std::string_view item = text.substr(i, end - i);
+    i = end;
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      return {errc::invalid_argument, "reducer description: '" + std::string(item) + "' is not key=value"};
+    const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    const auto bad = [&](const std::string& expected) {
+      return status{errc::invalid_argument, "reducer description: " + std::string(key) + "=" + std::string(value) +
+                                                ", expected " + std::string(key) + "=" + expected};
+    };
+    if (key == "values") {
+      if (!detail::parse_enum(value, all_values, d.values)) return bad(detail::enum_choices(all_values));
+    } else if (key == "ratio") {
+      if (!detail::parse_int(value, d.ratio) || d.ratio < 1) return bad("a whole number >= 1");
+    } else if (key == "lanes") {
+      if (!detail::parse_int(value, d.lanes) || d.lanes < 1) return bad("a whole number >= 1");
+    } else if (key == "index") {
+      if (value == "exact") d.index_bits = index_auto;
+      else if (!detail::parse_int(value, d.index_bits) ||
+               (d.index_bits != 1 && d.index_bits != 2 && d.index_bits != 4 && d.index_bits != 8))
+        return bad("1|2|4|8|exact");
+    } else if (key == "exchange") {
+      if (!detail::parse_enum(value, all_exchanges, d.exchange)) return bad(detail::enum_choices(all_exchanges));
+    } else if (key == "decoder") {
+      if (!detail::parse_enum(value, all_modes, d.decoder)) return bad(detail::enum_choices(all_modes));
+    } else if (key == "residual") {
+      if (!detail::parse_enum(value, all_residuals, d.residual)) return bad(detail::enum_choices(all_residuals));
+    } else if (key == "theta") {
+      if (!detail::parse_double(value, d.sparsity)) return bad("a number");
+    } else if (key == "adaptive-load") {
+      if (!detail::parse_double(value, d.adapt.target_load)) return bad("a number");
+      d.adapt.enabled = true;
+    } else if (key == "adaptive-min") {
+      if (!detail::parse_double(value, d.adapt.min_sparsity)) return bad("a number");
+    } else if (key == "adaptive-max") {
+      if (!detail::parse_double(value, d.adapt.max_sparsity)) return bad("a number");
+    } else if (key == "warmup") {
+      int w = 0;
+      if (!detail::parse_int(value, w)) return bad("a whole number of calls >= 0");
+      d.schedule.warmup_steps = std::uint64_t(w);
+    } else if (key == "warmup-shape") {
+      if (value == "exp") d.schedule.shape = schedule_shape::exponential;
+      else if (value == "linear") d.schedule.shape = schedule_shape::linear;
+      else return bad("exp|linear");
+    } else if (key == "warmup-start") {
+      if (!detail::parse_double(value, d.schedule.start)) return bad("a number");
+    } else {
+      return {errc::invalid_argument, "reducer description: unknown key '" + std::string(key) +
+                                          "' (keys: values, ratio, lanes, index, exchange, decoder, residual, theta, "
+                                          "adaptive-load, adaptive-min, adaptive-max, warmup, warmup-shape, warmup-start)"};
+    }
+  }
+  out = d;
+  return {};
+}
+
+// Combinations no Reducer can be (whatever a catalogue holds), with the reason.
+inline status check_description(const reducer_description& d) {
+  if (is_plain(d.values)) return {};
+  if (is_packed(d.values) && d.exchange != index_exchange::all_reduce)
+    return {errc::invalid_argument, describe(d) + ": packed values need the whole reduced index on every rank "
+                                                  "(exchange=all-reduce)"};
+  if (d.exchange == index_exchange::reduce_scatter && d.index_bits != index_auto)
+    return {errc::invalid_argument,
+            describe(d) + ": exchange=reduce-scatter needs an index exact at any world size (index=exact)"};
+  if (is_packed(d.values) && d.adapt.enabled)
+    return {errc::invalid_argument, describe(d) + ": adaptive theta steers the sketch load; packed values have none"};
+  return {};
+}
+
+// The arguments a reducer built from `d` is initialised with: `args` (the placement,
+// and any knob `d` leaves at its default) with `d`'s knobs. A knob set in both to
+// different values is refused, naming both, rather than one silently winning.
+inline status merge_run_time_knobs(const reducer_description& d, reducer_arguments& args) {
+  const reducer_description n = normalized(d), defaults{};
+  const auto conflict = [&](const char* knob, const std::string& in_args, const std::string& in_d) {
+    return status{errc::invalid_argument, std::string(knob) + " set twice: " + in_args +
+                                              " in the reducer arguments, " + in_d + " in the description '" +
+                                              describe(n) + "'"};
+  };
+  reducer_arguments out = args;
+  if (n.sparsity != defaults.sparsity) {
+    if (args.sparsity >= 0.0 && args.sparsity != n.sparsity)
+      return conflict("theta", detail::number_text(args.sparsity), detail::number_text(n.sparsity));
+    out.sparsity = n.sparsity;
+  }
+  if (n.adapt != defaults.adapt) {
+    if (args.adapt.enabled && args.adapt != n.adapt)
+      return conflict("adaptive theta", detail::adaptive_text(args.adapt), detail::adaptive_text(n.adapt));
+    out.adapt = n.adapt;
+  }
+  if (n.schedule != defaults.schedule) {
+    if (args.schedule.enabled() && args.schedule != n.schedule)
+      return conflict("sparsity schedule", detail::schedule_text(args.schedule), detail::schedule_text(n.schedule));
+    out.schedule = n.schedule;
+  }
+  args = out;
+  return {};
+}
+
+// ---- the description of a compile-time reducer type ----
+namespace detail {
+template <class T> inline constexpr values_kind sketch_kind =
+    std::is_same_v<T, float> ? values_kind::sketch : std::is_same_v<T, bfloat16> ? values_kind::sketch_bf16 : values_kind::sketch_fp16;
+template <class T> inline constexpr values_kind packed_kind =
+    std::is_same_v<T, float> ? values_kind::packed : std::is_same_v<T, bfloat16> ? values_kind::packed_bf16 : values_kind::packed_fp16;
+template <class T> inline constexpr residual_kind residual_of = std::is_same_v<T, float> ? residual_kind::fp32 : residual_kind::bf16;
+
+template <class R> struct describes {
+  static_assert(tagc_dependent_false<R>, "tagc: description_of<R>: R is a tagc::Reducer<...> or tagc::PlainReducer<...>");
+};
+template <class Res, int Bits, index_exchange IX, int Ratio, int Lanes, class T, decode_mode M, class E>
+struct describes<Reducer<BasicSparsifyPolicy<Res>, IndexPolicy<Bits, IX>, SketchPolicy<Ratio, Lanes, T>, DecodePolicy<M>, E>> {
+  static constexpr reducer_description value{sketch_kind<T>, Ratio, Lanes, Bits, IX, M, residual_of<Res>};
+};
+template <class Res, int Bits, index_exchange IX, class T, decode_mode M, class E>
+struct describes<Reducer<BasicSparsifyPolicy<Res>, IndexPolicy<Bits, IX>, PackedValuesPolicy<T>, DecodePolicy<M>, E>> {
+  static constexpr reducer_description value = [] {
+    reducer_description d;
+    d.values = packed_kind<T>;
+    d.index_bits = Bits;
+    d.exchange = IX;
+    d.residual = residual_of<Res>;
+    return d;
+  }();
+};
+template <class W, class E> struct describes<PlainReducer<W, E>> {
+  static constexpr reducer_description value{std::is_same_v<W, float> ? values_kind::plain_fp32 : values_kind::plain_bf16};
+};
+}  // namespace detail
+
+// The (normalized) description of a reducer type.
+template <class R>
+constexpr reducer_description description_of() {
+  return detail::describes<R>::value;
+}
+
+TAGC_END_NAMESPACE
