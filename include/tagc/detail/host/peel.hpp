@@ -41,6 +41,8 @@ class shard_decoder {
   status initialize(const layout& l, std::size_t own_shard, exec::host = {}) {
     lay_ = l;
     valid_ = shard_entries(l, own_shard);
+    last_state_ = nullptr;
+    last_support_ = 0;
     list_.reserve(l.index_bytes);
     support_.assign(l.shard_size, 0u);
     edges_.assign(3 * l.shard_size, 0u);
@@ -62,8 +64,11 @@ class shard_decoder {
     const std::size_t S = lay_.shard_size, C = lay_.cells;
     clear(out, state, S);
     d = {};
+    last_state_ = state;
+    last_support_ = 0;
     const std::size_t m = list_.build(own_index, lay_.index_bytes, lay_.index_bits, valid_, support_.data());
     d.support = m;
+    last_support_ = m;
     build_edges(m);
     count_cells(m, C);
     if (peels) d.peeled = peel(cells, out, state, C);
@@ -79,14 +84,24 @@ class shard_decoder {
   std::size_t cell(std::size_t i, int h) const { return edges_[3 * i + std::size_t(h)] & cell_mask; }
   float sign(std::size_t i, int h) const { return (edges_[3 * i + std::size_t(h)] & sign_bit) ? -1.0f : 1.0f; }
 
-  static void clear(float* out, std::uint8_t* state, std::size_t S) {
+  // out = 0 everywhere; state = entry_absent everywhere. The state buffer of the
+  // previous call (the same one, written by nothing else) is absent but at that
+  // call's support entries: only those are reset, not the whole shard.
+  void clear(float* out, std::uint8_t* state, std::size_t S) const {
     constexpr std::size_t chunk = std::size_t(1) << 16;
     const std::size_t chunks = (S + chunk - 1) / chunk;
+    const bool sparse = state == last_state_;
+    if (sparse) {
+      const std::uint32_t* support = support_.data();
+      const std::size_t m = last_support_;
+#pragma omp parallel for schedule(static) if (m >= parallel_from)
+      for (std::size_t i = 0; i < m; ++i) state[support[i]] = entry_absent;
+    }
 #pragma omp parallel for schedule(static) if (S >= parallel_from)
     for (std::size_t c = 0; c < chunks; ++c) {
       const std::size_t b = c * chunk, n = S - b < chunk ? S - b : chunk;
       std::memset(out + b, 0, n * sizeof(float));
-      std::memset(state + b, entry_absent, n);
+      if (!sparse) std::memset(state + b, entry_absent, n);
     }
   }
 
@@ -190,6 +205,8 @@ class shard_decoder {
 
   layout lay_{};
   std::size_t valid_ = 0;            // shard entries inside the caller's length
+  const std::uint8_t* last_state_ = nullptr;  // the state buffer of the last run (see clear)
+  std::size_t last_support_ = 0;              // its support entries: support_[0, last_support_)
   support_list list_;
   std::vector<std::uint32_t> support_;  // [shard] support entries, ascending
   std::vector<std::uint32_t> edges_;    // [3 * shard] cell | sign bit, per support entry and partition
