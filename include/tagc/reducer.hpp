@@ -514,10 +514,12 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     s.threshold = float_from_bits(st.threshold);
     s.index_bits = lay.index_bits;
     s.exact_index = plan_.exact_index;
-    s.index_popcount = index_.received_marks();
     s.seconds = seconds_;
     s.dense = lay.dense;
     values_.fill_stats(s, c, decode_);
+    // A reduce-scattered index is the owner's shard alone: its marks are the support
+    // the values stage counted already (no second pass over the index).
+    s.index_popcount = plan_.scatter_index && !lay.dense ? s.support : index_.received_marks();
     s.control_bytes = args_.check_inputs
         ? ring_bytes_sent(collective::all_gather, double(agreement_stage::bytes_per_rank() * std::size_t(world)), world)
         : 0.0;

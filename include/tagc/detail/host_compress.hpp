@@ -180,21 +180,26 @@ inline void host_sketch_from_kept(const float* acc, const std::uint32_t* kept, s
     const std::uint32_t* b = std::lower_bound(kept, kept + m, std::uint32_t(first));
     const std::uint32_t* e = std::lower_bound(b, kept + m, std::uint32_t(std::min(first + l.shard_size, l.length)));
     float* out = sketch + s * cells;
-    std::uint32_t block = 0xffffffffu;
-    std::size_t row_base = 0, rot = 0;
+    // The list is ascending: the block changes only when an entry passes its end,
+    // so the lane is a subtraction and the rotation a conditional one (no
+    // division per entry: a 64-bit divide costs tens of cycles).
+    const std::size_t lanes = l.lanes;
+    std::size_t block_begin = 0, block_end = 0, row_base = 0, rot = 0;
     float sign = 1.0f;
     for (const std::uint32_t* p = b; p != e; ++p) {
       const std::size_t el = std::size_t(*p) - first;
       if (sender_check && !index_marked(sender_check, l, s, el)) continue;
-      const auto j = std::uint32_t(el / l.lanes);
-      if (j != block) {
-        block = j;
+      if (el >= block_end) {
+        const auto j = std::uint32_t(el / lanes);
+        block_begin = std::size_t(j) * lanes;
+        block_end = block_begin + lanes;
         const std::uint32_t hash = sketch_hash(j, h);
-        row_base = sketch_row(hash, l.part_rows, h) * l.lanes;
+        row_base = sketch_row(hash, l.part_rows, h) * lanes;
         sign = sketch_sign(hash);
-        rot = sketch_rotation(j, h, l.lanes);
+        rot = sketch_rotation(j, h, lanes);
       }
-      const std::size_t lane = (el % l.lanes + rot) % l.lanes;
+      std::size_t lane = el - block_begin + rot;  // = (el % lanes + rot) % lanes
+      if (lane >= lanes) lane -= lanes;
       out[row_base + lane] += sign * wire_round<Value>(acc[*p] * wire_scale);
     }
   }
@@ -208,6 +213,7 @@ struct host_commit_entry {
   layout lay;
   // 0 delivered, 1 deferred (not marked), 2 retransmitted (not resolved)
   int operator()(std::size_t g) const {
+    if (!reduced_index && !retransmit) return 0;  // exact index, all resolved: no division per entry
     const std::size_t s = g / lay.shard_size, e = g % lay.shard_size;
     const bool marked = !reduced_index || index_marked(reduced_index, lay, s, e);
     const std::size_t mask_bytes = (lay.shard_size + 7) / 8;

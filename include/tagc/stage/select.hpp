@@ -77,7 +77,7 @@ class ThresholdSelect {
       const std::uint32_t target = index && theta_early >= 0.0 ? search_target(theta_early) : 0u;
       const bool fused = marker_.fusable(target);
       const detail::host_pass0 p0 =
-          fused ? marker_.begin_fused(g, r, acc, target, index) : detail::host_accumulate(g, r, acc, n_);
+          fused ? marker_.begin_fused(g, r, acc, target, index, want_top_bin) : detail::host_accumulate(g, r, acc, n_);
       if (fused) fused_target_ = target;
       state()->nonfinite = p0.nonfinite;
       if (want_top_bin) state()->top_bin = p0.top_bin;

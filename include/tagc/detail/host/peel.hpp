@@ -112,23 +112,30 @@ class shard_decoder {
     std::uint32_t* edges = edges_.data();
 #pragma omp parallel if (m >= parallel_from)
     {
-      std::size_t block = ~std::size_t(0), row_base[3] = {0, 0, 0}, rot[3] = {0, 0, 0};
+      // Support entries ascend: a block's hashes are computed when an entry passes
+      // the previous block's end, and lanes come from subtractions (no division per entry).
+      std::size_t block_begin = 0, block_end = 0, row_base[3] = {0, 0, 0}, rot[3] = {0, 0, 0};
       std::uint32_t sign[3] = {0, 0, 0};
+      const std::size_t lanes = l.lanes;
 #pragma omp for schedule(static)
       for (std::size_t i = 0; i < m; ++i) {
-        const std::size_t e = support[i], j = e / l.lanes, lane = e % l.lanes;
-        if (j != block) {
-          block = j;
+        const std::size_t e = support[i];
+        if (e >= block_end || e < block_begin) {
+          const std::size_t j = e / lanes;
+          block_begin = j * lanes;
+          block_end = block_begin + lanes;
           for (int h = 0; h < 3; ++h) {
             const std::uint32_t hash = sketch_hash(std::uint32_t(j), h);
-            row_base[h] = sketch_row(hash, l.part_rows, h) * l.lanes;
-            rot[h] = sketch_rotation(std::uint32_t(j), h, l.lanes);
+            row_base[h] = sketch_row(hash, l.part_rows, h) * lanes;
+            rot[h] = sketch_rotation(std::uint32_t(j), h, lanes);
             sign[h] = sketch_sign(hash) < 0.0f ? sign_bit : 0u;
           }
         }
+        const std::size_t lane = e - block_begin;
         for (int h = 0; h < 3; ++h) {
-          const std::size_t c = row_base[h] + (lane + rot[h]) % l.lanes;  // = sketch_cell(l, e, h)
-          edges[3 * i + std::size_t(h)] = std::uint32_t(c) | sign[h];
+          std::size_t in_row = lane + rot[h];  // = (lane + rot) % lanes
+          if (in_row >= lanes) in_row -= lanes;
+          edges[3 * i + std::size_t(h)] = std::uint32_t(row_base[h] + in_row) | sign[h];  // = sketch_cell(l, e, h)
         }
       }
     }
@@ -172,7 +179,7 @@ class shard_decoder {
       const std::size_t c = queue[head++];
       if (count[c] != 1) continue;  // emptied since it was queued
       const std::size_t i = ids[c];
-      const int hc = int(c / part_cells);
+      const int hc = c < part_cells ? 0 : c < 2 * part_cells ? 1 : 2;  // c / part_cells
       const float v = sign(i, hc) * cells[c];
       const std::uint32_t e = support[i];
       out[e] = v;

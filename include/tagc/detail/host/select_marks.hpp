@@ -23,6 +23,7 @@
 // share an index byte.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,7 @@
 #include "../../core/bits.hpp"
 #include "../../shard/layout.hpp"
 #include "../host_compress.hpp"
+#include "../support_words.hpp"
 
 TAGC_BEGIN_NAMESPACE
 namespace detail::host {
@@ -48,6 +50,14 @@ inline constexpr std::size_t bracket_min_length = std::size_t(1) << 15;
 // spread, at most a quarter of the entries.
 inline constexpr std::size_t sample_block = 4, sample_blocks = 16384;
 inline std::size_t sample_blocks_for(std::size_t n) { return std::min(sample_blocks, n / (4 * sample_block)); }
+
+// Set bits of an 8-entry mask, by table (one load: the marking pass counts every group).
+inline constexpr auto mask8_count = [] {
+  std::array<std::uint8_t, 256> t{};
+  for (unsigned m = 0; m < 256; ++m) t[m] = std::uint8_t((m & 1) + ((m >> 1) & 1) + ((m >> 2) & 1) + ((m >> 3) & 1) +
+                                                         ((m >> 4) & 1) + ((m >> 5) & 1) + ((m >> 6) & 1) + (m >> 7));
+  return t;
+}();
 
 // Bit k of m (k < 8) moved to bit k * bits: the counters of 8 entries, each 1 where marked.
 inline std::uint64_t spread_marks(unsigned m, int bits) {
@@ -103,8 +113,9 @@ struct acc_source {
 };
 
 // Or g + residual, computed here: the marking pass *is* pass 0 (acc written, NaN/Inf
-// counted, max |acc| kept), when the threshold's rank is known before the agreement check.
-template <class R>
+// counted, max |acc| kept when `Top`: only the fp16 wire scale needs it), when the
+// threshold's rank is known before the agreement check.
+template <class R, bool Top>
 struct sum_source {
   const float* g;
   const R* r;
@@ -119,7 +130,7 @@ struct sum_source {
     acc[p] = a;
     const auto u = std::int32_t(abs_bits(a));
     nonfinite += u >= std::int32_t(inf_bits) ? 1u : 0u;
-    top = u > top ? u : top;
+    if constexpr (Top) top = u > top ? u : top;
     return a;
   }
 #if defined(TAGC_HOST_SSE2)
@@ -135,8 +146,10 @@ struct sum_source {
     _mm_storeu_ps(acc + p, a);
     const __m128i u = abs_bits4(a);
     nf4 = _mm_sub_epi32(nf4, _mm_cmpgt_epi32(u, _mm_set1_epi32(std::int32_t(inf_bits) - 1)));  // -(-1) per NaN/Inf
-    const __m128i gt = _mm_cmpgt_epi32(u, top4);
-    top4 = _mm_or_si128(_mm_and_si128(gt, u), _mm_andnot_si128(gt, top4));
+    if constexpr (Top) {
+      const __m128i gt = _mm_cmpgt_epi32(u, top4);
+      top4 = _mm_or_si128(_mm_and_si128(gt, u), _mm_andnot_si128(gt, top4));
+    }
     return u;
   }
   vec8 load8(std::size_t p) { return {take4(p), take4(p + 4)}; }
@@ -216,13 +229,16 @@ class threshold_marker {
   // the index marked against a bracket sampled from g + residual. finish() then
   // selects (after the check). Nothing here is visible state: acc and the index
   // are workspace, so a call refused by the check leaves everything as it was.
+  // `want_top`: whether the caller needs max |acc| (host_pass0::top_bin; else left 0).
   template <class R>
-  host_pass0 begin_fused(const float* g, const R* r, float* acc, std::uint32_t target, std::uint8_t* index) {
+  host_pass0 begin_fused(const float* g, const R* r, float* acc, std::uint32_t target, std::uint8_t* index,
+                         bool want_top) {
     std::int32_t hi = 0, lo_m1 = 0;
     bracket([g, r](std::size_t p) { return g[p] + residual_load(r, p); }, target, hi, lo_m1);
     next_seg_ = 0;
-    const sum_source<R> sums = pass(sum_source<R>{g, r, acc}, hi, lo_m1, index, true);
     const std::size_t n = lay_.length;
+    if (!want_top) return {pass(sum_source<R, false>{g, r, acc}, hi, lo_m1, index, true).nonfinite, 0u};
+    const sum_source<R, true> sums = pass(sum_source<R, true>{g, r, acc}, hi, lo_m1, index, true);
     return {sums.nonfinite, n ? (std::uint32_t(sums.top) >> digit_shift(0)) + 1u : 0u};
   }
 
@@ -269,25 +285,37 @@ class threshold_marker {
 #pragma omp parallel for schedule(static) if (l.length >= host_inline_below)
     for (int c = 0; c < host_chunks; ++c) {
       std::uint32_t* out = list + offset[c];
+      std::size_t gi = chunk_begin(G, c);
       const std::size_t g1 = chunk_begin(G, c + 1);
-      for (std::size_t gi = chunk_begin(G, c); gi < g1; ++gi) {
-        const std::size_t s = gi / gps, j = gi % gps;
-        const std::uint8_t* b = index + s * l.index_bytes + j * std::size_t(bits);
-        unsigned m;
+      while (gi < g1) {  // shard by shard: no division per group
+        const std::size_t s = gi / gps, j0 = gi % gps, j1 = std::min(gps, j0 + (g1 - gi));
+        const std::uint8_t* ix = index + s * l.index_bytes;
+        const auto first = std::uint32_t(s * l.shard_size);
+        std::size_t j = j0;
         if (bits == 1) {
-          m = b[0];
-        } else {
-          const std::size_t nb = std::min<std::size_t>(std::size_t(bits), l.index_bytes - j * std::size_t(bits));
-          std::uint64_t w = 0;
-          for (std::size_t q = 0; q < nb; ++q) w |= std::uint64_t(b[q]) << (8 * q);
-          m = 0;
-          for (int k = 0; k < 8; ++k) m |= unsigned((w >> (k * bits)) & 1u) << k;
+          // 64 entries a word; at 1-10 % density many words are zero, skipped whole
+          for (; j + 8 <= j1; j += 8) {
+            std::uint64_t w = index_word(ix + j, 8, 0);  // bytes [j, j + 8): one load
+            const auto at = first + std::uint32_t(8 * j);
+            for (; w; w &= w - 1) *out++ = at + std::uint32_t(__builtin_ctzll(w));
+          }
         }
-        const std::uint32_t first = std::uint32_t(s * l.shard_size + 8 * j);
-        while (m) {
-          *out++ = first + std::uint32_t(__builtin_ctz(m));
-          m &= m - 1;
+        for (; j < j1; ++j) {
+          unsigned m;
+          if (bits == 1) {
+            m = ix[j];
+          } else {
+            const std::uint8_t* b = ix + j * std::size_t(bits);
+            const std::size_t nb = std::min<std::size_t>(std::size_t(bits), l.index_bytes - j * std::size_t(bits));
+            std::uint64_t w = 0;
+            for (std::size_t q = 0; q < nb; ++q) w |= std::uint64_t(b[q]) << (8 * q);
+            m = 0;
+            for (int k = 0; k < 8; ++k) m |= unsigned((w >> (k * bits)) & 1u) << k;
+          }
+          const auto at = first + std::uint32_t(8 * j);
+          for (; m; m &= m - 1) *out++ = at + std::uint32_t(__builtin_ctz(m));
         }
+        gi += j1 - j0;
       }
     }
     return true;
@@ -382,9 +410,9 @@ class threshold_marker {
             const std::size_t nb = std::min<std::size_t>(std::size_t(bits), l.index_bytes - j * std::size_t(bits));
             for (std::size_t q = 0; q < nb; ++q) ix[j * std::size_t(bits) + q] = std::uint8_t(w >> (8 * q));
           }
-          kept += unsigned(__builtin_popcount(above));
+          kept += mask8_count[above];
           if (in && collect) {
-            in_bracket += unsigned(__builtin_popcount(in));
+            in_bracket += mask8_count[in];
             for (unsigned m = in; m; m &= m - 1) {
               const std::size_t p = base + e + std::size_t(__builtin_ctz(m));
               if (fill == segment_ || !seg) {
