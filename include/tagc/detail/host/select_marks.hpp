@@ -216,7 +216,7 @@ class threshold_marker {
       std::int32_t hi = 0, lo_m1 = 0;
       bracket([acc](std::size_t p) { return acc[p]; }, target, hi, lo_m1);
       next_seg_ = 0;
-      pass(acc_source{acc}, hi, lo_m1, index, true);
+      pass(acc_source{acc}, hi, lo_m1, index);
     }
     return finish(acc, target, index, hist);
   }
@@ -237,8 +237,8 @@ class threshold_marker {
     bracket([g, r](std::size_t p) { return g[p] + residual_load(r, p); }, target, hi, lo_m1);
     next_seg_ = 0;
     const std::size_t n = lay_.length;
-    if (!want_top) return {pass(sum_source<R, false>{g, r, acc}, hi, lo_m1, index, true).nonfinite, 0u};
-    const sum_source<R, true> sums = pass(sum_source<R, true>{g, r, acc}, hi, lo_m1, index, true);
+    if (!want_top) return {pass(sum_source<R, false>{g, r, acc}, hi, lo_m1, index).nonfinite, 0u};
+    const sum_source<R, true> sums = pass(sum_source<R, true>{g, r, acc}, hi, lo_m1, index);
     return {sums.nonfinite, n ? (std::uint32_t(sums.top) >> digit_shift(0)) + 1u : 0u};
   }
 
@@ -367,11 +367,40 @@ class threshold_marker {
     return pool_.data() + seg * segment_;
   }
 
+  // A chunk's bracket entries, appended to pool segments it grabs (rare: ~1 % of
+  // the entries; kept out of line so the marking loop keeps its registers).
+  struct pool_writer {
+    threshold_marker* self;
+    std::uint64_t* seg = nullptr;
+    std::size_t fill = 0, seg_id = 0;
+    bool overflow = false;
+    __attribute__((noinline)) void add(unsigned in, std::size_t first, const float* acc) {
+      for (unsigned m = in; m; m &= m - 1) {
+        const std::size_t p = first + std::size_t(__builtin_ctz(m));
+        if (fill == self->segment_ || !seg) {
+          if (seg) self->seg_fill_[seg_id] = std::uint32_t(fill);
+          seg = overflow ? nullptr : self->grab_segment();
+          if (!seg) {
+            overflow = true;
+            continue;
+          }
+          seg_id = std::size_t(seg - self->pool_.data()) / self->segment_;
+          fill = 0;
+        }
+        seg[fill++] = (std::uint64_t(abs_bits(acc[p])) << 32) | std::uint64_t(p);
+      }
+    }
+    void close() {
+      if (seg) self->seg_fill_[seg_id] = std::uint32_t(fill);
+    }
+  };
+
   // One pass over the entries (`src`: acc, or g + residual writing acc): index
-  // bytes (counter 1 where u > hi), kept_ per chunk, and (collect) the bracket's
-  // entries into the pool. Returns the source with its per-chunk findings merged.
+  // bytes (counter 1 where u > hi), kept_ per chunk, and the bracket's entries
+  // (lo_m1 < u <= hi) into the pool; lo_m1 = 0x7fffffff collects nothing. Returns
+  // the source with its per-chunk findings merged.
   template <class Src>
-  Src pass(const Src& src0, std::int32_t hi, std::int32_t lo_m1, std::uint8_t* index, bool collect) {
+  Src pass(const Src& src0, std::int32_t hi, std::int32_t lo_m1, std::uint8_t* index) {
     const layout l = lay_;
     Src sums[host_chunks];
     const std::size_t gps = groups_per_shard_, G = groups_;
@@ -382,15 +411,30 @@ class threshold_marker {
     for (int c = 0; c < host_chunks; ++c) {
       Src src = src0;
       unsigned long long kept = 0, in_bracket = 0;
-      std::uint64_t* seg = nullptr;
-      std::size_t fill = 0, seg_id = 0;
+      pool_writer pool{this};
       std::size_t gi = chunk_begin(G, c);
       const std::size_t g1 = chunk_begin(G, c + 1);
       while (gi < g1) {
         const std::size_t s = gi / gps, j0 = gi % gps, j1 = std::min(gps, j0 + (g1 - gi));
         const std::size_t base = s * l.shard_size, v = valid(s);
         std::uint8_t* ix = index + s * l.index_bytes;
-        for (std::size_t j = j0; j < j1; ++j) {
+        std::size_t j = j0;
+        if (bits == 1) {  // the paper's index: one byte per group, whole groups first
+          const std::size_t full = std::min(j1, std::max(j0, v / 8));
+          unsigned long long k = 0;
+          for (; j < full; ++j) {
+            unsigned above, in;
+            mark8(src.load8(base + 8 * j), hi, lo_m1, above, in);
+            ix[j] = std::uint8_t(above);
+            k += mask8_count[above];
+            if (in) [[unlikely]] {
+              in_bracket += mask8_count[in];
+              pool.add(in, base + 8 * j, src.acc);
+            }
+          }
+          kept += k;
+        }
+        for (; j < j1; ++j) {
           const std::size_t e = 8 * j;
           unsigned above, in;
           if (e + 8 <= v) {
@@ -411,27 +455,15 @@ class threshold_marker {
             for (std::size_t q = 0; q < nb; ++q) ix[j * std::size_t(bits) + q] = std::uint8_t(w >> (8 * q));
           }
           kept += mask8_count[above];
-          if (in && collect) {
+          if (in) {
             in_bracket += mask8_count[in];
-            for (unsigned m = in; m; m &= m - 1) {
-              const std::size_t p = base + e + std::size_t(__builtin_ctz(m));
-              if (fill == segment_ || !seg) {
-                if (seg) seg_fill_[seg_id] = std::uint32_t(fill);
-                seg = overflow ? nullptr : grab_segment();
-                if (!seg) {
-                  overflow = true;
-                  continue;
-                }
-                seg_id = std::size_t(seg - pool_.data()) / segment_;
-                fill = 0;
-              }
-              seg[fill++] = (std::uint64_t(abs_bits(src.acc[p])) << 32) | std::uint64_t(p);
-            }
+            pool.add(in, base + e, src.acc);
           }
         }
         gi += j1 - j0;
       }
-      if (seg) seg_fill_[seg_id] = std::uint32_t(fill);
+      pool.close();
+      overflow = overflow || pool.overflow;
       kept_[c + 1] = kept;
       bracket_count_[c] = in_bracket;
       if constexpr (requires { src.settle(); }) src.settle();
@@ -444,7 +476,7 @@ class threshold_marker {
   }
 
   void mark_all(const float* acc, std::int32_t t, std::uint8_t* index) {
-    pass(acc_source{acc}, t, 0x7fffffff, index, false);
+    pass(acc_source{acc}, t, 0x7fffffff, index);
   }
 
   // The `rank`-th largest bracket entry's |acc| bits (rank <= entries in the pool).
