@@ -22,6 +22,19 @@ bool same_bytes(const T* a, const T* b, std::size_t n) {
   return n == 0 || std::memcmp(a, b, n * sizeof(T)) == 0;
 }
 
+// Gradients that mislead the host's sampled bracket (detail/host/select_marks.hpp
+// samples 4 entries of every 16 at these lengths): tiny where it samples, large
+// elsewhere, so the bracket misses the threshold and the exact select runs.
+inline std::vector<float> off_sample(std::size_t n, int rank, int step) {
+  std::vector<float> g(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t h = murmur3_32(std::uint32_t(i), std::uint32_t(rank * 71 + step));
+    const float mag = i % 16 < 4 ? 1e-6f : 1e-3f;
+    g[i] = (h & 1 ? 1.0f : -1.0f) * mag * (1.0f + float((h >> 1) % 1000) * 1e-3f);
+  }
+  return g;
+}
+
 // Gradients whose magnitudes take a handful of values: the threshold's bin
 // holds most entries, so the host select takes its radix fallback.
 inline std::vector<float> crowded(std::size_t n, int rank, int step) {
@@ -33,9 +46,12 @@ inline std::vector<float> crowded(std::size_t n, int rank, int step) {
   return g;
 }
 
+enum class input { gradient, crowded, off_sample };
+
 template <class Sparsify, class Index, class Values>
-void compare_paths(int world, std::size_t n, double theta, int steps, bool crowd = false,
-                   topology topo = topology::sharded) {
+void compare_paths(int world, std::size_t n, double theta, int steps, input kind = input::gradient,
+                   topology topo = topology::sharded, bool adapt = false) {
+  const bool crowd = kind == input::crowded;
   // Decode by peeling alone: the host and portable decoders peel in different orders
   // (detail/host/peel.hpp, a queue; the portable rounds), so their values and any
   // estimates differ in the last bits, and an owed estimate would carry that into the
@@ -59,12 +75,15 @@ void compare_paths(int world, std::size_t n, double theta, int steps, bool crowd
     a.rank = comm.rank();
     a.sparsity = theta;
     a.topo = topo;
+    a.adapt.enabled = adapt;  // theta moves at the agreement check: the host marks after it, not in pass 0
     fast_t fast;
     portable_t port;
     if (!fast.initialize(a).ok() || !port.initialize(a).ok()) return fail("initialize", -1);
     std::vector<float> out_f(fast.output_size()), out_p(port.output_size());
     for (int t = 0; t < steps; ++t) {
-      const auto g = crowd ? crowded(n, comm.rank(), t) : gradient(n, 4242, comm.rank(), t, 0.7);
+      const auto g = crowd ? crowded(n, comm.rank(), t)
+                           : kind == input::off_sample ? off_sample(n, comm.rank(), t)
+                                                       : gradient(n, 4242, comm.rank(), t, 0.7);
       reduce_stats sf, sp;
       const status stf = topo == topology::sharded ? fast.reduce_scatter(comm, g, out_f, &sf)
                                                    : fast.all_reduce(comm, g, out_f, &sf);
@@ -141,7 +160,17 @@ TEST_CASE("paths: bf16 residual (stochastic rounding from the same bits)") {
 }
 TEST_CASE("paths: the host fallbacks (no kept list at theta 0.5; a crowded threshold bin) and replicated") {
   compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.5, 2);
-  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, true);
-  compare_paths<SparsifyPolicy, IndexPolicy<4>, PackedPolicy>(3, 40001, 0.90, 2, true);
-  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, false, topology::replicated);
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::crowded);
+  compare_paths<SparsifyPolicy, IndexPolicy<4>, PackedPolicy>(3, 40001, 0.90, 2, input::crowded);
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::gradient,
+                                                                      topology::replicated);
+}
+TEST_CASE("paths: the host's sampled bracket missing the threshold, and marking after the check (adaptive theta)") {
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::off_sample);
+  compare_paths<SparsifyPolicy, IndexPolicy<2>, SketchPolicy<2, 64>>(3, 40003, 0.80, 2, input::off_sample);
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 3, input::gradient,
+                                                                      topology::sharded, true);
+  compare_paths<SparsifyBf16ResidualPolicy, IndexPolicy<1>, SketchPolicy<10, 64>>(2, 100003, 0.9875, 3,
+                                                                                 input::gradient, topology::sharded,
+                                                                                 true);
 }

@@ -428,7 +428,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
 
     // 1. Check (and, with adaptive theta, agree on theta) before anything changes.
     float* acc = residual_.acc();  // host paths: g + residual, written once by pass 0
-    select_.begin(g, r, acc, sizes_ok, wire_scaled<wire_t>);  // pass 0 counts NaN/Inf (and max |acc| for fp16)
+    // Pass 0 counts NaN/Inf (and max |acc| for fp16). Host paths: unless adaptive theta
+    // moves theta at the check, pass 0 also marks the index for this call's theta.
+    const double theta_early = args_.adapt.enabled ? -1.0 : current_sparsity();
+    select_.begin(g, r, acc, sizes_ok, wire_scaled<wire_t>, theta_early, index_.marks_target());
     clock.mark(&S::sparsify);
     if (args_.check_inputs) {
       detail::select_state h{};
@@ -444,11 +447,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
 
     // 2. Threshold: the (k+1)-th largest |acc|, k = most entries that may be kept.
     call_sparsity_ = current_sparsity();  // sparsity schedule: this call's theta (after adaptive moved sparsity_)
-    select_.select(g, r, acc, call_sparsity_);
+    select_.select(g, r, acc, call_sparsity_, index_.marks_target());  // host: marks the index too
     clock.mark(&S::sparsify);
 
     // 3. Index: local marks, summed across ranks.
-    index_.build(g, r, acc, select_.state(), select_.counters() + 0);
+    index_.build(g, r, select_.state(), select_.counters() + 0, select_.marker());
     clock.mark(&S::index);
     TAGC_TRY(index_.exchange(comm));
     clock.mark(&S::index_exchange);
@@ -514,10 +517,12 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     s.threshold = float_from_bits(st.threshold);
     s.index_bits = lay.index_bits;
     s.exact_index = plan_.exact_index;
-    s.index_popcount = index_.received_marks();
     s.seconds = seconds_;
     s.dense = lay.dense;
     values_.fill_stats(s, c, decode_);
+    // A reduce-scattered index is the owner's shard alone: its marks are the support
+    // the values stage counted already (no second pass over the index).
+    s.index_popcount = plan_.scatter_index && !lay.dense ? s.support : index_.received_marks();
     s.control_bytes = args_.check_inputs
         ? ring_bytes_sent(collective::all_gather, double(agreement_stage::bytes_per_rank() * std::size_t(world)), world)
         : 0.0;

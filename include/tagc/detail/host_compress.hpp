@@ -1,10 +1,10 @@
 #pragma once
 // defines: tagc::detail::uses_host_paths<Exec> and the host (OpenMP)
 //          implementations of the compress-side stages: acc = g + residual
-//          once per call, the threshold from chunk-private histograms and an
-//          exact select over the candidates of one bin, the local index and the
-//          kept list in the same pass over acc, the sketch from the kept list,
-//          and the residual committed sparsely.
+//          once per call (pass 0), the exact radix select over acc from
+//          chunk-private histograms (the fallback of detail/host/select_marks.hpp,
+//          which selects the threshold and marks the index in one pass), the
+//          sketch from the kept list, and the residual committed sparsely.
 //
 // Same algorithm as the portable functors (detail/*_kernels.hpp), another
 // shape for a CPU (as Thrust and CUB dispatch one algorithm per system):
@@ -12,7 +12,8 @@
 //    `host_chunks` fixed chunks (independent of the thread count, so the
 //    results are too), each with its own histogram / counter;
 //  - the threshold is the exact (k+1)-th largest |acc|, as the radix select's:
-//    pass 0's 10-bit histogram names the bin holding it, the bin's entries are
+//    usually from a sampled bracket (detail/host/select_marks.hpp); else the
+//    top digit's histogram names the bin holding it, the bin's entries are
 //    gathered (candidates) and the rank is selected among them; a bin too full
 //    for the candidate buffer falls back to radix passes 1 and 2 over acc;
 //  - sketch cells add their terms in ascending block order, as the gather
@@ -49,28 +50,49 @@ inline constexpr bool uses_host_paths = [] {
 inline constexpr int host_chunks = hist_copies;
 inline constexpr std::size_t chunk_begin(std::size_t n, int c) { return n * std::size_t(c) / std::size_t(host_chunks); }
 
-// Pass 0: acc = g + residual; chunk c histograms the top digit ([30:21]) of |acc|
-// into hist[c * hist_bins ..] (cleared here). Returns the NaN/Inf count.
-template <class R>
-inline std::uint32_t host_accumulate(const float* g, const R* r, float* acc, std::size_t n, std::uint32_t* hist) {
+// What pass 0 learns besides acc: NaN/Inf entries and the largest |acc| bits.
+struct host_pass0 {
   std::uint32_t nonfinite = 0;
-  const int bins = 1 << digit_bits(0);
-#pragma omp parallel for schedule(static) reduction(+ : nonfinite) if (n >= host_inline_below)
+  std::uint32_t top_bin = 0;  // 1 + the top radix digit of max |acc| (find_top_bin's), 0 if n == 0
+};
+
+// Pass 0: acc = g + residual, the NaN/Inf count and max |acc|, in one
+// vectorisable pass (no histogram: the threshold comes from a sampled bracket,
+// detail/host/select_marks.hpp).
+template <class R>
+inline host_pass0 host_accumulate(const float* g, const R* r, float* acc, std::size_t n) {
+  std::uint32_t nonfinite = 0;
+  std::int32_t top = -1;  // |x| bits fit in 31 bits: a signed max vectorises
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite) reduction(max : top) if (n >= host_inline_below)
   for (int c = 0; c < host_chunks; ++c) {
-    std::uint32_t* h = hist + std::size_t(c) * hist_bins;
-    for (int b = 0; b < bins; ++b) h[b] = 0;
     std::uint32_t nf = 0;
+    std::int32_t m = -1;
     const std::size_t e = chunk_begin(n, c + 1);
+#pragma omp simd reduction(+ : nf) reduction(max : m)
     for (std::size_t i = chunk_begin(n, c); i < e; ++i) {
       const float a = g[i] + residual_load(r, i);
       acc[i] = a;
-      const std::uint32_t u = abs_bits(a);
-      nf += u >= inf_bits;
-      ++h[u >> digit_shift(0)];
+      const auto u = std::int32_t(abs_bits(a));
+      nf += u >= std::int32_t(inf_bits) ? 1u : 0u;
+      m = u > m ? u : m;
     }
     nonfinite += nf;
+    top = m > top ? m : top;
   }
-  return nonfinite;
+  return {nonfinite, n ? (std::uint32_t(top) >> digit_shift(0)) + 1u : 0u};
+}
+
+// Pass 0's histogram of the top digit ([30:21]) of |acc|, chunk c into
+// hist[c * hist_bins ..] (cleared here): what host_select starts from.
+inline void host_histogram_top(const float* acc, std::size_t n, std::uint32_t* hist) {
+  const int bins = 1 << digit_bits(0);
+#pragma omp parallel for schedule(static) if (n >= host_inline_below)
+  for (int c = 0; c < host_chunks; ++c) {
+    std::uint32_t* h = hist + std::size_t(c) * hist_bins;
+    for (int b = 0; b < bins; ++b) h[b] = 0;
+    const std::size_t e = chunk_begin(n, c + 1);
+    for (std::size_t i = chunk_begin(n, c); i < e; ++i) ++h[abs_bits(acc[i]) >> digit_shift(0)];
+  }
 }
 
 // The `target`-th largest |acc| (1-based; target <= n) bit pattern, from pass 0's
@@ -140,72 +162,6 @@ inline std::uint32_t host_select(const float* acc, std::size_t n, std::uint32_t*
   return prefix;
 }
 
-// Marks of index bytes [b0, b1) from acc (shard by shard: no division per
-// byte), and how many.
-inline unsigned host_index_bytes(const float* acc, const layout& l, std::size_t b0, std::size_t b1,
-                                 std::uint32_t threshold, std::uint8_t* index) {
-  const int bits = l.index_bits, per_byte = 8 / bits;
-  std::size_t s = b0 / l.index_bytes, within = b0 % l.index_bytes;
-  unsigned kept = 0;
-  for (std::size_t b = b0; b < b1; ++b) {
-    const std::size_t first = within * std::size_t(per_byte);
-    const std::size_t g0 = s * l.shard_size + first;
-    unsigned out = 0;
-    if (first + std::size_t(per_byte) <= l.shard_size && g0 + std::size_t(per_byte) <= l.length) {
-      const float* a = acc + g0;
-      for (int k = 0; k < per_byte; ++k) out |= unsigned(abs_bits(a[k]) > threshold) << (k * bits);
-    } else {
-      for (int k = 0; k < per_byte; ++k) {
-        const std::size_t e = first + std::size_t(k);
-        if (e >= l.shard_size || g0 + std::size_t(k) >= l.length) break;
-        out |= unsigned(abs_bits(acc[g0 + std::size_t(k)]) > threshold) << (k * bits);
-      }
-    }
-    index[b] = std::uint8_t(out);
-    kept += unsigned(__builtin_popcount(out));  // one bit per marked counter (counters are 0 or 1)
-    if (++within == l.index_bytes) {
-      within = 0;
-      ++s;
-    }
-  }
-  return kept;
-}
-
-// This rank's index [shards][index_bytes] from acc, and (when it fits in
-// `list_cap`) the ascending list of the kept entries' positions. Returns the
-// kept count; *listed says whether `list` holds them.
-inline unsigned long long host_build_index(const float* acc, const layout& l, std::uint32_t threshold,
-                                           std::uint8_t* index, std::uint32_t* list, std::size_t list_cap,
-                                           bool* listed) {
-  const std::size_t bytes = l.index_bytes * std::size_t(l.shards);
-  std::size_t count[host_chunks + 1] = {};
-  const bool par = bytes * std::size_t(8 / l.index_bits) >= host_inline_below;
-#pragma omp parallel for schedule(static) if (par)
-  for (int c = 0; c < host_chunks; ++c) {
-    count[c + 1] = host_index_bytes(acc, l, chunk_begin(bytes, c), chunk_begin(bytes, c + 1), threshold, index);
-  }
-  for (int c = 0; c < host_chunks; ++c) count[c + 1] += count[c];
-  const unsigned long long total = count[host_chunks];
-  *listed = total <= list_cap;
-  if (!*listed) return total;
-  const int bits = l.index_bits, per_byte = 8 / bits;
-  const unsigned mask = (1u << bits) - 1u;
-#pragma omp parallel for schedule(static) if (par)
-  for (int c = 0; c < host_chunks; ++c) {
-    std::size_t o = count[c];
-    const std::size_t e = chunk_begin(bytes, c + 1);
-    for (std::size_t b = chunk_begin(bytes, c); b < e; ++b) {
-      const unsigned v = index[b];
-      if (v == 0) continue;
-      const std::size_t s = b / l.index_bytes;
-      const std::size_t g0 = s * l.shard_size + (b % l.index_bytes) * std::size_t(per_byte);
-      for (int k = 0; k < per_byte; ++k)
-        if ((v >> (k * bits)) & mask) list[o++] = std::uint32_t(g0 + std::size_t(k));
-    }
-  }
-  return total;
-}
-
 // The sketch cells [shards][cells] (fp32 sums) from the kept list. Each cell
 // adds its terms in ascending block order, as build_sketch does: bit-identical.
 template <class Value>
@@ -224,21 +180,26 @@ inline void host_sketch_from_kept(const float* acc, const std::uint32_t* kept, s
     const std::uint32_t* b = std::lower_bound(kept, kept + m, std::uint32_t(first));
     const std::uint32_t* e = std::lower_bound(b, kept + m, std::uint32_t(std::min(first + l.shard_size, l.length)));
     float* out = sketch + s * cells;
-    std::uint32_t block = 0xffffffffu;
-    std::size_t row_base = 0, rot = 0;
+    // The list is ascending: the block changes only when an entry passes its end,
+    // so the lane is a subtraction and the rotation a conditional one (no
+    // division per entry: a 64-bit divide costs tens of cycles).
+    const std::size_t lanes = l.lanes;
+    std::size_t block_begin = 0, block_end = 0, row_base = 0, rot = 0;
     float sign = 1.0f;
     for (const std::uint32_t* p = b; p != e; ++p) {
       const std::size_t el = std::size_t(*p) - first;
       if (sender_check && !index_marked(sender_check, l, s, el)) continue;
-      const auto j = std::uint32_t(el / l.lanes);
-      if (j != block) {
-        block = j;
+      if (el >= block_end) {
+        const auto j = std::uint32_t(el / lanes);
+        block_begin = std::size_t(j) * lanes;
+        block_end = block_begin + lanes;
         const std::uint32_t hash = sketch_hash(j, h);
-        row_base = sketch_row(hash, l.part_rows, h) * l.lanes;
+        row_base = sketch_row(hash, l.part_rows, h) * lanes;
         sign = sketch_sign(hash);
-        rot = sketch_rotation(j, h, l.lanes);
+        rot = sketch_rotation(j, h, lanes);
       }
-      const std::size_t lane = (el % l.lanes + rot) % l.lanes;
+      std::size_t lane = el - block_begin + rot;  // = (el % lanes + rot) % lanes
+      if (lane >= lanes) lane -= lanes;
       out[row_base + lane] += sign * wire_round<Value>(acc[*p] * wire_scale);
     }
   }
@@ -252,6 +213,7 @@ struct host_commit_entry {
   layout lay;
   // 0 delivered, 1 deferred (not marked), 2 retransmitted (not resolved)
   int operator()(std::size_t g) const {
+    if (!reduced_index && !retransmit) return 0;  // exact index, all resolved: no division per entry
     const std::size_t s = g / lay.shard_size, e = g % lay.shard_size;
     const bool marked = !reduced_index || index_marked(reduced_index, lay, s, e);
     const std::size_t mask_bytes = (lay.shard_size + 7) / 8;

@@ -14,8 +14,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <cuda/std/bit>
 
+#include "../core/bits.hpp"
 #include "../core/config.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -37,9 +39,17 @@ TAGC_HOST_DEVICE inline std::uint64_t marked_fields(std::uint64_t w, int bits) {
 // assembled a byte at a time: the index of a shard need not be 8-byte aligned.
 TAGC_HOST_DEVICE inline std::uint64_t index_word(const std::uint8_t* index, std::size_t bytes, std::size_t k) {
   const std::size_t first = k * index_word_bytes;
-  const std::size_t n = bytes - first < index_word_bytes ? bytes - first : index_word_bytes;
+  const std::uint8_t* p = index + first;
   std::uint64_t w = 0;
-  for (std::size_t b = 0; b < n; ++b) w |= std::uint64_t(index[first + b]) << (8 * b);
+  if (bytes - first >= index_word_bytes) {  // a whole word: one load on a little-endian machine
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(&w, p, index_word_bytes);
+#else
+    for (std::size_t b = 0; b < index_word_bytes; ++b) w |= std::uint64_t(p[b]) << (8 * b);
+#endif
+    return w;
+  }
+  for (std::size_t b = 0; b < bytes - first; ++b) w |= std::uint64_t(p[b]) << (8 * b);
   return w;
 }
 
@@ -67,7 +77,7 @@ struct count_word_marks {
   std::size_t entries;
   std::uint32_t* counts;  // [words]
   TAGC_HOST_DEVICE void operator()(std::size_t k) const {
-    counts[k] = std::uint32_t(cuda::std::popcount(word_marks(index, bytes, bits, entries, k)));
+    counts[k] = std::uint32_t(popcount64(word_marks(index, bytes, bits, entries, k)));
   }
 };
 struct write_word_marks {

@@ -12,6 +12,7 @@
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
 #include "../detail/index_kernels.hpp"
+#include "../detail/host/select_marks.hpp"
 #include "../detail/host/support_list.hpp"
 #include "../detail/host_compress.hpp"
 #include "../detail/launch.hpp"
@@ -65,15 +66,17 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
   }
 
   // This rank's marks (counter = 1 where |acc| is above the threshold); counts the kept entries.
-  // Host paths: from acc, in one pass that also lists the kept entries.
-  void build(const float* g, const Residual* r, const float* acc, detail::select_state* st, unsigned long long* kept) {
+  // Host paths: the threshold select marked them already (`marker`, into
+  // marks_target()); this lists the kept entries from the index.
+  void build(const float* g, const Residual* r, detail::select_state* st, unsigned long long* kept,
+             detail::host::threshold_marker* marker) {
     if constexpr (host_paths) {
-      *kept = detail::host_build_index(acc, plan_.lay, st->threshold, detail::raw(local_), detail::raw(kept_),
-                                       kept_.size(), &listed_);
+      *kept = marker->kept();
+      listed_ = marker->list(detail::raw(local_), detail::raw(kept_), kept_.size());
       kept_count_ = listed_ ? std::size_t(*kept) : 0;
       return;
     }
-    (void)acc;
+    (void)marker;
     launch_(local_.size(), detail::build_index<Residual>{g, r, st, detail::raw(local_), kept, plan_.lay});
   }
 
@@ -90,10 +93,19 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
                                 "index exchange (all-reduce)"));
     if (plan_.pair_repair) {
       const std::uint8_t* mine = plan_.scatter_index ? local + plan_.own_shard * plan_.lay.index_bytes : local;
-      launch_(reduced_.size(), detail::repair_pair_index{mine, idx});
+      if constexpr (host_paths) {  // a byte loop the compiler vectorises (16 bytes an instruction)
+        const std::size_t bytes = reduced_.size();
+#pragma omp simd
+        for (std::size_t b = 0; b < bytes; ++b) idx[b] = std::uint8_t(mine[b] | std::uint8_t(idx[b] - mine[b]));
+      } else {
+        launch_(reduced_.size(), detail::repair_pair_index{mine, idx});
+      }
     }
     return {};
   }
+
+  // Host paths: where the threshold select writes this rank's marks.
+  std::uint8_t* marks_target() { return host_paths ? detail::raw(local_) : nullptr; }
 
   // What this rank received: the whole reduced index, or its shard's part.
   const std::uint8_t* reduced() const { return detail::raw(reduced_); }

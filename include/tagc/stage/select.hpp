@@ -8,6 +8,9 @@
 // non-finite entries and gives max |acc| for the fp16 scale); select() finishes
 // the search once every rank agreed. The threshold never leaves the execution
 // space's memory (no host round trip per pass).
+// Host paths: pass 0 writes acc = g + residual (no histogram); select() brackets
+// the threshold from a sample of acc and marks this rank's index in the same pass
+// (detail/host/select_marks.hpp); the index stage then only lists the kept entries.
 
 #include <cmath>
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include <thrust/fill.h>
 
 #include "../core/status.hpp"
+#include "../detail/host/select_marks.hpp"
 #include "../detail/host_compress.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/select_kernels.hpp"
@@ -30,9 +34,6 @@ class ThresholdSelect {
   template <class T> using vector = typename Exec::template vector<T>;
   static constexpr std::size_t n_counters = 3;  // kept, deferred, retransmitted
   static constexpr bool host_paths = detail::uses_host_paths<Exec>;
-  // Host: candidates of the threshold's pass-0 bin gathered for an exact select
-  // (a fuller bin takes radix passes 1 and 2 instead).
-  static std::size_t candidate_capacity(std::size_t n) { return n / 16 + 1; }
 
   static status can_implement(const reducer_arguments& a) {
     if (a.sparsity > 1.0 || (a.sparsity >= 0.0 && std::isnan(a.sparsity)))
@@ -46,12 +47,12 @@ class ThresholdSelect {
     hist_.assign(std::size_t(detail::hist_copies) * detail::hist_bins, 0u);
     state_.resize(1);
     counters_.assign(n_counters, 0ull);
-    if constexpr (host_paths) candidates_.assign(candidate_capacity(n_), 0u);
+    if constexpr (host_paths) marker_.initialize(p.lay);
     return {};
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(hist_) + detail::buffer_bytes(state_) + detail::buffer_bytes(counters_) +
-           detail::buffer_bytes(candidates_);
+           marker_.workspace_bytes();
   }
 
   detail::select_state* state() { return detail::raw(state_); }
@@ -64,12 +65,22 @@ class ThresholdSelect {
   // next call's threshold and fp16 scale (NaN/Inf bins).
   // Host paths: pass 0 also writes acc = g + residual (`acc`), which the later
   // stages read instead of recomputing it.
-  void begin(const float* g, const Residual* r, float* acc, bool sizes_ok, bool want_top_bin) {
+  // Host paths: with the call's theta known already (`theta_early` >= 0: no
+  // adaptive theta), pass 0 also marks the index (`index`) against a sampled
+  // bracket, and select() only finishes the search.
+  void begin(const float* g, const Residual* r, float* acc, bool sizes_ok, bool want_top_bin,
+             double theta_early = -1.0, std::uint8_t* index = nullptr) {
     if constexpr (host_paths) {
       launch_(1, detail::init_select{state(), counters(), n_counters, 0u, 0u});
+      fused_target_ = 0;
       if (!sizes_ok) return;
-      state()->nonfinite = detail::host_accumulate(g, r, acc, n_, detail::raw(hist_));
-      if (want_top_bin) launch_(1, detail::find_top_bin{detail::raw(hist_), state()});
+      const std::uint32_t target = index && theta_early >= 0.0 ? search_target(theta_early) : 0u;
+      const bool fused = marker_.fusable(target);
+      const detail::host_pass0 p0 =
+          fused ? marker_.begin_fused(g, r, acc, target, index, want_top_bin) : detail::host_accumulate(g, r, acc, n_);
+      if (fused) fused_target_ = target;
+      state()->nonfinite = p0.nonfinite;
+      if (want_top_bin) state()->top_bin = p0.top_bin;
       return;
     }
     (void)acc;
@@ -80,24 +91,33 @@ class ThresholdSelect {
     if (want_top_bin) launch_(1, detail::find_top_bin{detail::raw(hist_), state()});
   }
 
+  // Host paths: what select() marked (kept counts, the kept list).
+  detail::host::threshold_marker* marker() { return host_paths ? &marker_ : nullptr; }
+
   status read_state(detail::select_state& h) const { return launch_.exec.copy_to_host(detail::raw(state_), &h, 1); }
   status read_counters(unsigned long long* c) const {
     return launch_.exec.copy_to_host(detail::raw(counters_), c, n_counters);
   }
 
   // Threshold for theta: the (k+1)-th largest |acc|, k = most entries that may be kept.
-  void select(const float* g, const Residual* r, const float* acc, double theta) {
+  // Host paths: also marks this rank's index [shards][index_bytes] (`index`) in the
+  // same pass; marker() then lists the kept entries for the index stage.
+  void select(const float* g, const Residual* r, const float* acc, double theta, std::uint8_t* index) {
     const std::size_t k = kept_at_most(theta, n_);
-    if (k == 0 || k >= n_) {
-      launch_(1, detail::fix_threshold{state(), k == 0 ? inf_bits : 0u});  // keep nothing / every nonzero
-      return;
-    }
+    const std::uint32_t fixed = k == 0 ? inf_bits : 0u;  // keep nothing / every nonzero
     if constexpr (host_paths) {
-      const std::uint32_t t = detail::host_select(acc, n_, detail::raw(hist_), std::uint32_t(k + 1),
-                                                  detail::raw(candidates_), candidates_.size());
+      const std::uint32_t target = search_target(theta);
+      const std::uint32_t t = target != 0 && target == fused_target_
+                                  ? marker_.finish(acc, target, index, detail::raw(hist_))
+                                  : marker_.run(acc, target, fixed, index, detail::raw(hist_));
       state()->prefix = t;
       state()->remaining = 0;
       state()->threshold = t;
+      return;
+    }
+    (void)index;
+    if (k == 0 || k >= n_) {
+      launch_(1, detail::fix_threshold{state(), fixed});
       return;
     }
     (void)acc;
@@ -106,6 +126,12 @@ class ThresholdSelect {
       if (pass > 0) launch_(n_, detail::histogram_pass<Residual>{g, r, detail::raw(hist_), state(), pass});
       launch_(1, detail::select_digit{detail::raw(hist_), state(), pass});
     }
+  }
+
+  // The rank the threshold search looks for, k + 1, or 0 when theta needs no search.
+  std::uint32_t search_target(double theta) const {
+    const std::size_t k = kept_at_most(theta, n_);
+    return k != 0 && k < n_ ? std::uint32_t(k + 1) : 0u;
   }
 
   // k = floor((1 - theta) n), for theta in [0, 1] (anything else is clamped
@@ -123,7 +149,8 @@ class ThresholdSelect {
   vector<std::uint32_t> hist_;  // radix-select histograms
   vector<detail::select_state> state_;
   vector<unsigned long long> counters_;
-  vector<std::uint32_t> candidates_;  // host paths: |acc| bits of the threshold's bin
+  detail::host::threshold_marker marker_;  // host paths: bracket select + index marks
+  std::uint32_t fused_target_ = 0;         // host paths: the search pass 0 marked for (0: none)
 };
 
 }  // namespace stage

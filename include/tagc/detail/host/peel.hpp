@@ -15,7 +15,9 @@
 // differs. tests/test_decode_paths.cpp compares the two on the same inputs.
 //
 // Cells hold a count and the XOR of the *support positions* of their entries, so
-// a lone cell names its entry's cached edges directly. The hashes are computed
+// a lone cell names its entry's cached edges directly; count, XOR and the cell's
+// value share one 12-byte record (peeling is bound by cache misses at high load:
+// one line per cell touched, not three). The hashes are computed
 // once per sketch block (support entries come sorted, 1024 to a block), not per
 // entry. Every buffer is sized in initialize(); run() allocates nothing.
 
@@ -41,17 +43,18 @@ class shard_decoder {
   status initialize(const layout& l, std::size_t own_shard, exec::host = {}) {
     lay_ = l;
     valid_ = shard_entries(l, own_shard);
+    last_state_ = nullptr;
+    last_support_ = 0;
     list_.reserve(l.index_bytes);
     support_.assign(l.shard_size, 0u);
     edges_.assign(3 * l.shard_size, 0u);
-    count_.assign(l.cells, 0u);
-    ids_.assign(l.cells, 0u);
+    cell_.assign(l.cells, cell_record{});
     queue_.assign(l.cells, 0u);
     return {};
   }
   std::size_t workspace_bytes() const {
     return list_.workspace_bytes() +
-           (support_.size() + edges_.size() + count_.size() + ids_.size() + queue_.size()) * sizeof(std::uint32_t);
+           (support_.size() + edges_.size() + queue_.size()) * sizeof(std::uint32_t) + cell_.size() * sizeof(cell_record);
   }
 
   // Decode into `out` (every entry written: 0 off the support), consuming `cells`
@@ -62,13 +65,16 @@ class shard_decoder {
     const std::size_t S = lay_.shard_size, C = lay_.cells;
     clear(out, state, S);
     d = {};
+    last_state_ = state;
+    last_support_ = 0;
     const std::size_t m = list_.build(own_index, lay_.index_bytes, lay_.index_bits, valid_, support_.data());
     d.support = m;
+    last_support_ = m;
     build_edges(m);
-    count_cells(m, C);
-    if (peels) d.peeled = peel(cells, out, state, C);
+    count_cells(m, C, cells);
+    if (peels) d.peeled = peel(out, state, C);
     d.unresolved = m - d.peeled;
-    if (d.unresolved) finish_unresolved(cells, out, state, m, estimates);
+    if (d.unresolved) finish_unresolved(out, state, m, estimates);
     return {};
   }
 
@@ -79,14 +85,24 @@ class shard_decoder {
   std::size_t cell(std::size_t i, int h) const { return edges_[3 * i + std::size_t(h)] & cell_mask; }
   float sign(std::size_t i, int h) const { return (edges_[3 * i + std::size_t(h)] & sign_bit) ? -1.0f : 1.0f; }
 
-  static void clear(float* out, std::uint8_t* state, std::size_t S) {
+  // out = 0 everywhere; state = entry_absent everywhere. The state buffer of the
+  // previous call (the same one, written by nothing else) is absent but at that
+  // call's support entries: only those are reset, not the whole shard.
+  void clear(float* out, std::uint8_t* state, std::size_t S) const {
     constexpr std::size_t chunk = std::size_t(1) << 16;
     const std::size_t chunks = (S + chunk - 1) / chunk;
+    const bool sparse = state == last_state_;
+    if (sparse) {
+      const std::uint32_t* support = support_.data();
+      const std::size_t m = last_support_;
+#pragma omp parallel for schedule(static) if (m >= parallel_from)
+      for (std::size_t i = 0; i < m; ++i) state[support[i]] = entry_absent;
+    }
 #pragma omp parallel for schedule(static) if (S >= parallel_from)
     for (std::size_t c = 0; c < chunks; ++c) {
       const std::size_t b = c * chunk, n = S - b < chunk ? S - b : chunk;
       std::memset(out + b, 0, n * sizeof(float));
-      std::memset(state + b, entry_absent, n);
+      if (!sparse) std::memset(state + b, entry_absent, n);
     }
   }
 
@@ -97,42 +113,49 @@ class shard_decoder {
     std::uint32_t* edges = edges_.data();
 #pragma omp parallel if (m >= parallel_from)
     {
-      std::size_t block = ~std::size_t(0), row_base[3] = {0, 0, 0}, rot[3] = {0, 0, 0};
+      // Support entries ascend: a block's hashes are computed when an entry passes
+      // the previous block's end, and lanes come from subtractions (no division per entry).
+      std::size_t block_begin = 0, block_end = 0, row_base[3] = {0, 0, 0}, rot[3] = {0, 0, 0};
       std::uint32_t sign[3] = {0, 0, 0};
+      const std::size_t lanes = l.lanes;
 #pragma omp for schedule(static)
       for (std::size_t i = 0; i < m; ++i) {
-        const std::size_t e = support[i], j = e / l.lanes, lane = e % l.lanes;
-        if (j != block) {
-          block = j;
+        const std::size_t e = support[i];
+        if (e >= block_end || e < block_begin) {
+          const std::size_t j = e / lanes;
+          block_begin = j * lanes;
+          block_end = block_begin + lanes;
           for (int h = 0; h < 3; ++h) {
             const std::uint32_t hash = sketch_hash(std::uint32_t(j), h);
-            row_base[h] = sketch_row(hash, l.part_rows, h) * l.lanes;
-            rot[h] = sketch_rotation(std::uint32_t(j), h, l.lanes);
+            row_base[h] = sketch_row(hash, l.part_rows, h) * lanes;
+            rot[h] = sketch_rotation(std::uint32_t(j), h, lanes);
             sign[h] = sketch_sign(hash) < 0.0f ? sign_bit : 0u;
           }
         }
+        const std::size_t lane = e - block_begin;
         for (int h = 0; h < 3; ++h) {
-          const std::size_t c = row_base[h] + (lane + rot[h]) % l.lanes;  // = sketch_cell(l, e, h)
-          edges[3 * i + std::size_t(h)] = std::uint32_t(c) | sign[h];
+          std::size_t in_row = lane + rot[h];  // = (lane + rot) % lanes
+          if (in_row >= lanes) in_row -= lanes;
+          edges[3 * i + std::size_t(h)] = std::uint32_t(row_base[h] + in_row) | sign[h];  // = sketch_cell(l, e, h)
         }
       }
     }
   }
 
-  // Count and XOR of support positions per cell. The three partitions own
-  // disjoint cells, so they are counted in parallel without atomics.
-  void count_cells(std::size_t m, std::size_t C) {
-    std::memset(count_.data(), 0, C * sizeof(std::uint32_t));
-    std::memset(ids_.data(), 0, C * sizeof(std::uint32_t));
-    std::uint32_t* count = count_.data();
-    std::uint32_t* ids = ids_.data();
+  // Count and XOR of support positions per cell, beside the cell's value (one
+  // record: peeling touches one cache line per cell, not three arrays). The three
+  // partitions own disjoint cells, so they are counted in parallel without atomics.
+  void count_cells(std::size_t m, std::size_t C, const float* cells) {
+    cell_record* rec = cell_.data();
     const std::uint32_t* edges = edges_.data();
+#pragma omp parallel for schedule(static) if (C >= parallel_from)
+    for (std::size_t c = 0; c < C; ++c) rec[c] = {0u, 0u, cells[c]};
 #pragma omp parallel for schedule(static, 1) if (m >= parallel_from)
     for (int h = 0; h < 3; ++h)
       for (std::size_t i = 0; i < m; ++i) {
-        const std::uint32_t c = edges[3 * i + std::size_t(h)] & cell_mask;
-        ++count[c];
-        ids[c] ^= std::uint32_t(i);
+        cell_record& r = rec[edges[3 * i + std::size_t(h)] & cell_mask];
+        ++r.count;
+        r.ids ^= std::uint32_t(i);
       }
   }
 
@@ -144,30 +167,50 @@ class shard_decoder {
   // first: chains as short as the portable rounds make them); a stack follows
   // one chain deep, and near the threshold (ratio 4, load 0.8) its errors reached
   // 1e-4 of unit values after ~9,000 peels.
-  std::size_t peel(float* cells, float* out, std::uint8_t* state, std::size_t C) {
-    std::uint32_t* count = count_.data();
-    std::uint32_t* ids = ids_.data();
+  std::size_t peel(float* out, std::uint8_t* state, std::size_t C) {
+    cell_record* rec = cell_.data();
     std::uint32_t* queue = queue_.data();
     const std::uint32_t* support = support_.data();
     std::size_t head = 0, tail = 0, peeled = 0;
     for (std::size_t c = 0; c < C; ++c)
-      if (count[c] == 1) queue[tail++] = std::uint32_t(c);
+      if (rec[c].count == 1) queue[tail++] = std::uint32_t(c);
     const std::size_t part_cells = lay_.part_rows * lay_.lanes;  // partition h owns cells [h, h + 1) * part_cells
+    const std::uint32_t* edges = edges_.data();
     while (head != tail) {
+      // At high load the queue visits cells in random order and each visit waits
+      // on three misses in a row (the cell, its entry's edges, the entry's other
+      // cells). Prefetch them for the visits 16, 8 and 4 ahead (hints only: the
+      // order and the results are unchanged).
+      if (head + 16 < tail) __builtin_prefetch(&rec[queue[head + 16]]);
+      if (head + 8 < tail) {
+        const cell_record& ahead = rec[queue[head + 8]];
+        if (ahead.count == 1) {
+          __builtin_prefetch(&edges[3 * std::size_t(ahead.ids)]);
+          __builtin_prefetch(&support[ahead.ids]);
+        }
+      }
+      if (head + 4 < tail) {
+        const cell_record& ahead = rec[queue[head + 4]];
+        if (ahead.count == 1) {
+          const std::uint32_t* ed = &edges[3 * std::size_t(ahead.ids)];
+          for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[ed[h] & cell_mask], 1);
+          __builtin_prefetch(&out[support[ahead.ids]], 1);
+        }
+      }
       const std::size_t c = queue[head++];
-      if (count[c] != 1) continue;  // emptied since it was queued
-      const std::size_t i = ids[c];
-      const int hc = int(c / part_cells);
-      const float v = sign(i, hc) * cells[c];
+      if (rec[c].count != 1) continue;  // emptied since it was queued
+      const std::size_t i = rec[c].ids;
+      const int hc = c < part_cells ? 0 : c < 2 * part_cells ? 1 : 2;  // c / part_cells
+      const float v = sign(i, hc) * rec[c].value;
       const std::uint32_t e = support[i];
       out[e] = v;
       state[e] = entry_applied;
       ++peeled;
       for (int h = 0; h < 3; ++h) {
-        const std::size_t cc = cell(i, h);
-        cells[cc] -= sign(i, h) * v;
-        ids[cc] ^= std::uint32_t(i);
-        if (--count[cc] == 1) queue[tail++] = std::uint32_t(cc);
+        cell_record& r = rec[cell(i, h)];
+        r.value -= sign(i, h) * v;
+        r.ids ^= std::uint32_t(i);
+        if (--r.count == 1) queue[tail++] = std::uint32_t(&r - rec);
       }
     }
     return peeled;
@@ -175,26 +218,33 @@ class shard_decoder {
 
   // Entries peeling left: marked unresolved (they are retransmitted), and given
   // the conservative estimate from their three signed cells when the policy estimates.
-  void finish_unresolved(const float* cells, float* out, std::uint8_t* state, std::size_t m, bool estimates) {
+  void finish_unresolved(float* out, std::uint8_t* state, std::size_t m, bool estimates) {
     const std::uint32_t* support = support_.data();
+    const cell_record* rec = cell_.data();
 #pragma omp parallel for schedule(static) if (m >= parallel_from)
     for (std::size_t i = 0; i < m; ++i) {
       const std::uint32_t e = support[i];
       if (state[e] == entry_applied) continue;
       state[e] = entry_unresolved;
       if (estimates)
-        out[e] = conservative_estimate(sign(i, 0) * cells[cell(i, 0)], sign(i, 1) * cells[cell(i, 1)],
-                                       sign(i, 2) * cells[cell(i, 2)]);
+        out[e] = conservative_estimate(sign(i, 0) * rec[cell(i, 0)].value, sign(i, 1) * rec[cell(i, 1)].value,
+                                       sign(i, 2) * rec[cell(i, 2)].value);
     }
   }
 
   layout lay_{};
   std::size_t valid_ = 0;            // shard entries inside the caller's length
+  const std::uint8_t* last_state_ = nullptr;  // the state buffer of the last run (see clear)
+  std::size_t last_support_ = 0;              // its support entries: support_[0, last_support_)
   support_list list_;
   std::vector<std::uint32_t> support_;  // [shard] support entries, ascending
   std::vector<std::uint32_t> edges_;    // [3 * shard] cell | sign bit, per support entry and partition
-  std::vector<std::uint32_t> count_;    // [cells] entries not yet peeled
-  std::vector<std::uint32_t> ids_;      // [cells] XOR of their support positions
+  struct cell_record {
+    std::uint32_t count;  // entries not yet peeled
+    std::uint32_t ids;    // XOR of their support positions
+    float value;          // the cell's sum less what was peeled from it
+  };
+  std::vector<cell_record> cell_;       // [cells]
   std::vector<std::uint32_t> queue_;    // [cells] lone cells to visit, in order
 };
 

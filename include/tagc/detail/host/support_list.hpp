@@ -26,7 +26,7 @@ inline std::size_t count_marks(const std::uint8_t* index, std::size_t bytes, int
   std::size_t total = 0;
 #pragma omp parallel for schedule(static) reduction(+ : total) if (words >= (std::size_t(1) << 16))
   for (std::size_t k = 0; k < words; ++k)
-    total += std::size_t(__builtin_popcountll(word_marks(index, bytes, bits, entries, k)));
+    total += std::size_t(popcount64(word_marks(index, bytes, bits, entries, k)));
   return total;
 }
 
@@ -69,7 +69,7 @@ class support_list {
         const std::size_t k1 = (c + 1) * words_per_chunk < words ? (c + 1) * words_per_chunk : words;
         std::uint32_t n = 0;
         for (std::size_t k = c * words_per_chunk; k < k1; ++k)
-          n += std::uint32_t(__builtin_popcountll(word_marks(index, bytes, bits, entries, k)));
+          n += std::uint32_t(popcount64(word_marks(index, bytes, bits, entries, k)));
         start[c + 1] = n;
       }
 #pragma omp single

@@ -1,0 +1,528 @@
+#pragma once
+// defines: tagc::detail::host::threshold_marker — the host's threshold select and
+//          index marking in one pass over acc: a sampled bracket [lo, hi] around
+//          the threshold, one pass that marks every entry above hi and collects
+//          the few in the bracket, the exact threshold selected among those, the
+//          bracket's entries above it marked; then the kept list from the index.
+//
+// Same results as the radix select + build_index (the portable path), bit for bit:
+// the threshold is the exact (k+1)-th largest |acc| bit pattern. What changed is
+// the shape (why, on a CPU):
+//  - the radix select's histograms cost a scattered increment per element, and
+//    gradient magnitudes crowd a few bins, so the increments chain through the
+//    same counters (store-to-load latency, ~5 cycles an element). A sample of 64K
+//    entries brackets the threshold instead: everything above hi is kept whatever
+//    the exact threshold is, everything below lo is not, and only the ~1 % in the
+//    bracket need the threshold;
+//  - the pass that counts above hi also writes the index (8 entries at a time,
+//    SSE2 compares + movemask), so acc is read once after pass 0, not twice;
+//  - a bracket that misses (the sample was unlucky, or a crowded bin) costs a
+//    fallback: the exact radix select over acc (host_select) and a marking pass.
+// Work is cut into host_chunks fixed chunks of whole index groups (8 entries =
+// index_bits bytes): results do not depend on the thread count, and chunks never
+// share an index byte.
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+#include <vector>
+
+#if defined(__SSE2__) && !defined(__CUDACC__)
+#  include <emmintrin.h>
+#  define TAGC_HOST_SSE2 1
+#endif
+
+#include "../../core/bits.hpp"
+#include "../../shard/layout.hpp"
+#include "../host_compress.hpp"
+#include "../support_words.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace detail::host {
+
+// Below this length the exact radix select over acc is as cheap as sampling.
+inline constexpr std::size_t bracket_min_length = std::size_t(1) << 15;
+// The sample: up to 16384 blocks of 4 consecutive entries (16 bytes), evenly
+// spread, at most a quarter of the entries.
+inline constexpr std::size_t sample_block = 4, sample_blocks = 16384;
+inline std::size_t sample_blocks_for(std::size_t n) { return std::min(sample_blocks, n / (4 * sample_block)); }
+
+// Set bits of an 8-entry mask, by table (one load: the marking pass counts every group).
+inline constexpr auto mask8_count = [] {
+  std::array<std::uint8_t, 256> t{};
+  for (unsigned m = 0; m < 256; ++m) t[m] = std::uint8_t((m & 1) + ((m >> 1) & 1) + ((m >> 2) & 1) + ((m >> 3) & 1) +
+                                                         ((m >> 4) & 1) + ((m >> 5) & 1) + ((m >> 6) & 1) + (m >> 7));
+  return t;
+}();
+
+// Bit k of m (k < 8) moved to bit k * bits: the counters of 8 entries, each 1 where marked.
+inline std::uint64_t spread_marks(unsigned m, int bits) {
+  if (bits == 1) return m;
+  std::uint64_t out = 0;
+  for (int k = 0; k < 8; ++k) out |= std::uint64_t((m >> k) & 1u) << (k * bits);
+  return out;
+}
+
+// Marks of 8 entries from their |x| bits: above (u > hi) and in the bracket (lo_m1 < u <= hi).
+#if defined(TAGC_HOST_SSE2)
+struct vec8 {
+  __m128i u0, u1;  // |x| bits
+};
+inline void mark8(const vec8& v, std::int32_t hi, std::int32_t lo_m1, unsigned& above, unsigned& bracket) {
+  const __m128i h = _mm_set1_epi32(hi), l = _mm_set1_epi32(lo_m1);
+  // |x| bits are <= 0x7fffffff, so signed compares order them correctly
+  const unsigned a0 = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(v.u0, h))));
+  const unsigned a1 = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(v.u1, h))));
+  const unsigned b0 = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(v.u0, l))));
+  const unsigned b1 = unsigned(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(v.u1, l))));
+  above = a0 | (a1 << 4);
+  bracket = (b0 | (b1 << 4)) & ~above;
+}
+inline __m128i abs_bits4(__m128 a) { return _mm_and_si128(_mm_castps_si128(a), _mm_set1_epi32(0x7fffffff)); }
+#else
+struct vec8 {
+  std::int32_t u[8];
+};
+inline void mark8(const vec8& v, std::int32_t hi, std::int32_t lo_m1, unsigned& above, unsigned& bracket) {
+  above = bracket = 0;
+  for (int k = 0; k < 8; ++k) {
+    above |= unsigned(v.u[k] > hi) << k;
+    bracket |= unsigned(v.u[k] > lo_m1 && v.u[k] <= hi) << k;
+  }
+}
+#endif
+
+// Where a marking pass reads its entries: acc itself, written by pass 0.
+struct acc_source {
+  const float* acc;
+  float operator()(std::size_t p) { return acc[p]; }
+  vec8 load8(std::size_t p) {
+#if defined(TAGC_HOST_SSE2)
+    return {abs_bits4(_mm_loadu_ps(acc + p)), abs_bits4(_mm_loadu_ps(acc + p + 4))};
+#else
+    vec8 v;
+    for (int k = 0; k < 8; ++k) v.u[k] = std::int32_t(abs_bits(acc[p + std::size_t(k)]));
+    return v;
+#endif
+  }
+  void merge(const acc_source&) {}
+};
+
+// Or g + residual, computed here: the marking pass *is* pass 0 (acc written, NaN/Inf
+// counted, max |acc| kept when `Top`: only the fp16 wire scale needs it), when the
+// threshold's rank is known before the agreement check.
+template <class R, bool Top>
+struct sum_source {
+  const float* g;
+  const R* r;
+  float* acc;
+  std::uint32_t nonfinite = 0;
+  std::int32_t top = -1;
+#if defined(TAGC_HOST_SSE2)
+  __m128i nf4 = _mm_setzero_si128(), top4 = _mm_set1_epi32(-1);
+#endif
+  float operator()(std::size_t p) {
+    const float a = g[p] + residual_load(r, p);
+    acc[p] = a;
+    const auto u = std::int32_t(abs_bits(a));
+    nonfinite += u >= std::int32_t(inf_bits) ? 1u : 0u;
+    if constexpr (Top) top = u > top ? u : top;
+    return a;
+  }
+#if defined(TAGC_HOST_SSE2)
+  __m128 load_r4(std::size_t p) const {
+    if constexpr (std::is_same_v<R, float>) {
+      return _mm_loadu_ps(r + p);
+    } else {
+      return _mm_setr_ps(residual_load(r, p), residual_load(r, p + 1), residual_load(r, p + 2), residual_load(r, p + 3));
+    }
+  }
+  __m128i take4(std::size_t p) {
+    const __m128 a = _mm_add_ps(_mm_loadu_ps(g + p), load_r4(p));
+    _mm_storeu_ps(acc + p, a);
+    const __m128i u = abs_bits4(a);
+    nf4 = _mm_sub_epi32(nf4, _mm_cmpgt_epi32(u, _mm_set1_epi32(std::int32_t(inf_bits) - 1)));  // -(-1) per NaN/Inf
+    if constexpr (Top) {
+      const __m128i gt = _mm_cmpgt_epi32(u, top4);
+      top4 = _mm_or_si128(_mm_and_si128(gt, u), _mm_andnot_si128(gt, top4));
+    }
+    return u;
+  }
+  vec8 load8(std::size_t p) { return {take4(p), take4(p + 4)}; }
+#else
+  vec8 load8(std::size_t p) {
+    vec8 v;
+    for (int k = 0; k < 8; ++k) v.u[k] = std::int32_t(abs_bits((*this)(p + std::size_t(k))));
+    return v;
+  }
+#endif
+  // Fold the vector lanes into nonfinite / top, then add `o`'s.
+  void merge(const sum_source& o) {
+    nonfinite += o.nonfinite;
+    top = o.top > top ? o.top : top;
+  }
+  void settle() {
+#if defined(TAGC_HOST_SSE2)
+    alignas(16) std::int32_t nf[4], t[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(nf), nf4);
+    _mm_store_si128(reinterpret_cast<__m128i*>(t), top4);
+    for (int k = 0; k < 4; ++k) {
+      nonfinite += std::uint32_t(nf[k]);
+      top = t[k] > top ? t[k] : top;
+    }
+    nf4 = _mm_setzero_si128();
+    top4 = _mm_set1_epi32(-1);
+#endif
+  }
+};
+
+class threshold_marker {
+ public:
+  static constexpr std::uint32_t none = 0xffffffffu;
+
+  // Sizes the sample and the bracket's pool for buffers of `length` entries.
+  void initialize(const layout& l) {
+    lay_ = l;
+    groups_per_shard_ = (l.shard_size + 7) / 8;
+    groups_ = groups_per_shard_ * std::size_t(l.shards);
+    // The bracket holds ~1 % of the entries at 16M (~4 % at 40K); the
+    // pool doubles as the exact select's candidate buffer (2 x pool_ entries).
+    const std::size_t pool = l.length / 32 + 2048;  // as many bytes as the old n / 16 candidates
+    segment_ = std::max<std::size_t>(16, pool / 256);
+    seg_fill_.assign(pool / segment_, 0u);
+    pool_.assign(seg_fill_.size() * segment_, 0ull);
+    if (l.length >= bracket_min_length) sample_.assign(sample_block * sample_blocks_for(l.length), 0u);
+  }
+  std::size_t workspace_bytes() const {
+    return sample_.size() * sizeof(std::uint32_t) + pool_.size() * sizeof(std::uint64_t) +
+           seg_fill_.size() * sizeof(std::uint32_t);
+  }
+
+  // Threshold for target rank `target` (1-based, the (k+1)-th largest |acc|; 0:
+  // `fixed` is the threshold), the index [shards][index_bytes] marked (counter 1
+  // where |acc| > threshold), the kept count per chunk kept. `hist`: the exact
+  // select's histograms (host_select) for a bracket that misses.
+  std::uint32_t run(const float* acc, std::uint32_t target, std::uint32_t fixed, std::uint8_t* index,
+                    std::uint32_t* hist) {
+    if (target == 0) {
+      mark_all(acc, std::int32_t(fixed), index);
+      return fixed;
+    }
+    if (!sample_.empty()) {
+      std::int32_t hi = 0, lo_m1 = 0;
+      bracket([acc](std::size_t p) { return acc[p]; }, target, hi, lo_m1);
+      next_seg_ = 0;
+      pass(acc_source{acc}, hi, lo_m1, index);
+    }
+    return finish(acc, target, index, hist);
+  }
+
+  // Whether begin_fused() can serve a search for rank `target`.
+  bool fusable(std::uint32_t target) const { return target != 0 && !sample_.empty(); }
+
+  // Pass 0 and the marking pass in one, when the target rank is known before the
+  // agreement check: acc = g + residual written, NaN/Inf counted, max |acc| kept,
+  // the index marked against a bracket sampled from g + residual. finish() then
+  // selects (after the check). Nothing here is visible state: acc and the index
+  // are workspace, so a call refused by the check leaves everything as it was.
+  // `want_top`: whether the caller needs max |acc| (host_pass0::top_bin; else left 0).
+  template <class R>
+  host_pass0 begin_fused(const float* g, const R* r, float* acc, std::uint32_t target, std::uint8_t* index,
+                         bool want_top) {
+    std::int32_t hi = 0, lo_m1 = 0;
+    bracket([g, r](std::size_t p) { return g[p] + residual_load(r, p); }, target, hi, lo_m1);
+    next_seg_ = 0;
+    const std::size_t n = lay_.length;
+    if (!want_top) return {pass(sum_source<R, false>{g, r, acc}, hi, lo_m1, index).nonfinite, 0u};
+    const sum_source<R, true> sums = pass(sum_source<R, true>{g, r, acc}, hi, lo_m1, index);
+    return {sums.nonfinite, n ? (std::uint32_t(sums.top) >> digit_shift(0)) + 1u : 0u};
+  }
+
+  // After a marking pass with the bracket for `target`: the exact threshold, the
+  // index completed. A bracket that missed the target (or overflowed the pool)
+  // costs the exact radix select over acc and a marking pass against it.
+  std::uint32_t finish(const float* acc, std::uint32_t target, std::uint8_t* index, std::uint32_t* hist) {
+    if (!sample_.empty()) {
+      unsigned long long above = 0, in_bracket = 0;
+      for (int c = 0; c < host_chunks; ++c) {
+        above += kept_[c + 1];
+        in_bracket += bracket_count_[c];
+      }
+      if (!overflow_ && above < target && target <= above + in_bracket) {
+        const std::size_t rank = std::size_t(target - above);
+        const std::uint32_t t = select_in_pool(rank);
+        patch(t, rank, index);
+        return t;
+      }
+    }
+    const std::size_t n = lay_.length;
+    host_histogram_top(acc, n, hist);
+    const std::uint32_t t = host_select(acc, n, hist, target, reinterpret_cast<std::uint32_t*>(pool_.data()),
+                                        2 * pool_.size());
+    mark_all(acc, std::int32_t(t), index);
+    return t;
+  }
+
+  // After run(): entries kept, and the ascending list of their positions written
+  // into `list` (room for `cap`) when they fit. Returns whether they did.
+  unsigned long long kept() const {
+    unsigned long long k = 0;
+    for (int c = 0; c < host_chunks; ++c) k += kept_[c + 1];
+    return k;
+  }
+  bool list(const std::uint8_t* index, std::uint32_t* list, std::size_t cap) {
+    std::size_t offset[host_chunks + 1];
+    offset[0] = 0;
+    for (int c = 0; c < host_chunks; ++c) offset[c + 1] = offset[c] + kept_[c + 1];
+    if (offset[host_chunks] > cap) return false;
+    const layout l = lay_;
+    const std::size_t gps = groups_per_shard_, G = groups_;
+    const int bits = l.index_bits;
+#pragma omp parallel for schedule(static) if (l.length >= host_inline_below)
+    for (int c = 0; c < host_chunks; ++c) {
+      std::uint32_t* out = list + offset[c];
+      std::size_t gi = chunk_begin(G, c);
+      const std::size_t g1 = chunk_begin(G, c + 1);
+      while (gi < g1) {  // shard by shard: no division per group
+        const std::size_t s = gi / gps, j0 = gi % gps, j1 = std::min(gps, j0 + (g1 - gi));
+        const std::uint8_t* ix = index + s * l.index_bytes;
+        const auto first = std::uint32_t(s * l.shard_size);
+        std::size_t j = j0;
+        if (bits == 1) {
+          // 64 entries a word; at 1-10 % density many words are zero, skipped whole
+          for (; j + 8 <= j1; j += 8) {
+            std::uint64_t w = index_word(ix + j, 8, 0);  // bytes [j, j + 8): one load
+            const auto at = first + std::uint32_t(8 * j);
+            for (; w; w &= w - 1) *out++ = at + std::uint32_t(__builtin_ctzll(w));
+          }
+        }
+        for (; j < j1; ++j) {
+          unsigned m;
+          if (bits == 1) {
+            m = ix[j];
+          } else {
+            const std::uint8_t* b = ix + j * std::size_t(bits);
+            const std::size_t nb = std::min<std::size_t>(std::size_t(bits), l.index_bytes - j * std::size_t(bits));
+            std::uint64_t w = 0;
+            for (std::size_t q = 0; q < nb; ++q) w |= std::uint64_t(b[q]) << (8 * q);
+            m = 0;
+            for (int k = 0; k < 8; ++k) m |= unsigned((w >> (k * bits)) & 1u) << k;
+          }
+          const auto at = first + std::uint32_t(8 * j);
+          for (; m; m &= m - 1) *out++ = at + std::uint32_t(__builtin_ctz(m));
+        }
+        gi += j1 - j0;
+      }
+    }
+    return true;
+  }
+
+ private:
+  // Entries of shard s inside the caller's length.
+  std::size_t valid(std::size_t s) const {
+    const std::size_t first = s * lay_.shard_size;
+    return lay_.length > first ? std::min(lay_.shard_size, lay_.length - first) : 0;
+  }
+
+  // [lo, hi] from the sample: the target's rank in the sample +- 6 standard deviations (+16).
+  template <class Value>
+  void bracket(Value value, std::uint32_t target, std::int32_t& hi, std::int32_t& lo_m1) {
+    const std::size_t n = lay_.length, blocks = sample_blocks_for(n), per = n / sample_block;
+    std::uint32_t* s = sample_.data();
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t at = (per * b / blocks) * sample_block;
+      for (std::size_t k = 0; k < sample_block; ++k) s[b * sample_block + k] = abs_bits(value(at + k));
+    }
+    const std::size_t m = blocks * sample_block;
+    const double q = double(target) / double(n), r = q * double(m);
+    const double d = 6.0 * std::sqrt(r * (1.0 - q)) + 16.0;
+    const double r_hi = std::floor(r - d), r_lo = std::ceil(r + d);  // 1-based ranks, descending
+    hi = 0x7fffffff;
+    std::size_t from = 0;
+    if (r_hi >= 1.0) {
+      const std::size_t k = std::size_t(r_hi) - 1;
+      std::nth_element(s, s + k, s + m, std::greater<std::uint32_t>());
+      hi = std::int32_t(s[k]);
+      from = k + 1;
+    }
+    lo_m1 = -1;
+    if (r_lo <= double(m)) {
+      const std::size_t k = std::size_t(r_lo) - 1;
+      std::nth_element(s + from, s + k, s + m, std::greater<std::uint32_t>());
+      lo_m1 = std::int32_t(s[k]) - 1;
+    }
+  }
+
+  // Pool segments: runs of bracket entries ((u << 32) | position), one chunk's each.
+  std::uint64_t* grab_segment() {
+    std::size_t seg;
+#pragma omp atomic capture
+    seg = next_seg_++;
+    if (seg >= seg_fill_.size()) return nullptr;
+    seg_fill_[seg] = 0;
+    return pool_.data() + seg * segment_;
+  }
+
+  // A chunk's bracket entries, appended to pool segments it grabs (rare: ~1 % of
+  // the entries; kept out of line so the marking loop keeps its registers).
+  struct pool_writer {
+    threshold_marker* self;
+    std::uint64_t* seg = nullptr;
+    std::size_t fill = 0, seg_id = 0;
+    bool overflow = false;
+    __attribute__((noinline)) void add(unsigned in, std::size_t first, const float* acc) {
+      for (unsigned m = in; m; m &= m - 1) {
+        const std::size_t p = first + std::size_t(__builtin_ctz(m));
+        if (fill == self->segment_ || !seg) {
+          if (seg) self->seg_fill_[seg_id] = std::uint32_t(fill);
+          seg = overflow ? nullptr : self->grab_segment();
+          if (!seg) {
+            overflow = true;
+            continue;
+          }
+          seg_id = std::size_t(seg - self->pool_.data()) / self->segment_;
+          fill = 0;
+        }
+        seg[fill++] = (std::uint64_t(abs_bits(acc[p])) << 32) | std::uint64_t(p);
+      }
+    }
+    void close() {
+      if (seg) self->seg_fill_[seg_id] = std::uint32_t(fill);
+    }
+  };
+
+  // One pass over the entries (`src`: acc, or g + residual writing acc): index
+  // bytes (counter 1 where u > hi), kept_ per chunk, and the bracket's entries
+  // (lo_m1 < u <= hi) into the pool; lo_m1 = 0x7fffffff collects nothing. Returns
+  // the source with its per-chunk findings merged.
+  template <class Src>
+  Src pass(const Src& src0, std::int32_t hi, std::int32_t lo_m1, std::uint8_t* index) {
+    const layout l = lay_;
+    Src sums[host_chunks];
+    const std::size_t gps = groups_per_shard_, G = groups_;
+    const int bits = l.index_bits;
+    bool overflow = false;
+    kept_[0] = 0;
+#pragma omp parallel for schedule(static) reduction(|| : overflow) if (l.length >= host_inline_below)
+    for (int c = 0; c < host_chunks; ++c) {
+      Src src = src0;
+      unsigned long long kept = 0, in_bracket = 0;
+      pool_writer pool{this};
+      std::size_t gi = chunk_begin(G, c);
+      const std::size_t g1 = chunk_begin(G, c + 1);
+      while (gi < g1) {
+        const std::size_t s = gi / gps, j0 = gi % gps, j1 = std::min(gps, j0 + (g1 - gi));
+        const std::size_t base = s * l.shard_size, v = valid(s);
+        std::uint8_t* ix = index + s * l.index_bytes;
+        std::size_t j = j0;
+        if (bits == 1) {  // the paper's index: one byte per group, whole groups first
+          const std::size_t full = std::min(j1, std::max(j0, v / 8));
+          unsigned long long k = 0;
+          for (; j < full; ++j) {
+            unsigned above, in;
+            mark8(src.load8(base + 8 * j), hi, lo_m1, above, in);
+            ix[j] = std::uint8_t(above);
+            k += mask8_count[above];
+            if (in) [[unlikely]] {
+              in_bracket += mask8_count[in];
+              pool.add(in, base + 8 * j, src.acc);
+            }
+          }
+          kept += k;
+        }
+        for (; j < j1; ++j) {
+          const std::size_t e = 8 * j;
+          unsigned above, in;
+          if (e + 8 <= v) {
+            mark8(src.load8(base + e), hi, lo_m1, above, in);
+          } else {
+            above = in = 0;
+            for (std::size_t k = 0; e + k < v && k < 8; ++k) {
+              const auto u = std::int32_t(abs_bits(src(base + e + k)));
+              above |= unsigned(u > hi) << k;
+              in |= unsigned(u > lo_m1 && u <= hi) << k;
+            }
+          }
+          if (bits == 1) {
+            ix[j] = std::uint8_t(above);
+          } else {
+            const std::uint64_t w = spread_marks(above, bits);
+            const std::size_t nb = std::min<std::size_t>(std::size_t(bits), l.index_bytes - j * std::size_t(bits));
+            for (std::size_t q = 0; q < nb; ++q) ix[j * std::size_t(bits) + q] = std::uint8_t(w >> (8 * q));
+          }
+          kept += mask8_count[above];
+          if (in) {
+            in_bracket += mask8_count[in];
+            pool.add(in, base + e, src.acc);
+          }
+        }
+        gi += j1 - j0;
+      }
+      pool.close();
+      overflow = overflow || pool.overflow;
+      kept_[c + 1] = kept;
+      bracket_count_[c] = in_bracket;
+      if constexpr (requires { src.settle(); }) src.settle();
+      sums[c] = src;
+    }
+    overflow_ = overflow;
+    Src out = src0;
+    for (int c = 0; c < host_chunks; ++c) out.merge(sums[c]);
+    return out;
+  }
+
+  void mark_all(const float* acc, std::int32_t t, std::uint8_t* index) {
+    pass(acc_source{acc}, t, 0x7fffffff, index);
+  }
+
+  // The `rank`-th largest bracket entry's |acc| bits (rank <= entries in the pool).
+  std::uint32_t select_in_pool(std::size_t rank) {
+    const std::size_t segs = std::min(next_seg_, seg_fill_.size());
+    // Partly filled segments are padded with zeros: below every entry, so the rank holds.
+    for (std::size_t k = 0; k < segs; ++k)
+      std::fill(pool_.data() + k * segment_ + seg_fill_[k], pool_.data() + (k + 1) * segment_, 0ull);
+    std::uint64_t* p = pool_.data();
+    std::nth_element(p, p + (rank - 1), p + segs * segment_, std::greater<std::uint64_t>());
+    return std::uint32_t(p[rank - 1] >> 32);
+  }
+
+  // Marks the bracket entries above t: after the select they are the pool's first
+  // rank - 1 entries (the select orders by (u, position): equal u may precede too).
+  void patch(std::uint32_t t, std::size_t rank, std::uint8_t* index) {
+    const layout l = lay_;
+    const std::size_t gps = groups_per_shard_, G = groups_;
+    const int bits = l.index_bits;
+    const std::uint64_t* p = pool_.data();
+    for (std::size_t i = 0; i + 1 < rank; ++i) {
+      if (std::uint32_t(p[i] >> 32) <= t) continue;
+      const std::size_t pos = std::size_t(p[i] & 0xffffffffu);
+      const std::size_t s = pos / l.shard_size, e = pos % l.shard_size, gi = s * gps + e / 8;
+      const std::size_t bit = e * std::size_t(bits);
+      std::uint8_t* b = index + s * l.index_bytes + bit / 8;
+      *b = std::uint8_t(*b | (1u << (bit % 8)));
+      // the chunk holding group gi: the last c with chunk_begin(G, c) <= gi
+      int c = int(std::min<std::size_t>(std::size_t(host_chunks) - 1, gi * std::size_t(host_chunks) / G));
+      while (c > 0 && chunk_begin(G, c) > gi) --c;
+      while (c + 1 < host_chunks && chunk_begin(G, c + 1) <= gi) ++c;
+      ++kept_[c + 1];
+    }
+  }
+
+  layout lay_{};
+  std::size_t groups_per_shard_ = 0, groups_ = 0;
+  std::vector<std::uint32_t> sample_;
+  std::size_t segment_ = 0;
+  std::vector<std::uint64_t> pool_;      // bracket entries, segment by segment
+  std::vector<std::uint32_t> seg_fill_;  // entries in each segment
+  std::size_t next_seg_ = 0;
+  bool overflow_ = false;
+  unsigned long long kept_[host_chunks + 1] = {};
+  unsigned long long bracket_count_[host_chunks] = {};
+};
+
+}  // namespace detail::host
+TAGC_END_NAMESPACE
