@@ -3,7 +3,8 @@
 //          tagc_torch::make_reducer, tagc_torch::catalogue_text.
 //
 // A small, fixed catalogue of Reducer instantiations behind one runtime
-// interface, until the library's runtime reducer builder lands; then
+// interface. The library's builder (tagc/builder/) does this in general; moving
+// onto it (a TAGC_REDUCER_CATALOGUE over counted_comm) is open: then
 // make_reducer() becomes a call into it and nothing else here changes.
 // Every instantiation lives in catalogue.cpp (one translation unit: each costs
 // ~10-40 s of compile time).
