@@ -68,6 +68,10 @@ int cmd_train(const Args& a) {
     if (const AutoPlan* p = t->auto_plan()) metrics.message(format_table(*p));
     training = true;
 
+    // --val-every: also before the first step, as llm.c does (a val line at step 0); not
+    // on a resumed run (its start was validated before the checkpoint, or is not on the period)
+    if (a.val_every > 0 && a.val_batches > 0 && t->step() == 0 && a.steps > 0)
+      metrics.val(0, t->evaluate_batches(a.val_batches));
     while (t->step() < a.steps) {
       const StepMetrics m = t->train_step();
       metrics.step(m);

@@ -56,6 +56,10 @@ int cmd_train_device(const train::Args& a) {
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
     training = true;
 
+    // --val-every: also before the first step, as llm.c does (a val line at step 0); not
+    // on a resumed run (its start was validated before the checkpoint, or is not on the period)
+    if (a.val_every > 0 && a.val_batches > 0 && t->step() == 0 && a.steps > 0)
+      metrics.val(0, t->evaluate(a.val_batches));
     while (t->step() < a.steps) {
       const train::StepMetrics m = t->train_step();
       metrics.step(m);
