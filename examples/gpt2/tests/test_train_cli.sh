@@ -107,4 +107,23 @@ else
   echo "ok: --val-every 2 validates at steps 0 2 4, step losses unchanged"
 fi
 grep -q "step 0: val loss" "$work/val.out" || { echo "FAIL: no 'step 0: val loss' line: $(cat "$work/val.out")"; fail=1; }
+# --init-from: the model shape is the checkpoint's (L=2 C=64 NH=2 maxT=64 here, not d2's)
+if train1 init --init-from "$work/tiny.bin" --steps 1 --log "$work/init.jsonl" --checkpoint-dir "$work/ck" &&
+   grep -q '"L":2' "$work/init.jsonl" && grep -q '"C":64' "$work/init.jsonl"; then
+  echo "ok: --init-from takes L=2 C=64 NH=2 maxT=64 from the checkpoint"
+else
+  echo "FAIL: --init-from without --model: $(cat "$work/init.out")"; fail=1
+fi
+# the same command line resumes (the shape is the --init-from file's again)
+train1 init_resume --init-from "$work/tiny.bin" --steps 2 --checkpoint-dir "$work/ck" --resume "$work/ck" ||
+  { echo "FAIL: --resume of an --init-from run: $(cat "$work/init_resume.out")"; fail=1; }
+# the same shape given explicitly is accepted; another one refused, naming both shapes
+train1 init_same "${shape[@]}" --init-from "$work/tiny.bin" --steps 1 || { echo "FAIL: --init-from with its own shape: $(cat "$work/init_same.out")"; fail=1; }
+if train1 init_other --model d2 --init-from "$work/tiny.bin" --steps 1; then
+  echo "FAIL: --model d2 with a L=2 C=64 maxT=64 checkpoint should be refused"; fail=1
+elif ! grep -q "holds a model of L=2 C=64 NH=2 maxT=64.*leave out --model" "$work/init_other.out"; then
+  echo "FAIL: --model d2 refusal message: $(cat "$work/init_other.out")"; fail=1
+else
+  echo "ok: --init-from refuses --model d2 naming both shapes"
+fi
 exit $fail
