@@ -173,7 +173,7 @@ for n in names:
         bits_cmp = (gb - plain_bytes) * 8 / ncomp / ring if ncomp else float("nan")
         paper_model = f * paper + (1 - f) * 32
     # wall time at each val point = sum of step_ms up to that step
-    cum, t = {}, 0.0
+    cum, t = {0: 0.0}, 0.0  # --val-every also validates at step 0, before any step
     for x in steps:
         t += x["step_ms"]; cum[x["step"]] = t
     with open(os.path.join(d, n + ".val.dat"), "w") as fo:

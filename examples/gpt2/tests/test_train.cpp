@@ -75,6 +75,52 @@ TEST_CASE("gpt2_train: 2 ranks x B=2 match 1 rank x B=4, accumulation and zero2 
   for (size_t i = 0; i < bf16.loss.size(); ++i) CHECK(bf16.loss[i] == doctest::Approx(sharded.loss[i]).epsilon(2e-3));
 }
 
+TEST_CASE("gpt2_train: 1 rank runs no collective on the gradient path; lossy formats keep their reducer") {
+  // Each rank alone (MPI_COMM_SELF): the owned shard is the whole model, so parameters are
+  // not gathered and the fp32 plain segments are not reduced. The losses equal the 2-rank
+  // run's (first test case); here: the collectives a step issues.
+  tagc::mpi_communicator self(MPI_COMM_SELF);
+  REQUIRE(self.init_status().ok());
+  using tagc::collective;
+  Args none = tiny(4, 2);
+  Trainer t(none, self);
+  t.init_from_seed();
+  for (int i = 0; i < 2; ++i) {
+    const train::StepMetrics m = t.train_step();
+    CHECK(m.traffic[collective::all_gather].calls == 0);
+    CHECK(m.traffic[collective::reduce_scatter].calls == 0);
+    CHECK(m.traffic[collective::all_reduce].calls == 1);  // the step's norm / loss / finiteness sums
+    CHECK(m.compression.empty());
+  }
+  CHECK(std::isfinite(t.evaluate(1)));  // evaluation reads the parameters in place too
+  // the bf16 baseline rounds what it reduces: still reduced on 1 rank (the flags' numerics)
+  Args bf = tiny(4, 1);
+  bf.baseline_dtype = "bf16";
+  Trainer tb(bf, self);
+  tb.init_from_seed();
+  const train::StepMetrics mb = tb.train_step();
+  CHECK(mb.traffic[collective::all_gather].calls == 0);
+  CHECK(mb.traffic[collective::reduce_scatter].calls + mb.traffic[collective::all_reduce].calls > 1);
+  // compressed segments keep their reducer (error feedback and all): the compression
+  // still shapes a 1-rank run; checkpoints hold the same reducer states as before
+  Args comp = tiny(4, 6);
+  comp.compress = CompressMode::non_attention;
+  comp.index_bits = 1;
+  const std::string dir = (scratch() / ("ckpt_self_" + std::to_string(world_rank()))).string();
+  const Run whole = run(comp, MPI_COMM_SELF, 6);
+  const Run first = run(comp, MPI_COMM_SELF, 3, dir);
+  const Run second = run(comp, MPI_COMM_SELF, 3, "", dir);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("step " << i + 1);
+    CHECK(first.loss[i] == whole.loss[i]);
+    CHECK(second.loss[i] == whole.loss[i + 3]);  // bit-identical resume, mixed local/reduced units
+  }
+  Trainer tc(comp, self);
+  tc.init_from_seed();
+  const train::StepMetrics mc = tc.train_step();
+  CHECK_FALSE(mc.compression.empty());  // (its own collectives, all-gathers included, still run)
+}
+
 TEST_CASE("gpt2_train: a short 2-rank TAGC run (non-attention, 10x, 4-bit) learns") {
   Args a = tiny(2, 12);
   a.compress = CompressMode::non_attention;

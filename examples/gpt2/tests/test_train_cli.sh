@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# test_train_cli.sh TAGC_GPT2 -- command-line errors of tagc-gpt2: each bad input must
-# give a message naming the problem and a nonzero exit code (2: usage, 1: runtime).
+# test_train_cli.sh TAGC_GPT2 [MAKE_TEST_SHARDS] -- command-line errors of tagc-gpt2: each
+# bad input must give a message naming the problem and a nonzero exit code (2: usage,
+# 1: runtime). With MAKE_TEST_SHARDS (gpt2_make_test_shards), also short 1-rank runs
+# of the tiny model: --val-every's step-0 validation, --init-from's model shape.
 set -u
 exe="$1"
+shards="${2:-}"
 fail=0
 # expect CODE PATTERN -- ARGS...: run, compare exit code and stderr.
 expect() {
@@ -71,4 +74,56 @@ help_has sample "--prompt" "--index-bits"
 help_has eval "--model-file" "--corpus"
 help_has prepare "--corpus" "--top-k"
 "$exe" help | grep -q "^sample: " || { echo "FAIL: help does not group the flags by command"; fail=1; }
+
+[[ -n $shards ]] || exit $fail
+work="$(mktemp -d "${TMPDIR:-/tmp}/tagc_cli_XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+"$shards" "$work/data" >/dev/null || { echo "FAIL: $shards"; exit 1; }
+data=(--train-data "$work/data/t_train.bin" --val-data "$work/data/t_val.bin" --T 32 --B 2 --lr 1e-3
+      --compress none --val-batches 1 --print-every 1)
+shape=(--model d2 --L 2 --C 64 --NH 2 --maxT 64)
+# train1 NAME ARGS...: one rank, no launcher (MPI singleton); output in $work/NAME.out
+train1() {
+  local name="$1"
+  shift
+  timeout 120 "$exe" train "${data[@]}" "$@" >"$work/$name.out" 2>&1
+}
+# lines LOG TYPE: "step value" of each line of TYPE (step: loss, val: val_loss), full precision
+lines() {
+  python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if d.get("type") == sys.argv[2]: print(d["step"], repr(d["loss" if sys.argv[2] == "step" else "val_loss"]))' "$1" "$2"
+}
+# --val-every: a val line at step 0 (before the first step, as llm.c), then every K steps
+# and at the end; validating does not change the training losses
+train1 plain "${shape[@]}" --steps 4 --log "$work/plain.jsonl" --save-model "$work/tiny.bin" || { echo "FAIL: tiny run"; cat "$work/plain.out"; fail=1; }
+train1 val "${shape[@]}" --steps 4 --val-every 2 --log "$work/val.jsonl" || { echo "FAIL: --val-every run"; cat "$work/val.out"; fail=1; }
+if [[ "$(lines "$work/val.jsonl" val | cut -d' ' -f1 | tr '\n' ' ')" != "0 2 4 " ]]; then
+  echo "FAIL: --val-every 2 --steps 4 should validate at steps 0 2 4: $(lines "$work/val.jsonl" val)"; fail=1
+elif [[ "$(lines "$work/val.jsonl" step)" != "$(lines "$work/plain.jsonl" step)" ]]; then
+  echo "FAIL: validating changed the step losses"; fail=1
+else
+  echo "ok: --val-every 2 validates at steps 0 2 4, step losses unchanged"
+fi
+grep -q "step 0: val loss" "$work/val.out" || { echo "FAIL: no 'step 0: val loss' line: $(cat "$work/val.out")"; fail=1; }
+# --init-from: the model shape is the checkpoint's (L=2 C=64 NH=2 maxT=64 here, not d2's)
+if train1 init --init-from "$work/tiny.bin" --steps 1 --log "$work/init.jsonl" --checkpoint-dir "$work/ck" &&
+   grep -q '"L":2' "$work/init.jsonl" && grep -q '"C":64' "$work/init.jsonl"; then
+  echo "ok: --init-from takes L=2 C=64 NH=2 maxT=64 from the checkpoint"
+else
+  echo "FAIL: --init-from without --model: $(cat "$work/init.out")"; fail=1
+fi
+# the same command line resumes (the shape is the --init-from file's again)
+train1 init_resume --init-from "$work/tiny.bin" --steps 2 --checkpoint-dir "$work/ck" --resume "$work/ck" ||
+  { echo "FAIL: --resume of an --init-from run: $(cat "$work/init_resume.out")"; fail=1; }
+# the same shape given explicitly is accepted; another one refused, naming both shapes
+train1 init_same "${shape[@]}" --init-from "$work/tiny.bin" --steps 1 || { echo "FAIL: --init-from with its own shape: $(cat "$work/init_same.out")"; fail=1; }
+if train1 init_other --model d2 --init-from "$work/tiny.bin" --steps 1; then
+  echo "FAIL: --model d2 with a L=2 C=64 maxT=64 checkpoint should be refused"; fail=1
+elif ! grep -q "holds a model of L=2 C=64 NH=2 maxT=64.*leave out --model" "$work/init_other.out"; then
+  echo "FAIL: --model d2 refusal message: $(cat "$work/init_other.out")"; fail=1
+else
+  echo "ok: --init-from refuses --model d2 naming both shapes"
+fi
 exit $fail

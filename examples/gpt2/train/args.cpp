@@ -46,11 +46,11 @@ const std::map<std::string, Flag>& flags() {
   using A = Args;
   using S = const std::string&;
   static const std::map<std::string, Flag> f = {
-      {"model", {false, [](A& a, S v) { a.model = v; }, "d2|d4|d6|d12 (default d2)"}},
-      {"L", {false, [](A& a, S v) { a.L = positive("L", v); }, "override layers"}},
-      {"C", {false, [](A& a, S v) { a.C = positive("C", v); }, "override channels"}},
-      {"NH", {false, [](A& a, S v) { a.NH = positive("NH", v); }, "override heads"}},
-      {"maxT", {false, [](A& a, S v) { a.maxT = positive("maxT", v); }, "override max sequence length"}},
+      {"model", {false, [](A& a, S v) { a.model = v; a.shape_given = true; }, "d2|d4|d6|d12 (default d2; with --init-from: the checkpoint's shape, a different one is refused)"}},
+      {"L", {false, [](A& a, S v) { a.L = positive("L", v); a.shape_given = true; }, "override layers"}},
+      {"C", {false, [](A& a, S v) { a.C = positive("C", v); a.shape_given = true; }, "override channels"}},
+      {"NH", {false, [](A& a, S v) { a.NH = positive("NH", v); a.shape_given = true; }, "override heads"}},
+      {"maxT", {false, [](A& a, S v) { a.maxT = positive("maxT", v); a.shape_given = true; }, "override max sequence length"}},
       {"B", {false, [](A& a, S v) { a.B = positive("B", v); }, "micro-batch per rank (default 4)"}},
       {"T", {false, [](A& a, S v) { a.T = positive("T", v); }, "sequence length (default 64)"}},
       {"accum", {false, [](A& a, S v) { a.accum = positive("accum", v); }, "micro-batches per step (default 1)"}},
@@ -150,7 +150,7 @@ const std::map<std::string, Flag>& flags() {
       {"check-collectives", {true, [](A& a, S) { a.check_collectives = true; }, "MPI cross-rank argument check per collective"}},
       {"train-data", {false, [](A& a, S v) { a.train_data = v; }, "train shard file or dir"}},
       {"val-data", {false, [](A& a, S v) { a.val_data = v; }, "val shard file or dir"}},
-      {"val-every", {false, [](A& a, S v) { a.val_every = positive("val-every", v, 0); }, "val loss every K steps (0: end only)"}},
+      {"val-every", {false, [](A& a, S v) { a.val_every = positive("val-every", v, 0); }, "val loss before step 1 (logged as step 0) and every K steps (0: at the end only)"}},
       {"val-batches", {false, [](A& a, S v) { a.val_batches = positive("val-batches", v, 0); }, "val batches (4; 0: none)"}},
       {"log", {false, [](A& a, S v) { a.log = v; }, "JSON-lines metrics file"}},
       {"print-every", {false, [](A& a, S v) { a.print_every = positive("print-every", v); }, "progress period off a terminal (10)"}},
@@ -163,7 +163,7 @@ const std::map<std::string, Flag>& flags() {
            throw ArgsError("--collective-timeout: expected seconds in (0, 1e6], got " + v);
        }, "seconds a collective waits for every rank before the job ends naming the missing ones (300)"}},
       {"resume", {false, [](A& a, S v) { a.resume = v; }, "checkpoint dir (newest complete step) or one step dir to continue from"}},
-      {"init-from", {false, [](A& a, S v) { a.init_from = v; }, "llm.c checkpoint to start from"}},
+      {"init-from", {false, [](A& a, S v) { a.init_from = v; }, "llm.c checkpoint to start from; the model shape is its own (no --model needed)"}},
       {"save-model", {false, [](A& a, S v) { a.save_model = v; }, "write the trained model (llm.c format)"}},
       {"tokenizer", {false, [](A& a, S v) { a.tokenizer_dir = v; }, "dir with encoder.json + vocab.bpe (data/gpt2)"}},
       {"corpus", {false, [](A& a, S v) { a.corpus = v; }, "prepare: text dir or file (data/corpus)"}},

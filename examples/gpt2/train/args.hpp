@@ -43,6 +43,9 @@ struct Args {
   // model: a preset (dN) and optional overrides (-1 = keep the preset's value)
   std::string model = "d2";
   int L = -1, C = -1, NH = -1, maxT = -1;
+  // --model, --L, --C, --NH or --maxT on the command line: with --init-from, the shape
+  // they give must be the checkpoint's (model_config.hpp: with_init_shape)
+  bool shape_given = false;
 
   // batch
   int B = 4, T = 64, accum = 1;

@@ -11,6 +11,8 @@
 #include "gpt2/checkpoint.hpp"
 // defines: train::start_run, train::report_failure
 #include "run_guard.hpp"
+// defines: train::with_init_shape
+#include "model_config.hpp"
 
 #include <mpi.h>
 
@@ -20,7 +22,8 @@
 
 namespace train {
 
-int cmd_train(const Args& a) {
+int cmd_train(const Args& cli) {
+  Args a = cli;  // --init-from may set the model shape
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -35,6 +38,7 @@ int cmd_train(const Args& a) {
   std::unique_ptr<Trainer> t;
   bool training = false;  // past setup: an error on one rank may leave others in a collective
   try {
+    a = with_init_shape(cli);  // before the checks that size the model
     watchdog = start_run(a);  // settings agree across ranks, world size and memory fit
     t = std::make_unique<Trainer>(a, mpi);
     if (!a.resume.empty()) t->load_checkpoint(a.resume);
@@ -44,8 +48,11 @@ int cmd_train(const Args& a) {
     Metrics metrics(a, rank == 0, t->step());
     for (const std::string& note : t->resume_notes()) metrics.message("resume: " + note);
     const auto& c = t->config();
+    const std::string model_name = a.shape_given || a.init_from.empty()
+                                       ? a.model
+                                       : "the shape of " + a.init_from;  // --init-from set L, C, NH, maxT
     nlohmann::json info = {{"world", world},
-                           {"model", a.model},
+                           {"model", model_name},
                            {"L", c.num_layers},
                            {"C", c.channels},
                            {"NH", c.num_heads},
@@ -60,7 +67,7 @@ int cmd_train(const Args& a) {
     // --compress auto: the decision per segment, in the first line of the log
     if (const AutoPlan* p = t->auto_plan()) info["auto"] = to_json(*p);
     metrics.run_info(info);
-    metrics.message("tagc-gpt2: " + std::to_string(world) + " rank(s), " + a.model + " (" +
+    metrics.message("tagc-gpt2: " + std::to_string(world) + " rank(s), " + model_name + " (" +
                     std::to_string(t->num_parameters()) + " params), B=" + std::to_string(a.B) +
                     " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
                     ", " + compression_summary(a) +
@@ -68,6 +75,10 @@ int cmd_train(const Args& a) {
     if (const AutoPlan* p = t->auto_plan()) metrics.message(format_table(*p));
     training = true;
 
+    // --val-every: also before the first step, as llm.c does (a val line at step 0); not
+    // on a resumed run (its start was validated before the checkpoint, or is not on the period)
+    if (a.val_every > 0 && a.val_batches > 0 && t->step() == 0 && a.steps > 0)
+      metrics.val(0, t->evaluate_batches(a.val_batches));
     while (t->step() < a.steps) {
       const StepMetrics m = t->train_step();
       metrics.step(m);

@@ -36,7 +36,8 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
       cfg_(model_config(args)),
       mpi_(mpi),
       comm_(mpi),
-      plan_(gpt2::units(cfg_), mpi.size(), mpi.rank()) {
+      plan_(gpt2::units(cfg_), mpi.size(), mpi.rank()),
+      local_(mpi.size() == 1) {
   const int U = plan_.num_units();
   model_ = std::make_unique<gpt2::Gpt2>(cfg_, args_.B, args_.T);
   inputs_.resize(size_t(args_.B) * size_t(args_.T));
@@ -57,12 +58,12 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
   grad_shard_.assign(owned, 0.0f);
   m_.assign(owned, 0.0f);
   v_.assign(owned, 0.0f);
-  grads_.resize(size_t(U));
-  for (int u = 0; u < U; ++u) grads_[size_t(u)].assign(plan_.unit(u).size, 0.0f);
 
   // FULL_SHARD: unit 0 (needed again by the head) + two rotating slots.
   // --zero2: every unit keeps its gathered copy from forward to backward.
-  if (args_.zero2) {
+  // One rank: the owned buffer is the whole model, nothing to gather into.
+  if (local_) {
+  } else if (args_.zero2) {
     for (int u = 0; u < U; ++u) gather_bufs_.emplace_back(plan_.gather_capacity(u), 0.0f);
   } else {
     size_t slot = 0;
@@ -100,6 +101,22 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
   }
 
   const CompressOptions co = compress_options(args_);
+  plain_local_ = local_ && co.plain.values == tagc::values_kind::plain_fp32;
+  // A unit none of whose segments has a reducer (1 rank) accumulates its gradient in
+  // grad_shard_ itself: on one rank the owned shard is the unit, unpadded and contiguous.
+  grads_.resize(size_t(U));
+  grad_store_.resize(size_t(U));
+  unit_reduces_.assign(size_t(U), 0);
+  for (int u = 0; u < U; ++u) {
+    for (size_t i : {size_t(2 * u), size_t(2 * u + 1)})
+      if (paths_[i] != path_none && !segment_local(i)) unit_reduces_[size_t(u)] = 1;
+    if (unit_reduces_[size_t(u)]) {
+      grad_store_[size_t(u)].assign(plan_.unit(u).size, 0.0f);
+      grads_[size_t(u)] = grad_store_[size_t(u)];
+    } else {
+      grads_[size_t(u)] = std::span<float>(grad_shard_).subspan(plan_.unit(u).seg[0].owned, plan_.unit(u).size);
+    }
+  }
   reducers_.resize(size_t(U));
   stats_.resize(size_t(U));
   agree("reducer setup", [&] {
@@ -107,7 +124,7 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
       for (int s = 0; s < 2; ++s) {
         const Segment& g = plan_.unit(u).seg[s];
         const uint8_t path = paths_[size_t(2 * u + s)];
-        if (path == path_none) continue;
+        if (path == path_none || segment_local(size_t(2 * u + s))) continue;
         auto& r = reducers_[size_t(u)][size_t(s)];
         r = path == path_tagc ? make_tagc_reducer(co, g.length, world(), rank())
                               : make_plain_reducer(co, g.length, world(), rank());
@@ -153,11 +170,13 @@ void Trainer::agree_flag(bool failed, const std::string& message, const char* wh
 }
 
 float* Trainer::gathered(int u) {
+  if (local_) return params_.data() + plan_.unit(u).seg[0].owned;  // the whole unit, in place
   if (args_.zero2) return gather_bufs_[size_t(u)].data();
   return u == 0 ? gather_bufs_[0].data() : gather_bufs_[1 + size_t(u % 2)].data();
 }
 
 CommWorker::Ticket Trainer::enqueue_gather(int u) {
+  if (local_) return 0;  // gathered(u) is the owned buffer: a ticket that is already done
   float* dst = gathered(u);
   return worker_.enqueue([this, u, dst]() -> tagc::status {
     // Prefix first: its padding spills into the suffix's place, which the suffix's
@@ -178,8 +197,12 @@ void Trainer::enqueue_reduce(int u) {
     const double before = comm_.counters().total_bytes_sent();
     for (int s = 0; s < 2; ++s) {
       auto& r = reducers_[size_t(u)][size_t(s)];
-      if (!r) continue;
       const Segment& g = plan_.unit(u).seg[s];
+      if (!r) {  // 1 rank, beside a reduced segment of the same unit: the mean is the gradient
+        if (segment_local(size_t(2 * u + s)))
+          std::copy_n(grads_[size_t(u)].data() + g.offset, g.length, grad_shard_.data() + g.owned);
+        continue;
+      }
       if (tagc::status st = r->reduce_scatter(comm_, std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
                                               std::span<float>(grad_shard_.data() + g.owned, g.shard),
                                               &stats_[size_t(u)][size_t(s)]);
@@ -248,7 +271,7 @@ StepMetrics Trainer::train_step() {
         grads_[size_t(u)][g.offset] = std::numeric_limits<float>::quiet_NaN();
       }
       // The gradient of unit u is complete: reduce it while unit u-1 computes.
-      if (last) enqueue_reduce(u);
+      if (last && unit_reduces_[size_t(u)]) enqueue_reduce(u);
     }
   }
   check(worker_.wait_all(), "");  // the tasks name step, unit and collective
@@ -394,9 +417,10 @@ void Trainer::save_checkpoint(const std::string& dir) {
     d.params = params_;
     d.m = m_;
     d.v = v_;
-    for (const auto& pair : reducers_)
-      for (const auto& r : pair)
-        if (r) d.reducer_states.push_back(r->save_state());
+    for (size_t i = 0; i < paths_.size(); ++i) {
+      if (const auto& r = reducers_[i / 2][i % 2]) d.reducer_states.push_back(r->save_state());
+      else if (segment_local(i)) d.reducer_states.emplace_back();  // what a plain reducer saves
+    }
   });
   RankGroup g = rank_group();
   save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, config_json(args_)}, g);
@@ -424,15 +448,14 @@ void Trainer::load_checkpoint(const std::string& dir) {
           "takes it from the checkpoint instead of measuring)");
     }
     size_t n = 0;
-    for (const auto& pair : reducers_)
-      for (const auto& r : pair) n += r != nullptr;
+    for (size_t i = 0; i < paths_.size(); ++i) n += reducers_[i / 2][i % 2] != nullptr || segment_local(i);
     if (d.reducer_states.size() != n)
       throw std::runtime_error("checkpoint in " + from + " holds " + std::to_string(d.reducer_states.size()) +
                                " reducer states, this run has " + std::to_string(n) + " segments");
-    size_t i = 0;
-    for (auto& pair : reducers_)
-      for (auto& r : pair)
-        if (r) check(r->load_state(d.reducer_states[i++]), ("reducer state in " + from).c_str());
+    for (size_t i = 0, k = 0; i < paths_.size(); ++i) {
+      if (auto& r = reducers_[i / 2][i % 2]) check(r->load_state(d.reducer_states[k++]), ("reducer state in " + from).c_str());
+      else if (segment_local(i)) ++k;  // nothing to restore
+    }
     params_ = std::move(d.params);
     m_ = std::move(d.m);
     v_ = std::move(d.v);

@@ -10,6 +10,13 @@
 // After the last unit: wait for the worker, global grad norm (one all-reduce of a
 // double), clip, sharded AdamW over the owned shards only.
 //
+// On one rank nothing is exchanged (local_): the "gathered" parameters are the owned
+// buffer itself, and a segment whose reduce-scatter would be a plain fp32 copy is not
+// run (its gradient is written straight into the owned shard). Segments with a lossy
+// format (tagc compression, the bf16 baseline) still go through their reducer, so a
+// 1-rank run trains on what the flags say; --compress none --baseline-dtype fp32 runs
+// no collective on the gradient path at all.
+//
 // Every collective is issued by the CommWorker thread in enqueue order, so all ranks
 // see the same sequence. Gathered parameters live in two rotating slots (units of
 // equal parity share one; unit 0 has its own, as it is needed again by the head):
@@ -124,18 +131,27 @@ class Trainer {
   void decide_auto();  // auto_select.cpp: measure, fill auto_ and paths_
   std::string segment_name(size_t i) const;
 
+  // Segment i (2 * unit + 0|1) on 1 rank, plain fp32: its reduce-scatter would be a copy,
+  // so it has no reducer (see above).
+  bool segment_local(size_t i) const { return plain_local_ && paths_[i] == path_plain; }
+
   Args args_;
   gpt2::Config cfg_;
   tagc::mpi_communicator& mpi_;
   Comm comm_;
   ShardPlan plan_;
+  bool local_ = false;        // world 1: no gathers
+  bool plain_local_ = false;  // world 1 and fp32 plain segments: those not reduced
   std::unique_ptr<gpt2::Gpt2> model_;
   std::unique_ptr<gpt2::DataLoader> train_loader_, val_loader_;
 
   // owned flat buffers (ShardPlan::owned_size each)
   std::vector<float> params_, grad_shard_, m_, v_;
-  // full-unit gradients (accumulated over micro-batches), and gathered parameters
-  std::vector<std::vector<float>> grads_;
+  // full-unit gradients (accumulated over micro-batches): into grad_store_, or (1 rank,
+  // no reducer on the unit) straight into grad_shard_; and gathered parameters
+  std::vector<std::span<float>> grads_;
+  std::vector<std::vector<float>> grad_store_;
+  std::vector<uint8_t> unit_reduces_;  // 1: the unit's gradient goes through a task of the worker
   std::vector<std::vector<float>> gather_bufs_;  // see gathered()
   std::vector<std::array<std::unique_ptr<UnitReducer>, 2>> reducers_;
   std::vector<std::array<tagc::reduce_stats, 2>> stats_;

@@ -8,6 +8,8 @@
 #include "gpt2/checkpoint.hpp"
 // defines: train::start_run, train::report_failure
 #include "run_guard.hpp"
+// defines: train::with_init_shape
+#include "model_config.hpp"
 
 #include <mpi.h>
 
@@ -16,7 +18,8 @@
 
 namespace train_device {
 
-int cmd_train_device(const train::Args& a) {
+int cmd_train_device(const train::Args& cli) {
+  train::Args a = cli;  // --init-from may set the model shape
   using train::CompressMode;
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -25,6 +28,7 @@ int cmd_train_device(const train::Args& a) {
   std::unique_ptr<Session> t;
   bool training = false;  // past setup: an error on one rank may leave others in a collective
   try {
+    a = train::with_init_shape(cli);  // before the checks that size the model
     watchdog = train::start_run(a);  // settings agree across ranks, world size and memory fit
     t = open_session(a);
     if (!a.resume.empty()) t->load_checkpoint(a.resume);
@@ -34,9 +38,12 @@ int cmd_train_device(const train::Args& a) {
     train::Metrics metrics(a, rank == 0, t->step());
     for (const std::string& note : t->resume_notes()) metrics.message("resume: " + note);
     const auto& c = t->config();
+    const std::string model_name = a.shape_given || a.init_from.empty()
+                                       ? a.model
+                                       : "the shape of " + a.init_from;  // --init-from set L, C, NH, maxT
     nlohmann::json info = {{"world", world},
                       {"backend", t->backend()},
-                      {"model", a.model},
+                      {"model", model_name},
                       {"L", c.num_layers},
                       {"C", c.channels},
                       {"NH", c.num_heads},
@@ -50,12 +57,16 @@ int cmd_train_device(const train::Args& a) {
     info.update(train::compression_info(a));  // only the flags that apply
     metrics.run_info(info);
     metrics.message(std::string(program_name()) + ": " + std::to_string(world) + " rank(s) on " + t->backend() +
-                    ", " + a.model + " (" + std::to_string(t->num_parameters()) + " params), B=" +
+                    ", " + model_name + " (" + std::to_string(t->num_parameters()) + " params), B=" +
                     std::to_string(a.B) + " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
                     ", " + train::compression_summary(a) +
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
     training = true;
 
+    // --val-every: also before the first step, as llm.c does (a val line at step 0); not
+    // on a resumed run (its start was validated before the checkpoint, or is not on the period)
+    if (a.val_every > 0 && a.val_batches > 0 && t->step() == 0 && a.steps > 0)
+      metrics.val(0, t->evaluate(a.val_batches));
     while (t->step() < a.steps) {
       const train::StepMetrics m = t->train_step();
       metrics.step(m);

@@ -86,31 +86,44 @@ void save_checkpoint(const std::string& path, const Config& cfg, std::span<const
   if (std::fclose(f.release()) != 0) fail(path, "write failed on close");
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  File f(std::fopen(path.c_str(), "rb"));
-  if (!f) fail(path, "cannot open for reading");
+// Reads and checks the header; leaves f at the first parameter.
+static Config read_header(std::FILE* f, const std::string& path) {
   int32_t header[kHeaderInts];
-  if (std::fread(header, sizeof(int32_t), kHeaderInts, f.get()) != kHeaderInts)
+  if (std::fread(header, sizeof(int32_t), kHeaderInts, f) != kHeaderInts)
     fail(path, "truncated: shorter than the 1024-byte header");
   if (header[0] != kMagic)
     fail(path, "bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kMagic) + "): not an llm.c GPT-2 checkpoint");
   if (header[1] != kVersion)
     fail(path, "unsupported version " + std::to_string(header[1]) + " (only 3 = fp32 with padded vocab is supported)");
-  Checkpoint ck;
-  ck.config.max_seq_len = header[2];
-  ck.config.vocab_size = header[3];
-  ck.config.num_layers = header[4];
-  ck.config.num_heads = header[5];
-  ck.config.channels = header[6];
-  ck.config.padded_vocab_size = header[7];
+  Config c;
+  c.max_seq_len = header[2];
+  c.vocab_size = header[3];
+  c.num_layers = header[4];
+  c.num_heads = header[5];
+  c.channels = header[6];
+  c.padded_vocab_size = header[7];
   try {
-    ck.config.validate();
+    c.validate();
   } catch (const std::invalid_argument& e) {
     fail(path, std::string("invalid header: ") + e.what());
   }
   constexpr int kMaxDim = 1 << 20;  // keeps the parameter count far from overflow
   for (int i = 2; i <= 7; ++i)
     if (header[i] > kMaxDim) fail(path, "invalid header: field " + std::to_string(i) + " = " + std::to_string(header[i]) + " is implausibly large");
+  return c;
+}
+
+Config load_checkpoint_config(const std::string& path) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) fail(path, "cannot open for reading");
+  return read_header(f.get(), path);
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) fail(path, "cannot open for reading");
+  Checkpoint ck;
+  ck.config = read_header(f.get(), path);
   const size_t n = num_parameters(ck.config);
   // Compare with the file size before allocating, so a foreign or damaged file cannot
   // make us allocate what the header claims.

@@ -1,5 +1,5 @@
 #pragma once
-// defines: gpt2::save_checkpoint, gpt2::load_checkpoint — llm.c's GPT-2 checkpoint format.
+// defines: gpt2::save_checkpoint, gpt2::load_checkpoint, gpt2::load_checkpoint_config — llm.c's GPT-2 checkpoint format.
 //
 // File: 256 x int32 header {20240326, 3, maxT, V, L, NH, C, Vp, 0...}, then fp32
 // parameters in llm.c's order (wte, wpe, ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w,
@@ -22,6 +22,8 @@ struct Checkpoint {
 
 void save_checkpoint(const std::string& path, const Config& cfg, std::span<const float> params);
 Checkpoint load_checkpoint(const std::string& path);
+// The model shape of a checkpoint, from its header alone (checked as load_checkpoint does).
+Config load_checkpoint_config(const std::string& path);
 
 // The permutation itself, for tests and tools: llm.c order <-> unit layout.
 std::vector<float> to_llmc_order(const Config& cfg, std::span<const float> params);
