@@ -99,10 +99,12 @@ class TagcState:
     process_group: the group whose ranks reduce together (default: the world).
       The hooks run their collectives on a new group over the same ranks, so
       every rank must construct the state (dist.new_group is collective).
-    ratio, index_bits, values: the reducer (see catalogue()): "sketch" (count sketch,
-      ratio 10, index_bits 1: the paper's configuration), "packed-bf16" or "packed"
-      (exact, index_bits="exact"); "dense" is an uncompressed fp32 all-reduce through
-      the hook's machinery (to measure the hook's own cost).
+    ratio, index_bits, values: the reducer, built by the library's builder from its
+      catalogue (catalogue() lists it): "sketch" (count sketch; ratio 10, index_bits 1:
+      the paper's configuration; also index_bits 4, ratio 4) or "sketch-bf16" (16-bit
+      cells), "packed-bf16", "packed-fp16" or "packed" (fp32) with index_bits="exact";
+      "dense" is an uncompressed fp32 all-reduce through the hook's machinery (to
+      measure the hook's own cost).
     sparsity: theta, the fraction of entries kept back per call (None: the paper's
       pairing for the ratio, 0.9875 at 10x). adaptive: move theta to keep the sketch peelable.
     sparsity_warmup, sparsity_schedule, sparsity_start: theta's warm-up, per reducer, over

@@ -316,6 +316,14 @@ def main():
         check(False, "a configuration outside the catalogue is refused")
     except RuntimeError as e:
         check("catalogue" in str(e) and "packed-bf16" in str(e), "outside the catalogue is refused, listing it")
+    # The builder's catalogue (csrc/catalogue.cpp) beyond the three configurations the
+    # workers train with: each is built and accepts a world of 2.
+    for more in (dict(ratio=4), dict(index="4"), dict(values="sketch-bf16"), dict(values="packed-fp16", index="exact")):
+        try:
+            _C.can_implement(dict(BASE_CONFIG, **more), 1000, 2, 0, "replicated")
+            check(True, "catalogue entry %s builds" % more)
+        except RuntimeError as e:
+            check(False, "catalogue entry %s builds: %s" % (more, e))
     for bad, words in ((dict(sparsity_warmup=10, sparsity_start=0.995), "above the target"),
                        (dict(sparsity_warmup=10, sparsity_schedule="cosine"), "cosine")):
         try:

@@ -1,12 +1,13 @@
-// defines: the tagc._C Python extension — a Reducer from the catalogue bound to
-//          a torch.distributed ProcessGroup, driven from Python (tagc/torch.py).
+// defines: the tagc._C Python extension — a reducer built from the catalogue
+//          (catalogue.hpp, the library's builder) bound to a torch.distributed
+//          ProcessGroup, driven from Python (tagc/torch.py).
 //
 // The heavy calls (all_reduce, reduce_scatter) release the GIL: the Python
 // comm hook runs them on a worker thread while autograd keeps computing.
 // Errors are raised as RuntimeError("tagc: <message>"); because the Reducer
 // gives every rank the same verdict, every rank raises the same error.
 
-#include <memory>
+#include <cstring>
 #include <string>
 
 #include <torch/extension.h>
@@ -30,16 +31,29 @@ tagc::topology parse_topology(const std::string& t) {
   throw std::invalid_argument("tagc: topology '" + t + "' is neither 'replicated' (DDP) nor 'sharded' (FSDP)");
 }
 
-// TagcState.config (tagc/torch.py): the reducer's name in the catalogue and its runtime
-// arguments, one dict that Python keeps, checkpoints and compares on resume.
+// TagcState.config (tagc/torch.py): the reducer's compile-time choices (values, ratio,
+// index) and its runtime arguments, one dict that Python keeps, checkpoints and
+// compares on resume.
 template <class T>
 T get(const py::dict& config, const char* key) {
   if (!config.contains(key)) throw std::invalid_argument(std::string("tagc: the configuration has no '") + key + "'");
   return config[key].cast<T>();
 }
 
-reducer_config catalogue_name(const py::dict& config) {
-  return {get<std::string>(config, "values"), get<int>(config, "ratio"), get<std::string>(config, "index")};
+// The description the builder looks up (values, ratio, index); the knobs travel in
+// the reducer arguments. A malformed value is refused by the description's parser
+// naming the key; one the catalogue lacks, by build_reducer naming what it has.
+tagc::reducer_description description_of(const py::dict& config) {
+  const std::string values = get<std::string>(config, "values");
+  std::string text = "values=" + values + " index=" + get<std::string>(config, "index");
+  if (values.rfind("sketch", 0) == 0) text += " ratio=" + std::to_string(get<int>(config, "ratio"));
+  tagc::reducer_description d;
+  check(tagc::parse_reducer_description(text, d));
+  return d;
+}
+
+void build(const py::dict& config, any_reducer& out) {
+  check(tagc::build_reducer(python_catalogue(), description_of(config), out));
 }
 
 tagc::schedule_shape parse_schedule_shape(const std::string& s) {
@@ -107,69 +121,88 @@ class bound_reducer {
       : transport_(make_process_group_transport(group.cast<c10::intrusive_ptr<c10d::ProcessGroup>>())),
         comm_(*transport_),
         counted_(comm_) {
-    check(make_reducer(catalogue_name(config), reducer_));
-    check(reducer_->initialize(make_arguments(config, length, comm_.size(), comm_.rank(), topo)));
+    build(config, reducer_);
+    check(reducer_.initialize(make_arguments(config, length, comm_.size(), comm_.rank(), topo)));
   }
 
   py::dict all_reduce(const at::Tensor& in, at::Tensor& out) {
-    return run(&any_reducer::all_reduce, in, "the bucket", out, "the output");
+    return run(false, in, "the bucket", out, "the output");
   }
   py::dict reduce_scatter(const at::Tensor& in, at::Tensor& out) {
-    return run(&any_reducer::reduce_scatter, in, "the gradient", out, "the output shard");
+    return run(true, in, "the gradient", out, "the output shard");
   }
   at::Tensor residual() const {
-    auto r = reducer_->residual();
+    auto r = reducer_.residual_to_host();
     return at::from_blob(r.data(), {int64_t(r.size())}, at::kFloat).clone();
   }
   void set_residual(const at::Tensor& r) {
     at::Tensor c = r.contiguous();
-    check(reducer_->set_residual(const_floats(c, "the residual")));
+    check(replace_residual(const_floats(c, "the residual")));
   }
   py::bytes save_state() const {
-    auto b = reducer_->save_state();
+    auto b = reducer_.save_state();
     return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
   }
   void load_state(const py::bytes& b) {
     std::string s = b;
-    check(reducer_->load_state(std::span<const std::byte>(reinterpret_cast<const std::byte*>(s.data()), s.size())));
+    check(reducer_.load_state(std::span<const std::byte>(reinterpret_cast<const std::byte*>(s.data()), s.size())));
   }
   double bytes_sent() const { return counted_.counters().total_bytes_sent(); }
-  std::size_t output_size() const { return reducer_->output_size(); }
-  double sparsity() const { return reducer_->sparsity(); }
-  void set_sparsity(double t) { check(reducer_->set_sparsity(t)); }
-  std::string name() const { return reducer_->name(); }
+  std::size_t output_size() const { return reducer_.output_size(); }
+  double sparsity() const { return reducer_.sparsity(); }
+  void set_sparsity(double t) { check(reducer_.set_sparsity(t)); }
+  std::string name() const { return reducer_.describe(); }
 
  private:
-  using reduce_fn = tagc::status (any_reducer::*)(counted_comm&, std::span<const float>, std::span<float>,
-                                                   tagc::reduce_stats*);
   // One reduction with the GIL released (the hook's worker thread runs it while
   // autograd goes on); the tensors are checked before, the status raised after.
-  py::dict run(reduce_fn fn, const at::Tensor& in, const char* in_what, at::Tensor& out, const char* out_what) {
+  py::dict run(bool scatter, const at::Tensor& in, const char* in_what, at::Tensor& out, const char* out_what) {
     auto i = const_floats(in, in_what);
     auto o = floats(out, out_what);
     tagc::reduce_stats s;
     tagc::status st;
     {
       py::gil_scoped_release unlocked;
-      st = (reducer_.get()->*fn)(counted_, i, o, &s);
+      st = scatter ? reducer_.reduce_scatter(counted_, i, o, &s) : reducer_.all_reduce(counted_, i, o, &s);
     }
     check(st);
     return stats_dict(s);
   }
 
+  // Bucket rebuilds move residuals between reducers. The saved state ends with the
+  // residual (reducer.hpp save_state): take this reducer's state, replace its tail,
+  // load it back, so the state's own checks (version, layout) guard the result.
+  tagc::status replace_residual(std::span<const float> res) {
+    if (reducer_.description().residual != tagc::residual_kind::fp32)
+      return {tagc::errc::invalid_argument, "set_residual needs float residual storage, " + reducer_.describe()};
+    const std::size_t length = reducer_.arguments().length;
+    if (res.size() != length)
+      return {tagc::errc::size_mismatch, "residual has " + std::to_string(res.size()) + " elements, the reducer " +
+                                             std::to_string(length)};
+    auto blob = reducer_.save_state();
+    const std::size_t bytes = res.size() * sizeof(float);
+    if (blob.size() < bytes) return {tagc::errc::internal, "reducer state shorter than its residual"};
+    std::memcpy(blob.data() + blob.size() - bytes, res.data(), bytes);
+    return reducer_.load_state(blob);
+  }
+
   std::shared_ptr<collective_transport> transport_;
   pg_communicator comm_;
   counted_comm counted_;
-  std::unique_ptr<any_reducer> reducer_;
+  any_reducer reducer_;
 };
 
 // can_implement without a process group: TagcState checks its configuration
-// against the world before the first backward.
+// against the world before the first backward. initialize() runs the reducer's
+// can_implement first and needs no communicator; at the length TagcState passes
+// (1) its workspace is a few bytes.
 void can_implement(const py::dict& config, std::size_t length, int world, int rank, const std::string& topo) {
-  std::unique_ptr<any_reducer> r;
-  check(make_reducer(catalogue_name(config), r));
-  check(r->can_implement(make_arguments(config, length, world, rank, topo)));
+  any_reducer r;
+  build(config, r);
+  check(r.initialize(make_arguments(config, length, world, rank, topo)));
 }
+
+std::string catalogue_text() { return python_catalogue().describe(); }
 
 }  // namespace
 }  // namespace tagc_torch

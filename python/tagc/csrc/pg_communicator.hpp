@@ -6,8 +6,7 @@
 //
 // Why the split: the reducer catalogue (catalogue.cpp) instantiates the
 // Reducer templates against pg_communicator; keeping torch's headers out of this
-// header keeps them out of that (already slow) translation unit, and keeps the
-// catalogue swappable for the library's runtime builder without touching torch.
+// header keeps them out of that (already slow) translation unit.
 //
 // Semantics are tagc's (comm/communicator.hpp): sum only, unsigned sums wrap,
 // blocking calls. start_*() completes the collective before returning (the hook
