@@ -37,6 +37,9 @@ __all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "catalogue"]
 
 _STATE_VERSION = 1
 _NO_WARMUP = dict(sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
+# Configuration keys added after version 1's first checkpoints, at the value that
+# reproduces how those runs went.
+_ADDED_KEYS = dict(_NO_WARMUP, min_compress_numel=0)
 
 
 def catalogue():
@@ -53,10 +56,21 @@ def _group_ranks(group):
 
 
 class _Unit:
-    """One reducer: a DDP bucket (its parameters, in bucket order) or an FSDP flat gradient."""
+    """One reducer: a DDP bucket (its parameters, in bucket order) or an FSDP flat gradient.
 
-    def __init__(self, key, names, numels, reducer, out):
+    plain: a unit below min_compress_numel, reduced uncompressed (the library's plain fp32
+    reducer), so it holds no residual of its own; `carry` is residual its parameters
+    brought from compressed units (a bucket rebuild, a checkpoint), added to its next
+    gradient so that nothing owed is dropped."""
+
+    def __init__(self, key, names, numels, reducer, out, length, plain=False):
         self.key, self.names, self.numels, self.reducer, self.out = key, names, numels, reducer, out
+        self.length, self.plain, self.carry = length, plain, None
+
+    def residual(self):
+        if not self.plain:
+            return self.reducer.residual()
+        return self.carry if self.carry is not None else torch.zeros(self.length)
 
     def split(self, flat):
         return dict(zip(self.names, torch.split(flat, self.numels)))
@@ -113,6 +127,11 @@ class TagcState:
       reducer's call count is in state_dict(), so a resumed run continues the ramp. A
       sketch decodes at most ~0.8x its cells: with a 10x sketch start at 0.97, not lower;
       packed values can start dense (docs/results.md, "Time to quality").
+    min_compress_numel: units (DDP buckets, FSDP flat gradients) with fewer elements go
+      uncompressed through the library's plain fp32 reducer: on a small unit the index,
+      the agreement check and the collectives' latency cost more than the bytes saved
+      (the paper compresses only the large layers). 0: compress every unit. Residual a
+      parameter brought from a compressed unit is sent with its first plain call.
     module: the model; parameters are then named as in module.named_parameters()
       (checkpoints name them; FSDP needs it to know where a backward pass starts).
       Without it they are named by the order DDP's first buckets hold them.
@@ -120,7 +139,7 @@ class TagcState:
 
     def __init__(self, process_group=None, ratio=10, index_bits=1, values="sketch", sparsity=None,
                  adaptive=False, module=None, check_inputs=True, sparsity_warmup=0, sparsity_schedule="exp",
-                 sparsity_start=_NO_WARMUP["sparsity_start"]):
+                 sparsity_start=_NO_WARMUP["sparsity_start"], min_compress_numel=0):
         if not dist.is_initialized():
             raise RuntimeError("tagc: TagcState needs torch.distributed to be initialized")
         self.process_group = process_group if process_group is not None else dist.group.WORLD
@@ -130,7 +149,9 @@ class TagcState:
                            sparsity=-1.0 if sparsity is None else float(sparsity),
                            adaptive=bool(adaptive), check_inputs=bool(check_inputs),
                            sparsity_warmup=int(sparsity_warmup), sparsity_schedule=str(sparsity_schedule),
-                           sparsity_start=float(sparsity_start))
+                           sparsity_start=float(sparsity_start), min_compress_numel=int(min_compress_numel))
+        if self.config["min_compress_numel"] < 0:
+            raise ValueError("tagc: min_compress_numel %d is negative" % self.config["min_compress_numel"])
         # Refuse a configuration the world cannot run before the first backward.
         if self.config["values"] != "dense":
             _C.can_implement(self.config, 1, self.world_size, self.rank, "replicated")
@@ -150,6 +171,7 @@ class TagcState:
         self._saved_units = {}            # key -> reducer state from a checkpoint
         self.rebuilds = 0                 # units re-formed from other units' parameters
         self.calls = 0
+        self.plain_calls = 0              # of which through a plain (uncompressed) unit
         self.bytes_sent = 0.0             # per rank, ring model, all reducer collectives so far
         self.reduce_seconds = 0.0         # wall time inside the reducers (codec + collectives)
         self.last_stats = None
@@ -208,17 +230,23 @@ class TagcState:
             old_key = self._owner.get(name)
             if old_key is not None and old_key != key and old_key in self._units:
                 old = self._units.pop(old_key)
-                self._pending.update({k: v.clone() for k, v in old.split(old.reducer.residual()).items()})
+                self._pending.update({k: v.clone() for k, v in old.split(old.residual()[:sum(old.numels)]).items()})
                 for k in old.names:
                     self._owner.pop(k, None)
                 self.rebuilds += 1
         c = self.config
+        plain = c["values"] != "dense" and length < c["min_compress_numel"]
         if c["values"] == "dense":
             reducer = _DenseReducer(length, self._group, self.world_size)
+        elif plain:
+            reducer = _C.Reducer(dict(c, values="plain-fp32", sparsity=-1.0, adaptive=False, sparsity_warmup=0),
+                                 length, self._group, topology)
         else:
             reducer = _C.Reducer(c, length, self._group, topology)
-        if key in self._saved_units:
-            reducer.load_state(self._saved_units.pop(key))
+        unit = _Unit(key, names, numels, reducer, torch.zeros(out_shape_of(reducer)), length, plain)
+        saved = self._saved_units.pop(key, None)
+        if saved is not None and not plain:
+            reducer.load_state(saved)
             for name in names:
                 self._pending.pop(name, None)
         elif any(name in self._pending for name in names):
@@ -227,8 +255,10 @@ class TagcState:
             flat = torch.cat(parts)
             if flat.numel() < length:  # FSDP padding
                 flat = torch.cat([flat, torch.zeros(length - flat.numel())])
-            reducer.set_residual(flat)
-        unit = _Unit(key, names, numels, reducer, torch.zeros(out_shape_of(reducer)))
+            if plain:
+                unit.carry = flat
+            else:
+                reducer.set_residual(flat)
         self._units[key] = unit
         for name in names:
             self._owner[name] = key
@@ -236,19 +266,37 @@ class TagcState:
 
     def _reduce(self, unit, method, grad, out):
         t0 = time.perf_counter()
+        if unit.plain:
+            grad = self._plain_input(unit, grad)
         stats = getattr(unit.reducer, method)(grad, out)
+        unit.carry = None
         self.reduce_seconds += time.perf_counter() - t0
         self.calls += 1
+        self.plain_calls += unit.plain
         self.bytes_sent += stats["total_bytes"]
         self.last_stats = stats
         return stats
+
+    def _plain_input(self, unit, grad):
+        """A plain unit's gradient plus what its parameters carried in. The plain reducer
+        checks nothing, so the hook agrees on finiteness across ranks itself (one int
+        all-reduce) and raises the same error on every rank, as the compressed ones do."""
+        if unit.carry is not None:
+            grad = grad + unit.carry
+        if self.config["check_inputs"]:
+            bad = torch.tensor([0 if bool(torch.isfinite(grad).all()) else 1], dtype=torch.int32)
+            dist.all_reduce(bad, group=self._group)
+            if bad.item():
+                raise RuntimeError("tagc: unit %r (%d elements, plain: below min_compress_numel): the gradient "
+                                   "on %d rank(s) is not finite (NaN or Inf)" % (unit.names[0], unit.length, bad.item()))
+        return grad
 
     def residuals(self):
         """Every parameter's error-feedback residual (name -> flat tensor) on this rank."""
         self.wait()
         res = {k: v.clone() for k, v in self._pending.items()}
         for unit in self._units.values():
-            res.update({k: v.clone() for k, v in unit.split(unit.reducer.residual()[:sum(unit.numels)]).items()})
+            res.update({k: v.clone() for k, v in unit.split(unit.residual()[:sum(unit.numels)]).items()})
         return res
 
     # ---- checkpoints ----
@@ -265,8 +313,8 @@ class TagcState:
         self.wait()
         if sd.get("version") != _STATE_VERSION:
             raise RuntimeError("tagc: checkpoint version %r, this build reads %d" % (sd.get("version"), _STATE_VERSION))
-        # Checkpoints from before the sparsity warm-up existed ran without one.
-        saved = dict(sd, config={**sd["config"], **{k: v for k, v in _NO_WARMUP.items() if k not in sd["config"]}})
+        # Checkpoints from before a configuration key existed ran as its _ADDED_KEYS value.
+        saved = dict(sd, config={**sd["config"], **{k: v for k, v in _ADDED_KEYS.items() if k not in sd["config"]}})
         for field, mine in (("config", self.config), ("world_size", self.world_size), ("rank", self.rank)):
             if saved[field] != mine:
                 if field == "config":

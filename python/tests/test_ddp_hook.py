@@ -263,6 +263,41 @@ def case_overlap(rank, out):
     out["overlap_value"] = bool(torch.all(value == 1.5).item())  # mean of 1 and 2
 
 
+def case_plain_units(rank, out):
+    """min_compress_numel: a unit below it goes through the plain fp32 reducer. Call 1
+    reduces two parameters as one compressed unit (packed, theta 0.9: most entries held
+    back); call 2 reduces the first alone, below the minimum: its residual moves into the
+    plain unit and is sent with that call. Over both: inputs == world x delivered + residuals.
+    Then NaN on rank 0 in a plain unit: the same error on every rank."""
+    ps = [nn.Parameter(torch.zeros(3000)), nn.Parameter(torch.zeros(1000))]
+    s = tt.TagcState(values="packed", index_bits="exact", sparsity=0.9, min_compress_numel=3500)
+    g = torch.Generator().manual_seed(11 + rank)
+    sent = [torch.zeros(p.numel(), dtype=torch.float64) for p in ps]
+    delivered = [torch.zeros(p.numel(), dtype=torch.float64) for p in ps]
+    for p, t in zip(ps, sent):
+        p.grad = torch.randn(p.numel(), generator=g)
+        t += p.grad.double()
+    whole = tt.ddp_comm_hook(s, FakeBucket(ps)).wait()
+    delivered[0] += whole[:3000].double()
+    delivered[1] += whole[3000:].double()
+    ps[0].grad = torch.randn(3000, generator=g)
+    sent[0] += ps[0].grad.double()
+    delivered[0] += tt.ddp_comm_hook(s, FakeBucket([ps[0]])).wait().double()
+    res = s.residuals()
+    out["plain_calls"] = (s.calls, s.plain_calls)
+    out["plain_sent"] = sent
+    out["plain_delivered"] = delivered
+    out["plain_residual"] = [res["param0"].double(), res["param1"].double()]
+
+    s2 = tt.TagcState(values="packed", index_bits="exact", sparsity=0.9, min_compress_numel=3500)
+    ps[1].grad = torch.full((1000,), float("nan") if rank == 0 else 1.0)
+    try:
+        tt.ddp_comm_hook(s2, FakeBucket([ps[1]])).wait()
+        out["plain_nan_error"] = ""
+    except Exception as e:
+        out["plain_nan_error"] = "%s: %s" % (type(e).__name__, e)
+
+
 def case_sharded_and_bf16(rank, out):
     """fsdp_comm_hook's reduce-scatter (gloo has none: all-to-all + owner's sum) on a flat
     padded gradient gives this rank's shard of the mean; packed-bf16 (bf16 sums emulated
@@ -295,7 +330,7 @@ def case_errors(rank, out):
 def worker(rank, port, scratch):
     run_cases(rank, port, scratch, (case_packed_equals_default, case_sketch_bytes, case_loss_down,
                                     lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap,
-                                    case_sharded_and_bf16, case_schedule, case_errors))
+                                    case_sharded_and_bf16, case_plain_units, case_schedule, case_errors))
 
 
 # ---------------------------------------------------------------- checks (parent)
@@ -383,6 +418,22 @@ def main():
           "fsdp_comm_hook (packed, theta = 0): each rank's shard equals the mean's exactly")
     check(all(oo.get("bf16_ok") is True for oo in outs),
           "packed-bf16, theta = 0: the mean to bf16 rounding (max err %s)" % [oo.get("bf16_err") for oo in outs])
+
+    if "plain_sent" in o:
+        check(all(oo.get("plain_calls") == (2, 1) for oo in outs),
+              "min_compress_numel: 2 calls, the second (3000 < 3500 elements) plain: %s"
+              % [oo.get("plain_calls") for oo in outs])
+        worst = 0.0
+        for i in range(2):
+            inp = sum(oo["plain_sent"][i] for oo in outs)
+            got = WORLD * o["plain_delivered"][i] + sum(oo["plain_residual"][i] for oo in outs)
+            worst = max(worst, ((inp - got).abs().max() / (inp.abs().max() + 1e-12)).item())
+        check(worst < 1e-5, "residual carried into a plain unit is sent, nothing dropped: inputs == delivered + "
+              "residuals (worst rel. err %.2e)" % worst)
+        check(all(bool((oo["plain_residual"][0] == 0).all()) and bool((oo["plain_residual"][1] != 0).any())
+                  for oo in outs),
+              "after the plain call the first parameter owes nothing; the second still holds its residual")
+    check_same_error("NaN on rank 0 in a plain unit", [oo.get("plain_nan_error", "") for oo in outs], "not finite")
 
     for r, oo in enumerate(outs):
         th, kept = oo.get("schedule_thetas", []), oo.get("schedule_kept", [])
