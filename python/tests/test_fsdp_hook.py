@@ -101,6 +101,20 @@ def case_packed_equals_default(rank, out):
         out["units_" + name] = sorted(k[1:] for k in s._units)
 
 
+def case_plain_small_units(rank, out):
+    """min_compress_numel=20000: the three Linear units (16512, 16512, 1290 elements) go
+    through the plain fp32 reducer's reduce-scatter, the embedding compressed (packed at
+    theta = 0, exact): together they still equal FSDP's own reduction exactly."""
+    ref, ref_opt, _ = make("FULL_SHARD")
+    hooked, hook_opt, s = make("FULL_SHARD", lambda m: tt.TagcState(values="packed", index_bits="exact", sparsity=0.0,
+                                                                    module=m, min_compress_numel=20000))
+    ref_loss = [step(ref, ref_opt, rank, i) for i in range(4)]
+    hook_loss = [step(hooked, hook_opt, rank, i) for i in range(4)]
+    a, b = local(ref), local(hooked)
+    out["plain_equal"] = ref_loss == hook_loss and all(torch.equal(x, y) for x, y in zip(a, b))
+    out["plain_calls"] = (s.calls, s.plain_calls)
+
+
 def case_sketch(rank, out):
     """The paper's configuration: loss falls over a few steps; every call sends the
     bytes the layout formula gives; the process group saw what the reducer reports."""
@@ -163,7 +177,7 @@ def case_nan(rank, out):
 
 def worker(rank, port, scratch):
     # The NaN case last: the FSDP it breaks is not reused, but keep it out of the way.
-    run_cases(rank, port, scratch, (case_packed_equals_default, case_sketch,
+    run_cases(rank, port, scratch, (case_packed_equals_default, case_plain_small_units, case_sketch,
                                     lambda r, o: case_save_resume(r, o, scratch), case_nan))
 
 
@@ -196,6 +210,10 @@ def main():
                   "(max |diff| %s; units %s)" % (r, name, oo.get("maxdiff_" + name), oo.get("units_" + name)))
     check(sum(u[0] == 16512 for u in o.get("units_FULL_SHARD", [])) == 2,
           "the two equal-sized units have a reducer each: %s" % o.get("units_FULL_SHARD"))
+
+    check(all(oo.get("plain_equal") is True and oo.get("plain_calls") == (16, 12) for oo in outs),
+          "min_compress_numel=20000: the 3 small units plain, the embedding packed; equals FSDP's own "
+          "reduction exactly over 4 steps (calls, plain calls: %s)" % [oo.get("plain_calls") for oo in outs])
 
     for r, oo in enumerate(outs):
         ls = oo.get("sketch_losses")
