@@ -59,6 +59,9 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
+# timing's --out (as its usage line says) is the timing directory
+if [[ $cmd == timing && -n $OUT ]]; then TIMING_OUT="$OUT"; fi
+
 case "$GATHER" in
   fp32) ;;
   bf16)  # every configuration with the 16-bit parameter all-gather
