@@ -132,7 +132,7 @@ nlohmann::json config_json(const Args& a) {
 
 std::vector<std::string> resume_differences(const nlohmann::json& saved, const nlohmann::json& now) {
   std::vector<std::string> errors, notes;
-  // Classes come from this program's table; flags the checkpoint does not know are new.
+  // Classes come from this program's table (flags the checkpoint does not know: below).
   std::map<std::string, FieldClass> cls;
   std::map<std::string, std::string> defaults;
   for (const ConfigField& f : config_fields(Args{})) {
