@@ -54,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     --parallel) PARALLEL=1; shift ;;
     --resume) RESUME=1; shift ;;
     --gather-dtype) GATHER="$2"; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "long.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -185,5 +185,5 @@ case "$cmd" in
   timing) prepare; timing ;;
   report) report ;;
   all) prepare; quality; STEPS=""; timing; report ;;
-  *) sed -n '2,32p' "$0"; exit 2 ;;
+  *) sed -n '2,36p' "$0"; exit 2 ;;
 esac
