@@ -9,9 +9,10 @@
 #
 # Usage: bench/e2e/long.sh quality [--configs a,b] [--steps 1000] [--val-every 50]
 #                                  [--val-batches 16] [--out results/long] [--parallel] [--resume]
-#                                  [--model d2]
+#                                  [--model d2] [--gather-dtype fp32|bf16]
 #        bench/e2e/long.sh timing  [--configs a,b] [--rates 200mbit,1gbit,10gbit]
 #                                  [--steps 25] [--skip 5] [--out results/long-timing]
+#                                  [--gather-dtype fp32|bf16]
 #        bench/e2e/long.sh report  [--out results/long] [--timing results/long-timing]
 #        bench/e2e/long.sh all     (quality, then timing, then report; hours on 2 cores)
 #   quality   one run per configuration on plain loopback, 2 ranks, 1 OpenMP thread each,
@@ -26,6 +27,9 @@
 #             table for docs/results.md on stdout
 # Configurations (--configs, default all, in priority order):
 #   fp32, tagc-paper, tagc-paper-sched, tagc-packed-bf16-sched, bf16, tagc-packed-bf16
+#   Any of them with the suffix -g16 (e.g. bf16-g16, tagc-packed-bf16-sched-g16) runs with the
+#   16-bit parameter all-gather (tagc-gpt2 --gather-dtype bf16, FSDP's param_dtype=bf16);
+#   --gather-dtype bf16 adds the suffix to every configuration of --configs.
 # Environment: BUILD_DIR (build), EXE (default $BUILD_DIR/examples/gpt2/train/tagc-gpt2),
 #              DATA_DIR (data; its tokens/ are made with `tagc-gpt2 prepare` if missing),
 #              TOKENS_DIR (default $DATA_DIR/tokens), NP (2), NICE (10: the niceness of the runs;
@@ -35,7 +39,7 @@ cd "$(dirname "$0")/../.."
 
 cmd="${1:-}"; shift || true
 CONFIGS="fp32,tagc-paper,tagc-paper-sched,tagc-packed-bf16-sched,bf16,tagc-packed-bf16"
-MODEL=d2 STEPS="" VAL_EVERY=50 VAL_BATCHES=16 OUT="" TIMING_OUT=results/long-timing RATES=200mbit,1gbit,10gbit SKIP=5 PARALLEL=0 RESUME=0
+MODEL=d2 STEPS="" VAL_EVERY=50 VAL_BATCHES=16 OUT="" TIMING_OUT=results/long-timing RATES=200mbit,1gbit,10gbit SKIP=5 PARALLEL=0 RESUME=0 GATHER=fp32
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --configs) CONFIGS="$2"; shift 2 ;;
@@ -49,10 +53,21 @@ while [[ $# -gt 0 ]]; do
     --skip) SKIP="$2"; shift 2 ;;
     --parallel) PARALLEL=1; shift ;;
     --resume) RESUME=1; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --gather-dtype) GATHER="$2"; shift 2 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "long.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+
+# timing's --out (as its usage line says) is the timing directory
+if [[ $cmd == timing && -n $OUT ]]; then TIMING_OUT="$OUT"; fi
+
+case "$GATHER" in
+  fp32) ;;
+  bf16)  # every configuration with the 16-bit parameter all-gather
+    g=""; for c in ${CONFIGS//,/ }; do [[ $c == *-g16 ]] || c="$c-g16"; g="${g:+$g,}$c"; done; CONFIGS="$g" ;;
+  *) echo "long.sh: --gather-dtype: expected fp32|bf16, got $GATHER" >&2; exit 2 ;;
+esac
 
 BUILD_DIR="${BUILD_DIR:-build}"
 EXE="${EXE:-$BUILD_DIR/examples/gpt2/train/tagc-gpt2}"
@@ -66,6 +81,11 @@ NICE="${NICE:-10}"
 # error feedback's delay costs most (docs/results.md, "Time to quality").
 WARMUP=100
 flags_of() {
+  # -g16: the same configuration with the parameter all-gather in bf16
+  if [[ $1 == *-g16 ]]; then
+    local f; f="$(flags_of "${1%-g16}")" || return 2
+    echo "$f --gather-dtype bf16"; return
+  fi
   case "$1" in
     fp32) echo "--compress none --baseline-dtype fp32" ;;
     bf16) echo "--compress none --baseline-dtype bf16" ;;
@@ -165,5 +185,5 @@ case "$cmd" in
   timing) prepare; timing ;;
   report) report ;;
   all) prepare; quality; STEPS=""; timing; report ;;
-  *) sed -n '2,28p' "$0"; exit 2 ;;
+  *) sed -n '2,36p' "$0"; exit 2 ;;
 esac

@@ -20,7 +20,9 @@ Writes (under --docs)
   are redone, since the losses do not depend on the codec's speed.)
   step_time.csv        config,rate,step_ms,steps,codec_commit: mean step time at each link rate
   time_to_target.csv   config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,
-                       vs_fp32,vs_bf16: fp32's final validation loss as the target; steps to
+                       vs_fp32,vs_bf16,vs_fp32_g16,vs_bf16_g16 (time of that baseline / this
+                       config's; *_g16: the bf16-gather baselines, when run): fp32's final
+                       validation loss as the target; steps to
                        target = the first validation point within --tolerance-pct of it (at or
                        below it with 0); time = steps x step_ms
                        at that rate ("not reached" when no point gets there)
@@ -37,6 +39,21 @@ import sys
 import tempfile
 
 ORDER = ["fp32", "bf16", "tagc-paper", "tagc-paper-sched", "tagc-packed-bf16", "tagc-packed-bf16-sched"]
+# A configuration name ending in -g16 is that configuration with the parameter all-gather in
+# bf16 (tagc-gpt2 --gather-dtype bf16; long.sh). Its baselines for "vs_*_g16" are fp32-g16 and
+# bf16-g16; vs_fp32 / vs_bf16 stay against the fp32-gather runs.
+G16 = "-g16"
+
+
+def base_config(c):
+    """The configuration without its gather suffix, and whether it had one."""
+    return (c[:-len(G16)], True) if c.endswith(G16) else (c, False)
+
+
+def unscheduled(c):
+    """tagc-paper-sched -> tagc-paper, tagc-paper-sched-g16 -> tagc-paper-g16; None if not scheduled."""
+    b, g = base_config(c)
+    return b[:-len("-sched")] + (G16 if g else "") if b.endswith("-sched") else None
 
 
 def load(path):
@@ -62,7 +79,8 @@ def load(path):
 
 
 def order_key(c):
-    return (ORDER.index(c) if c in ORDER else len(ORDER), c)
+    b, g = base_config(c)
+    return (g, ORDER.index(b) if b in ORDER else len(ORDER), c)
 
 
 def rate_key(r):
@@ -233,7 +251,7 @@ def main():
         return info[c]["sparsity_warmup"] if c in info else 0
 
     def time_at(c, r, step):
-        w, base = warmup_of(c), c[:-len("-sched")] if c.endswith("-sched") else None
+        w, base = warmup_of(c), unscheduled(c)
         if (c, r) not in step_ms:
             # a sketch sends the same cells at any theta: a scheduled sketch run without its own
             # timing run costs what the unscheduled one does
@@ -259,7 +277,8 @@ def main():
         reach[c] = hit[0] if hit else None
     ttt = {}
     with open(os.path.join(a.docs, "time_to_target.csv"), "w") as fo:
-        fo.write("config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,vs_fp32,vs_bf16\n")
+        fo.write("config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,vs_fp32,vs_bf16,"
+                 "vs_fp32_g16,vs_bf16_g16\n")
         for r in rates:
             for c in configs:
                 t_all = time_at(c, r, 1)
@@ -271,12 +290,12 @@ def main():
                     continue
                 t = ttt[(c, r)]
                 rel = []
-                for base in ("fp32", "bf16"):
+                for base in ("fp32", "bf16", "fp32" + G16, "bf16" + G16):
                     b = ttt.get((base, r))
                     rel.append(f"{b / t:.2f}" if t and b else "")
-                ms_c = step_ms.get((c, r), step_ms.get((c[:-len("-sched")], r), (float("nan"),)))[0]
+                ms_c = step_ms.get((c, r), step_ms.get((unscheduled(c), r), (float("nan"),)))[0]
                 fo.write(f"{c},{r},{target:.5f},{reach[c] if reach[c] is not None else 'not reached'},"
-                         f"{ms_c:.1f},{f'{t:.0f}' if t is not None else 'not reached'},{rel[0]},{rel[1]}\n")
+                         f"{ms_c:.1f},{f'{t:.0f}' if t is not None else 'not reached'},{','.join(rel)}\n")
 
     # ---- plots (gnuplot) ----
     dat = tempfile.mkdtemp(prefix="long_plot")
@@ -286,7 +305,9 @@ def main():
                 fo.write(f"{st} {tok} {l} " + " ".join(f"{time_at(c, r, st) or 0:.1f}" for r in rates) + "\n")
     plot = ["set terminal pngcairo size 900,560 font ',10'", "set grid", "set key top right",
             "set ylabel 'validation loss'"]
-    lines_tok = ", ".join(f"'{dat}/{c}.dat' using 2:3 with linespoints title '{c}'" for c in configs)
+    # the 16-bit-gather runs dashed, beside their fp32-gather twins
+    style = lambda c: " dt 4" if base_config(c)[1] else ""
+    lines_tok = ", ".join(f"'{dat}/{c}.dat' using 2:3 with linespoints{style(c)} title '{c}'" for c in configs)
     plot += [f"set output '{a.docs}/val_vs_tokens.png'", "set xlabel 'training tokens (all ranks)'",
              f"set title 'GPT-2 d2, 2 ranks: validation loss vs tokens (target: fp32 final {target:.4f})'",
              f"plot {lines_tok}, {target} with lines dt 2 lc rgb 'gray' title 'fp32 final'"]
@@ -295,7 +316,7 @@ def main():
         if not have:
             continue
         col = 4 + rates.index(r)
-        lines = ", ".join(f"'{dat}/{c}.dat' using {col}:3 with linespoints title '{c}'" for c in have)
+        lines = ", ".join(f"'{dat}/{c}.dat' using {col}:3 with linespoints{style(c)} title '{c}'" for c in have)
         plot += [f"set output '{a.docs}/val_vs_wall-{r}.png'", "set xlabel 'training wall time, s (steps x step time measured at this rate)'",
                  f"set title 'validation loss vs wall time at {r} (shared link, 2 ranks; codec of {commit})'",
                  f"plot {lines}, {target} with lines dt 2 lc rgb 'gray' title 'fp32 final'"]

@@ -44,6 +44,7 @@ expect 2 "packed values have no sketch" -- train --values packed --index-bits ex
 expect 2 "expected a number" -- train --B four
 expect 2 "missing value" -- train --steps
 expect 2 "expected fp32|bf16" -- train --baseline-dtype fp16
+expect 2 "--gather-dtype: expected fp32|bf16" -- train --gather-dtype fp16
 expect 2 "expected non-attention|all|none|auto" -- train --compress some
 expect 2 "link-mbps: expected a bandwidth > 0" -- train --compress auto --link-mbps 0
 expect 2 "link-latency-us: expected a latency >= 0" -- train --compress auto --link-latency-us -5
@@ -70,6 +71,7 @@ help_has() {  # help_has COMMAND PRESENT ABSENT
   fi
 }
 help_has train "--index-bits" "--prompt"
+help_has train "--gather-dtype V.*(fp32)" "--prompt"
 help_has sample "--prompt" "--index-bits"
 help_has eval "--model-file" "--corpus"
 help_has prepare "--corpus" "--top-k"
@@ -105,6 +107,14 @@ elif [[ "$(lines "$work/val.jsonl" step)" != "$(lines "$work/plain.jsonl" step)"
   echo "FAIL: validating changed the step losses"; fail=1
 else
   echo "ok: --val-every 2 validates at steps 0 2 4, step losses unchanged"
+fi
+# --gather-dtype bf16: named in the run line and the log's run record; it changes the losses
+if train1 g16 "${shape[@]}" --steps 4 --gather-dtype bf16 --log "$work/g16.jsonl" &&
+   grep -q "gather-dtype=bf16" "$work/g16.out" && grep -q '"gather_dtype":"bf16"' "$work/g16.jsonl" &&
+   [[ -n "$(lines "$work/g16.jsonl" step)" && "$(lines "$work/g16.jsonl" step)" != "$(lines "$work/plain.jsonl" step)" ]]; then
+  echo "ok: --gather-dtype bf16 is in the run line and the log, and its losses are its own"
+else
+  echo "FAIL: --gather-dtype bf16 run: $(cat "$work/g16.out")"; fail=1
 fi
 grep -q "step 0: val loss" "$work/val.out" || { echo "FAIL: no 'step 0: val loss' line: $(cat "$work/val.out")"; fail=1; }
 # --init-from: the model shape is the checkpoint's (L=2 C=64 NH=2 maxT=64 here, not d2's)

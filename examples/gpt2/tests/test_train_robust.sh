@@ -129,6 +129,7 @@ agree)
   check_mpmd "--model" "--model: 'd2' on rank 0, 'd4' on rank 1" "--steps 2" "--steps 2 --model d4"
   check_mpmd "--B" "--B: '2' on rank 0, '4' on rank 1" "--steps 2" "--steps 2 --B 4"
   check_mpmd "--seed" "--seed: '1' on rank 0, '2' on rank 1" "--steps 2 --seed 1" "--steps 2 --seed 2"
+  check_mpmd "--gather-dtype" "--gather-dtype: 'bf16' on rank 0, 'fp32' on rank 1" "--steps 2 --gather-dtype bf16" "--steps 2"
   # a resumed run against its checkpoint: --sparsity must match
   run2 "$work/a.out" --steps 1 --compress all --checkpoint-dir "$work/ck2" || bad "compressed run"
   run2 "$work/b.out" --steps 2 --compress all --resume "$work/ck2" --sparsity 0.95 && bad "--sparsity change accepted"

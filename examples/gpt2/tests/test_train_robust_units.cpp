@@ -161,6 +161,8 @@ TEST_CASE("config fields: every flag classified; records compared across ranks")
   // three ranks, one differs: the groups are named
   const std::string m3 = compare_records({r0, r0, config_record(parse({"--steps", "4"}))});
   CHECK(m3.find("--steps: '3' on ranks 0, 1, '4' on rank 2") != std::string::npos);
+  const std::string mg = compare_records({r0, config_record(parse({"--steps", "3", "--gather-dtype", "bf16"}))});
+  CHECK(mg.find("--gather-dtype: 'fp32' on rank 0, 'bf16' on rank 1") != std::string::npos);
 }
 
 TEST_CASE("resume against the checkpoint's configuration") {
@@ -173,6 +175,15 @@ TEST_CASE("resume against the checkpoint's configuration") {
                        CheckpointMismatch);
   CHECK_THROWS_WITH_AS(resume_differences(saved, config_json(parse({"--lr", "0.001", "--T", "16"}))),
                        doctest::Contains("--T: 64 in the checkpoint, 16 in this run"), CheckpointMismatch);
+  // --gather-dtype must match; a checkpoint older than the flag gathered fp32
+  const auto g16 = config_json(parse({"--gather-dtype", "bf16"}));
+  CHECK_THROWS_WITH_AS(resume_differences(g16, config_json(parse({}))),
+                       doctest::Contains("--gather-dtype: bf16 in the checkpoint, fp32 in this run"), CheckpointMismatch);
+  auto old = config_json(parse({}));
+  old.erase("gather-dtype");
+  CHECK(resume_differences(old, config_json(parse({}))).empty());
+  CHECK_THROWS_WITH_AS(resume_differences(old, g16), doctest::Contains("--gather-dtype: fp32 in the checkpoint, bf16"),
+                       CheckpointMismatch);
 }
 
 TEST_CASE("optimizer arguments and world size: refused in the command line's words") {

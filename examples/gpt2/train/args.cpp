@@ -91,6 +91,11 @@ const std::map<std::string, Flag>& flags() {
          if (v != "fp32" && v != "bf16") throw ArgsError("--baseline-dtype: expected fp32|bf16, got '" + v + "'");
          a.baseline_dtype = v;
        }, "uncompressed reduce-scatter in fp32|bf16 (fp32)"}},
+      {"gather-dtype", {false, [](A& a, S v) {
+         if (v != "fp32" && v != "bf16") throw ArgsError("--gather-dtype: expected fp32|bf16, got '" + v + "'");
+         a.gather_dtype = v;
+       }, "parameter all-gather in fp32|bf16 (fp32); bf16: the model computes with the bf16-rounded master "
+          "weights, half the gather bytes; master weights, AdamW state and gradients stay fp32"}},
       {"ratio", {false, [](A& a, S v) {
          a.ratio = number<int>("ratio", v);
          if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);

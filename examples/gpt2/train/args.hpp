@@ -63,6 +63,10 @@ struct Args {
   bool zero2 = false;  // keep gathered params from forward for backward (ZeRO-2-like)
   CompressMode compress = CompressMode::non_attention;
   std::string baseline_dtype = "fp32";
+  // The parameter all-gather's wire format: fp32, or bf16 (each rank rounds its fp32 master
+  // shard to bf16, the gathered weights the model computes with are those values widened;
+  // master weights, AdamW state and gradients stay fp32: FSDP's MixedPrecision(param_dtype=bf16))
+  std::string gather_dtype = "fp32";
   int ratio = 10, index_bits = 4;  // index_bits: 1, 4 or index_bits_exact
   ValuesMode values = ValuesMode::sketch;
   IndexExchange index_exchange = IndexExchange::all_reduce;

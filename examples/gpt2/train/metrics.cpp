@@ -14,6 +14,9 @@ namespace train {
 nlohmann::json compression_info(const Args& a) {
   nlohmann::json j = {{"compress", to_string(a.compress)}};
   if (a.compress != CompressMode::all) j["baseline_dtype"] = a.baseline_dtype;
+  // the parameter all-gather's format: recorded when it is not the default fp32 (it must
+  // match on resume, and it changes the numerics of every configuration alike)
+  if (a.gather_dtype != "fp32") j["gather_dtype"] = a.gather_dtype;
   if (a.compress == CompressMode::none) return j;
   const tagc::reducer_description d = compress_options(a).reducer;
   j["values"] = std::string(tagc::to_string(d.values));
@@ -37,7 +40,7 @@ std::string compression_summary(const Args& a) {
   const nlohmann::json j = compression_info(a);
   std::string s;
   for (const char* key : {"compress", "values", "ratio", "index_bits", "index_exchange", "residual", "baseline_dtype",
-                          "sparsity_warmup", "sparsity_schedule", "sparsity_start"}) {
+                          "gather_dtype", "sparsity_warmup", "sparsity_schedule", "sparsity_start"}) {
     if (!j.contains(key)) continue;
     std::string k = key;
     for (char& c : k)

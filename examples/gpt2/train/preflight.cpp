@@ -71,6 +71,8 @@ MemoryEstimate estimate_memory(const gpt2::Config& cfg, const Args& a, int world
   e.optimizer = bytes(4 * std::ceil(P / W) * f);
   e.gradients = bytes(P * f);
   e.gathered = bytes((a.zero2 ? P : double(units.front().size) + 2 * biggest) * f);
+  // --gather-dtype bf16: a 16-bit send shard and receive segment beside the fp32 slots
+  if (a.gather_dtype == "bf16") e.gathered += bytes((biggest / W + biggest) * 2);
   const double reduced = a.compress == CompressMode::none ? 0.0 : a.compress == CompressMode::all ? P : compressible;
   e.reducers = bytes(2 * reduced * f);  // residual + sketch/values scratch
   // Model::activations: per layer ~16 BTC + NH*B*T*T, plus the head's B*T*Vp, scratch.

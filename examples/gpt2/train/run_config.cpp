@@ -76,6 +76,7 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"link-mbps", {num(a.link_mbps), may}},
       {"link-latency-us", {num(a.link_latency_us), may}},
       {"baseline-dtype", {a.baseline_dtype, must}},
+      {"gather-dtype", {a.gather_dtype, must}},
       {"ratio", {num(a.ratio), must}},
       {"index-bits", {index_bits_name(a.index_bits), must}},
       {"values", {to_string(a.values), must}},
@@ -131,13 +132,26 @@ nlohmann::json config_json(const Args& a) {
 
 std::vector<std::string> resume_differences(const nlohmann::json& saved, const nlohmann::json& now) {
   std::vector<std::string> errors, notes;
-  // Classes come from this program's table; flags the checkpoint does not know are new.
+  // Classes come from this program's table (flags the checkpoint does not know: below).
   std::map<std::string, FieldClass> cls;
-  for (const ConfigField& f : config_fields(Args{})) cls[f.flag] = f.cls;
+  std::map<std::string, std::string> defaults;
+  for (const ConfigField& f : config_fields(Args{})) {
+    cls[f.flag] = f.cls;
+    defaults[f.flag] = f.value;
+  }
   for (auto it = now.begin(); it != now.end(); ++it) {
     const std::string& flag = it.key();
-    if (!saved.is_object() || !saved.contains(flag)) continue;
-    const std::string was = saved[flag].is_string() ? saved[flag].get<std::string>() : saved[flag].dump();
+    if (!saved.is_object()) continue;
+    std::string was;
+    if (saved.contains(flag)) {
+      was = saved[flag].is_string() ? saved[flag].get<std::string>() : saved[flag].dump();
+    } else {
+      // A flag newer than the checkpoint: the checkpoint's run had the behaviour of the
+      // flag's default (a new flag's default keeps the old behaviour, e.g. --gather-dtype
+      // fp32), so a must-match flag is compared with that default; others are skipped.
+      if (!cls.count(flag) || cls[flag] != FieldClass::resume_must_match) continue;
+      was = defaults.at(flag);
+    }
     const std::string is = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
     if (was == is) continue;
     const std::string line = "--" + flag + ": " + (was.empty() ? "(unset)" : was) + " in the checkpoint, " +

@@ -47,7 +47,8 @@ nlohmann::json config_json(const Args& a);
 
 // A resumed run against the checkpoint's config_json: throws CheckpointMismatch naming
 // every must-match flag that differs ("--sparsity: 0.9 in the checkpoint, 0.95 in this
-// run"); returns one note per may-change flag that differs.
+// run"); returns one note per may-change flag that differs. A must-match flag that the
+// checkpoint does not record (it is older than the flag) is compared with the flag's default.
 std::vector<std::string> resume_differences(const nlohmann::json& saved, const nlohmann::json& now);
 
 // The fixed-size record of the non-local fields, and the comparison of all ranks'

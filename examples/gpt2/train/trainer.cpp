@@ -73,6 +73,21 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
     gather_bufs_.emplace_back(slot, 0.0f);
   }
 
+  // --gather-dtype bf16: staging for the 16-bit gather, sized once (no allocation per step)
+  gather_bf16_ = args_.gather_dtype == "bf16";
+  if (gather_bf16_ && local_) {
+    local_rounded_.assign(owned, 0.0f);
+  } else if (gather_bf16_) {
+    size_t shard = 0, padded = 0;
+    for (int u = 0; u < U; ++u)
+      for (const Segment& g : plan_.unit(u).seg) {
+        shard = std::max(shard, g.shard);
+        padded = std::max(padded, g.padded(world()));
+      }
+    gather_send16_.assign(shard, tagc::bfloat16::from_bits(0));
+    gather_recv16_.assign(padded, tagc::bfloat16::from_bits(0));
+  }
+
   // Which path each segment takes: fixed by the mode, or measured (--compress auto).
   paths_.assign(size_t(2 * U), path_none);
   for (int u = 0; u < U; ++u)
@@ -170,23 +185,46 @@ void Trainer::agree_flag(bool failed, const std::string& message, const char* wh
 }
 
 float* Trainer::gathered(int u) {
-  if (local_) return params_.data() + plan_.unit(u).seg[0].owned;  // the whole unit, in place
+  if (local_) {  // the whole unit, in place (or its rounded copy)
+    const size_t at = plan_.unit(u).seg[0].owned;
+    return gather_bf16_ ? local_rounded_.data() + at : params_.data() + at;
+  }
   if (args_.zero2) return gather_bufs_[size_t(u)].data();
   return u == 0 ? gather_bufs_[0].data() : gather_bufs_[1 + size_t(u % 2)].data();
 }
 
-CommWorker::Ticket Trainer::enqueue_gather(int u) {
-  if (local_) return 0;  // gathered(u) is the owned buffer: a ticket that is already done
+CommWorker::Ticket Trainer::enqueue_gather(int u, bool master) {
+  if (local_) {
+    // gathered(u) is the owned buffer: a ticket that is already done. With bf16 the unit
+    // is rounded into its copy here (what a 2-rank gather would deliver), on this thread.
+    if (gather_bf16_) {
+      const size_t at = plan_.unit(u).seg[0].owned, n = plan_.unit(u).size;
+      for (size_t i = at; i < at + n; ++i) local_rounded_[i] = float(tagc::bfloat16(params_[i]));
+    }
+    return 0;
+  }
   float* dst = gathered(u);
-  return worker_.enqueue([this, u, dst]() -> tagc::status {
+  const bool bf16 = gather_bf16_ && !master;
+  return worker_.enqueue([this, u, dst, bf16]() -> tagc::status {
     // Prefix first: its padding spills into the suffix's place, which the suffix's
     // gather then overwrites (see ShardPlan::gather_capacity).
     for (const Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
-      if (tagc::status st = comm_.all_gather(std::span<const float>(params_.data() + g.owned, g.shard),
-                                              std::span<float>(dst + g.offset, g.padded(world())));
-          !st.ok())
-        return {st.code(), "all-gather of unit " + plan_.unit(u).name + ": " + st.what()};
+      const size_t n = g.padded(world());
+      tagc::status st;
+      if (bf16) {
+        const float* src = params_.data() + g.owned;
+        for (size_t i = 0; i < g.shard; ++i) gather_send16_[i] = tagc::bfloat16(src[i]);
+        st = comm_.all_gather(std::span<const tagc::bfloat16>(gather_send16_.data(), g.shard),
+                              std::span<tagc::bfloat16>(gather_recv16_.data(), n));
+        if (st.ok())
+          for (size_t i = 0; i < n; ++i) dst[g.offset + i] = float(gather_recv16_[i]);
+      } else {
+        st = comm_.all_gather(std::span<const float>(params_.data() + g.owned, g.shard),
+                              std::span<float>(dst + g.offset, n));
+      }
+      if (!st.ok())
+        return {st.code(), "all-gather of unit " + plan_.unit(u).name + (bf16 ? " (bf16)" : "") + ": " + st.what()};
     }
     return {};
   });
@@ -373,8 +411,10 @@ std::vector<float> Trainer::gather_model() {
   const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
   std::vector<float> flat(num_parameters());
   for (int u = 0; u < plan_.num_units(); ++u) {
-    check(worker_.wait(enqueue_gather(u)), "");
-    std::copy_n(gathered(u), plan_.unit(u).size, flat.begin() + std::ptrdiff_t(offsets[size_t(u)]));
+    // the fp32 master weights, whatever --gather-dtype the model computes with
+    const float* src = local_ ? params_.data() + plan_.unit(u).seg[0].owned
+                              : (check(worker_.wait(enqueue_gather(u, /*master=*/true)), ""), gathered(u));
+    std::copy_n(src, plan_.unit(u).size, flat.begin() + std::ptrdiff_t(offsets[size_t(u)]));
   }
   return flat;
 }

@@ -17,6 +17,14 @@
 // 1-rank run trains on what the flags say; --compress none --baseline-dtype fp32 runs
 // no collective on the gradient path at all.
 //
+// --gather-dtype bf16 (FSDP's MixedPrecision(param_dtype=bf16)): each all-gather task
+// rounds this rank's fp32 shard to bf16 (tagc::bfloat16, round-to-nearest-even), gathers
+// the 16-bit shards (half the bytes) and widens them into the fp32 slot the model reads.
+// The master shard, AdamW's m and v and the gradients stay fp32; the update is applied
+// to the fp32 master, which is rounded afresh at each gather. On one rank the same
+// rounding is done in place of the gather (into a copy), so the numerics do not depend on
+// the world size. --save-model gathers the fp32 master, not the rounded copy.
+//
 // Every collective is issued by the CommWorker thread in enqueue order, so all ranks
 // see the same sequence. Gathered parameters live in two rotating slots (units of
 // equal parity share one; unit 0 has its own, as it is needed again by the head):
@@ -38,6 +46,8 @@
 #include "model_config.hpp"
 #include "sharding.hpp"
 #include "unit_reducer.hpp"
+
+#include "tagc/core/bfloat16.hpp"
 
 #include "data_loader.hpp"
 #include "gpt2/config.hpp"
@@ -120,7 +130,8 @@ class Trainer {
  private:
   float lr_at(int step) const;
   float* gathered(int u);
-  CommWorker::Ticket enqueue_gather(int u);
+  // master: gather the fp32 master values even with --gather-dtype bf16 (--save-model)
+  CommWorker::Ticket enqueue_gather(int u, bool master = false);
   void enqueue_reduce(int u);
   double forward(const int32_t* inputs, const int32_t* targets);
   void check(const tagc::status& s, const char* what) const;
@@ -153,6 +164,11 @@ class Trainer {
   std::vector<std::vector<float>> grad_store_;
   std::vector<uint8_t> unit_reduces_;  // 1: the unit's gradient goes through a task of the worker
   std::vector<std::vector<float>> gather_bufs_;  // see gathered()
+  // --gather-dtype bf16: the rounded shard of one segment and the gathered 16-bit segment
+  // (used by the worker only, one task at a time); on one rank the rounded model instead
+  bool gather_bf16_ = false;
+  std::vector<tagc::bfloat16> gather_send16_, gather_recv16_;
+  std::vector<float> local_rounded_;
   std::vector<std::array<std::unique_ptr<UnitReducer>, 2>> reducers_;
   std::vector<std::array<tagc::reduce_stats, 2>> stats_;
   std::vector<uint8_t> paths_;  // see segment_paths()

@@ -18,6 +18,10 @@
 // events, so the host never waits for a collective inside the step (it does wait for
 // the loss, the norm, and inside tagc::Reducer's small read-backs, on the worker).
 //
+// --gather-dtype bf16: as the CPU trainer (train/trainer.hpp), on the side stream: the
+// fp32 shard rounded to bf16, a 16-bit all-gather, widened into the fp32 slot the model
+// reads; master, AdamW state and gradients stay fp32.
+//
 // Same flags, shard plan (train/sharding.hpp), segment paths, reducer policies and
 // checkpoint files (train/checkpoint.hpp) as the CPU trainer, so a checkpoint moves
 // between tagc-gpt2, tagc-gpt2-cuda and this class's host instantiation (same world
@@ -96,7 +100,8 @@ class DeviceTrainer {
  private:
   float lr_at(int step) const;
   float* gathered(int u);
-  typename CommQueue<Exec>::Ticket enqueue_gather(int u);
+  // master: the fp32 master values even with --gather-dtype bf16 (gather_model)
+  typename CommQueue<Exec>::Ticket enqueue_gather(int u, bool master = false);
   void enqueue_reduce(int u);
   double forward(const int32_t* inputs, const int32_t* targets);
   void check(const tagc::status& s, const char* what) const;
@@ -122,6 +127,10 @@ class DeviceTrainer {
   // full-unit gradients (accumulated over micro-batches), and gathered parameters
   std::vector<vector<float>> grads_;
   std::vector<vector<float>> gather_bufs_;  // see gathered()
+  // --gather-dtype bf16: one segment's rounded shard and its gathered 16-bit copy (the
+  // worker's, one task at a time), sized once
+  bool gather_bf16_ = false;
+  vector<tagc::bfloat16> gather_send16_, gather_recv16_;
   std::vector<std::array<ReducerPtr<Exec, Comm>, 2>> reducers_;
   std::vector<std::array<tagc::reduce_stats, 2>> stats_;
   std::vector<uint8_t> paths_;              // per segment: train::path_none / path_plain / path_tagc

@@ -39,6 +39,13 @@ struct times {
   float s;
   TAGC_HOST_DEVICE float operator()(float x) const { return x * s; }
 };
+// --gather-dtype bf16: round-to-nearest-even, and the exact widening back
+struct to_bf16 {
+  TAGC_HOST_DEVICE tagc::bfloat16 operator()(float x) const { return tagc::bfloat16(x); }
+};
+struct from_bf16 {
+  TAGC_HOST_DEVICE float operator()(tagc::bfloat16 b) const { return float(b); }
+};
 
 }  // namespace detail
 
@@ -102,6 +109,19 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
     gather_bufs_[0].assign(plan_.gather_capacity(0), 0.0f);
     gather_bufs_[1].assign(slot, 0.0f);
     gather_bufs_[2].assign(slot, 0.0f);
+  }
+
+  // --gather-dtype bf16: staging for the 16-bit gather (no allocation per step)
+  gather_bf16_ = args_.gather_dtype == "bf16";
+  if (gather_bf16_) {
+    size_t shard = 0, padded = 0;
+    for (int u = 0; u < U; ++u)
+      for (const train::Segment& g : plan_.unit(u).seg) {
+        shard = std::max(shard, g.shard);
+        padded = std::max(padded, g.padded(world()));
+      }
+    gather_send16_.assign(shard, tagc::bfloat16::from_bits(0));
+    gather_recv16_.assign(padded, tagc::bfloat16::from_bits(0));
   }
 
   paths_.assign(size_t(2 * U), train::path_none);
@@ -199,18 +219,31 @@ float* DeviceTrainer<Exec, Comm>::gathered(int u) {
 }
 
 template <class Exec, class Comm>
-typename CommQueue<Exec>::Ticket DeviceTrainer<Exec, Comm>::enqueue_gather(int u) {
+typename CommQueue<Exec>::Ticket DeviceTrainer<Exec, Comm>::enqueue_gather(int u, bool master) {
   float* dst = gathered(u);
-  return queue_.enqueue([this, u, dst]() -> tagc::status {
+  const bool bf16 = gather_bf16_ && !master;
+  return queue_.enqueue([this, u, dst, bf16]() -> tagc::status {
     // Prefix first: its padding spills into the suffix's place, which the suffix's
     // gather then overwrites (see ShardPlan::gather_capacity); both are issued in this
     // order on one stream / one thread.
     for (const train::Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
-      if (tagc::status st = comm_.all_gather(std::span<const float>(raw(params_) + g.owned, g.shard),
-                                              std::span<float>(dst + g.offset, g.padded(world())));
-          !st.ok())
-        return {st.code(), "all-gather of unit " + plan_.unit(u).name + ": " + st.what()};
+      const size_t n = g.padded(world());
+      tagc::status st;
+      if (bf16) {
+        // rounding, gather and widening in order on the side stream (the worker's)
+        const float* src = raw(params_) + g.owned;
+        tagc::bfloat16* send = raw(gather_send16_);
+        tagc::bfloat16* recv = raw(gather_recv16_);
+        thrust::transform(queue_.side().policy(), src, src + g.shard, send, detail::to_bf16{});
+        st = comm_.all_gather(std::span<const tagc::bfloat16>(send, g.shard), std::span<tagc::bfloat16>(recv, n));
+        if (st.ok()) thrust::transform(queue_.side().policy(), recv, recv + n, dst + g.offset, detail::from_bf16{});
+      } else {
+        st = comm_.all_gather(std::span<const float>(raw(params_) + g.owned, g.shard),
+                              std::span<float>(dst + g.offset, n));
+      }
+      if (!st.ok())
+        return {st.code(), "all-gather of unit " + plan_.unit(u).name + (bf16 ? " (bf16)" : "") + ": " + st.what()};
     }
     return {};
   });
@@ -396,7 +429,7 @@ std::vector<float> DeviceTrainer<Exec, Comm>::gather_model() {
   const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
   std::vector<float> flat(num_parameters());
   for (int u = 0; u < plan_.num_units(); ++u) {
-    check(queue_.wait(enqueue_gather(u)), "");
+    check(queue_.wait(enqueue_gather(u, /*master=*/true)), "");  // the fp32 master, whatever --gather-dtype
     check(model_exec_.copy_to_host(gathered(u), flat.data() + offsets[size_t(u)], plan_.unit(u).size),
           "copy parameters to the host");
   }

@@ -1,0 +1,159 @@
+// test_train_gather.cpp: --gather-dtype bf16 (the parameter all-gather in 16 bits, FSDP's
+// MixedPrecision(param_dtype=bf16)), under mpiexec with 2 ranks on the tiny model.
+//
+// What must hold: the model computes with exactly the bf16-rounded fp32 master weights
+// (a fp32 run started from those rounded weights gives the same losses and gradient norm
+// bit for bit at step 1), the master stays fp32 (--save-model's gather returns it
+// unrounded), the gather sends half the bytes, the run learns, 1 rank rounds as 2 ranks
+// do, a checkpoint resumes bit-identically and a resume with another --gather-dtype is
+// refused.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include "train_test_harness.hpp"
+
+#include "trainer.hpp"
+
+#include "gpt2/checkpoint.hpp"
+#include "tagc/core/bfloat16.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+using train::Args;
+using train::Trainer;
+using train_test::scratch;
+using train_test::tiny;
+using train_test::world_rank;
+using tagc::collective;
+
+namespace {
+
+Args g16(Args a) {
+  a.gather_dtype = "bf16";
+  return a;
+}
+
+struct Run {
+  std::vector<double> loss, norm;
+};
+
+Run run(const Args& a, MPI_Comm comm, int n, const std::string& save_dir = "", const std::string& resume = "") {
+  tagc::mpi_communicator mpi(comm);
+  REQUIRE(mpi.init_status().ok());
+  Trainer t(a, mpi);
+  if (!resume.empty()) t.load_checkpoint(resume);
+  else t.init_from_seed();
+  Run r;
+  for (int i = 0; i < n; ++i) {
+    const auto m = t.train_step();
+    r.loss.push_back(m.loss);
+    r.norm.push_back(m.grad_norm);
+  }
+  if (!save_dir.empty()) t.save_checkpoint(save_dir);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("gather bf16: the model computes with the rounded master weights; the master stays fp32") {
+  const Args fp = tiny(2, 4);
+  tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+  Trainer full(fp, mpi);
+  full.init_from_seed();
+  const std::vector<float> master = full.gather_model();
+
+  // the initial weights rounded to bf16 (round-to-nearest-even), as an llm.c checkpoint
+  std::vector<float> rounded(master.size());
+  size_t changed = 0;
+  for (size_t i = 0; i < master.size(); ++i) {
+    rounded[i] = float(tagc::bfloat16(master[i]));
+    changed += rounded[i] != master[i];
+  }
+  REQUIRE(changed > master.size() / 2);  // the rounding is not a no-op on these weights
+  const std::string path = (scratch() / "rounded_init.bin").string();
+  if (world_rank() == 0) gpt2::save_checkpoint(path, full.config(), rounded);
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  Trainer from_rounded(fp, mpi);  // fp32 gather of the rounded weights
+  from_rounded.init_from_llmc(path);
+  Trainer half(g16(fp), mpi);  // bf16 gather of the fp32 master weights
+  half.init_from_seed();
+
+  CHECK(half.gather_model() == master);  // --save-model: the fp32 master, not the rounded copy
+  const std::vector<double> v16 = half.evaluate_batches(2), vr = from_rounded.evaluate_batches(2),
+                            v32 = full.evaluate_batches(2);
+  CHECK(v16 == vr);  // bit for bit: the same weights reach the model
+  CHECK(v16 != v32);
+
+  const train::StepMetrics m16 = half.train_step(), mr = from_rounded.train_step(), m32 = full.train_step();
+  CHECK(m16.loss == mr.loss);
+  CHECK(m16.grad_norm == mr.grad_norm);
+  CHECK(m16.loss != m32.loss);
+  // the same all-gathers, each half the bytes (the ring model counts the gathered buffer)
+  const auto& a16 = m16.traffic[collective::all_gather];
+  const auto& a32 = m32.traffic[collective::all_gather];
+  CHECK(a16.calls == a32.calls);
+  CHECK(a16.calls > 0);
+  CHECK(a16.bytes_sent * 2 == a32.bytes_sent);
+  CHECK(m16.grad_bytes == m32.grad_bytes);  // the gradient path is untouched
+
+  // after the update the master moves in fp32: the bf16 run's master is not a bf16 grid
+  const std::vector<float> after = half.gather_model();
+  size_t off_grid = 0;
+  for (float x : after) off_grid += float(tagc::bfloat16(x)) != x;
+  CHECK(off_grid > after.size() / 2);
+}
+
+TEST_CASE("gather bf16: learns, differs from fp32, the same on 1 rank and with zero2") {
+  const int steps = 12;
+  const Run r32 = run(tiny(2, steps), MPI_COMM_WORLD, steps);
+  const Run r16 = run(g16(tiny(2, steps)), MPI_COMM_WORLD, steps);
+  INFO("fp32 " << r32.loss.front() << " -> " << r32.loss.back() << ", bf16 gather " << r16.loss.front() << " -> "
+               << r16.loss.back());
+  CHECK(r16.loss.back() < r16.loss.front() - 0.5);  // fp32 gather: 10.844 -> 9.949
+  size_t differ = 0;
+  for (size_t i = 0; i < r16.loss.size(); ++i) {
+    differ += r16.loss[i] != r32.loss[i];
+    CHECK(r16.loss[i] == doctest::Approx(r32.loss[i]).epsilon(2e-2));  // close: 8 mantissa bits of weight
+  }
+  CHECK(differ == r16.loss.size());
+
+  // one rank rounds in place of the gather: the 2-rank run's numerics, no all-gather
+  const Run self = run(g16(tiny(4, steps)), MPI_COMM_SELF, steps);
+  for (size_t i = 0; i < self.loss.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(self.loss[i] == doctest::Approx(r16.loss[i]).epsilon(1e-5));
+  }
+  {
+    tagc::mpi_communicator one(MPI_COMM_SELF);
+    Trainer t(g16(tiny(4, 1)), one);
+    t.init_from_seed();
+    CHECK(t.train_step().traffic[collective::all_gather].calls == 0);
+  }
+  Args z2 = g16(tiny(2, steps));  // the same lr schedule, 4 of its steps
+  z2.zero2 = true;
+  const Run rz = run(z2, MPI_COMM_WORLD, 4);
+  for (size_t i = 0; i < rz.loss.size(); ++i) CHECK(rz.loss[i] == doctest::Approx(r16.loss[i]).epsilon(1e-6));
+}
+
+TEST_CASE("gather bf16: a checkpoint resumes bit-identically; another --gather-dtype is refused") {
+  Args a = g16(tiny(2, 6));
+  a.compress = train::CompressMode::non_attention;
+  a.values = train::ValuesMode::packed_bf16;
+  a.index_bits = train::index_bits_exact;
+  const std::string dir = (scratch() / "ckpt_g16").string();
+  const Run whole = run(a, MPI_COMM_WORLD, 6);
+  const Run first = run(a, MPI_COMM_WORLD, 3, dir);
+  const Run second = run(a, MPI_COMM_WORLD, 3, "", dir);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("step " << i + 1);
+    CHECK(first.loss[i] == whole.loss[i]);
+    CHECK(second.loss[i] == whole.loss[i + 3]);
+  }
+  Args fp = a;
+  fp.gather_dtype = "fp32";
+  CHECK_THROWS_WITH(run(fp, MPI_COMM_WORLD, 1, "", dir),
+                    doctest::Contains("--gather-dtype: bf16 in the checkpoint, fp32 in this run"));
+}
+
+int main(int argc, char** argv) { return train_test::mpi_doctest_main(argc, argv); }
