@@ -85,6 +85,8 @@ inline std::vector<DeviceCase> device_cases() {
       {"L1 C64 NH1 V50257 (real vocab) B2 T8", small_config(1, 64, 1, 50257, 8), 2, 8},
       // B*T = 300 rows: three row chunks of the column sums (the last one partial)
       {"L1 C64 NH4 V97 B2 T150", small_config(1, 64, 4, 97, 160), 2, 150},
+      // C, 3C, 4C not multiples of 64: the host's column blocks end part-way (last block partial)
+      {"L1 C40 NH2 V97 B2 T8", small_config(1, 40, 2, 97, 8), 2, 8},
   };
 }
 

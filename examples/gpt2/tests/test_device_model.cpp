@@ -36,8 +36,8 @@ using namespace gpt2_test;
 
 // Differences between the two models are fp32 rounding only: the attention products run
 // as gemms here and as loops in the CPU model, the column sums in row chunks (different
-// summation orders), expf/tanhf differ from the CPU model's polynomial exp by a few ulp,
-// and the rest is the same arithmetic. Each gradient element is a sum of O(B*T) products
+// summation orders), and the rest is the same arithmetic (exp/tanh are the same
+// polynomial, fast_math.hpp). Each gradient element is a sum of O(B*T) products
 // of O(C) sums, so the expected scale-relative error is ~1e-6 (measured: see the MESSAGE
 // lines, max 1.2e-6); 1e-4 leaves two orders of magnitude, while a wrong index, a missing
 // bias or an overwritten accumulation gives errors of order 1.
@@ -106,6 +106,36 @@ TEST_CASE("gpt2_device_model whole-model forward/backward == per-unit steps, bit
   for (size_t u = 0; u < us.size(); ++u) {
     CAPTURE(us[u].name);
     CHECK(std::memcmp(G[u].data(), gw.data() + off[u], us[u].size * sizeof(float)) == 0);
+  }
+}
+
+// exec::host launches column kernels with a block of columns per thread and small loops
+// on the calling thread; exec::host_portable with the GPU's shapes (one column or element
+// per thread, every launch through Thrust). Each column is summed over the same rows in
+// the same order either way, so the two agree bit for bit: a launch shape that changed
+// the arithmetic (or an index mistake in one of them) shows here.
+TEST_CASE("gpt2_device_model: host launch shapes == the GPU's (exec::host_portable), bit for bit") {
+  for (const DeviceCase& k : device_cases()) {
+    CAPTURE(k.name);
+    const MicroBatches m = make_micro_batches(k);
+    const size_t n = gpt2::num_parameters(k.cfg);
+    HostModel host(k.cfg, k.B, k.T);
+    gpt2::DeviceModel<tagc::exec::host_portable> portable(k.cfg, k.B, k.T);
+    std::vector<float> gh = m.grads0, gp = m.grads0;
+    float lh = host.forward(m.params.data(), m.in1.data(), m.tg1.data());
+    float lp = portable.forward(m.params.data(), m.in1.data(), m.tg1.data());
+    CHECK(lh == lp);
+    host.backward(m.params.data(), gh.data(), m.scale1);
+    portable.backward(m.params.data(), gp.data(), m.scale1);
+    lh = host.forward(m.params.data(), m.in2.data(), m.tg2.data());
+    lp = portable.forward(m.params.data(), m.in2.data(), m.tg2.data());
+    CHECK(lh == lp);
+    host.backward(m.params.data(), gh.data(), m.scale2);
+    portable.backward(m.params.data(), gp.data(), m.scale2);
+    REQUIRE(gh.size() == n);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; ++i) differ += gh[i] != gp[i];
+    CHECK(differ == 0);
   }
 }
 

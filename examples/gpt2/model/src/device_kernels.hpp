@@ -25,9 +25,18 @@
 // of the embedding backward stays one thread per column (a token may repeat within any
 // chunk; atomics would make it non-deterministic).
 //
+// Column kernels take `cols`, the adjacent columns one thread owns: 1 on a GPU (adjacent
+// threads on adjacent columns, so a warp's reads coalesce), a block on the host (one
+// thread walks a contiguous stretch of each row, which vectorizes; DeviceModel picks it per
+// space). Each column is still summed over the same rows in the same order, so the result
+// does not depend on cols. Likewise the transcendental functions are fast_math's (the CPU
+// model's too), which vectorize on the host.
+//
 // Conventions as the CPU kernels: activations row-major, N = B*T rows; backward kernels
 // ACCUMULATE (+=) into parameter gradients and into dinp unless a comment says otherwise.
 #include <tagc/core/config.hpp>
+
+#include "fast_math.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -52,17 +61,29 @@ struct EncoderForward {
   }
 };
 
-// dwte[tok[bt], c] += dout[bt, c]. One thread per channel c, walking the rows in order:
-// a token may repeat, so a thread must own a column, not a row (the CPU kernel's split,
-// which also keeps the sums deterministic).
+// Columns [c0, c1) of block `blk` when each thread owns `cols` of W columns.
+struct ColumnBlock {
+  int c0, c1;
+  TAGC_HOST_DEVICE ColumnBlock(size_t blk, int cols, int W)
+      : c0(static_cast<int>(blk) * cols), c1(c0 + cols < W ? c0 + cols : W) {}
+};
+TAGC_HOST_DEVICE inline int column_blocks(int W, int cols) { return (W + cols - 1) / cols; }
+
+// dwte[tok[bt], c] += dout[bt, c]. One thread per block of `cols` channels, walking the
+// rows in order: a token may repeat, so a thread must own columns, not rows (the CPU
+// kernel's split, which also keeps the sums deterministic). column_blocks(C, cols) threads.
 struct EncoderBackwardTokens {
   float* dwte;
   const float* dout;
   const int* tok;
-  int N, C;
-  TAGC_HOST_DEVICE void operator()(size_t c) const {
-    for (int bt = 0; bt < N; ++bt)
-      dwte[static_cast<size_t>(tok[bt]) * C + c] += dout[static_cast<size_t>(bt) * C + c];
+  int N, C, cols;
+  TAGC_HOST_DEVICE void operator()(size_t blk) const {
+    const ColumnBlock cb(blk, cols, C);
+    for (int bt = 0; bt < N; ++bt) {
+      float* w = dwte + static_cast<size_t>(tok[bt]) * C;
+      const float* d = dout + static_cast<size_t>(bt) * C;
+      for (int c = cb.c0; c < cb.c1; ++c) w[c] += d[c];
+    }
   }
 };
 
@@ -157,49 +178,67 @@ struct LayerNormBackwardInput {
 };
 
 // Pass 1 of dw[c] += sum_i dout[i,c] * xhat[i,c], db[c] += sum_i dout[i,c]: one thread
-// per (chunk, c) writes partial[chunk * 2C + c] (dw) and partial[chunk * 2C + C + c] (db).
+// per (chunk, block of cols columns) writes partial[chunk * 2C + c] (dw) and
+// partial[chunk * 2C + C + c] (db); row_chunks(N) * column_blocks(C, cols) threads.
 struct LayerNormParamsPartial {
   float* partial;
   const float* dout;
   const float* inp;
   const float* mean;
   const float* rstd;
-  int N, C;
+  int N, C, cols;
   TAGC_HOST_DEVICE void operator()(size_t idx) const {
-    const int chunk = static_cast<int>(idx / C), c = static_cast<int>(idx % C);
+    const int nblk = column_blocks(C, cols);
+    const int chunk = static_cast<int>(idx / nblk);
+    const ColumnBlock cb(idx % nblk, cols, C);
     const int i0 = chunk * kRowsPerChunk, i1 = i0 + kRowsPerChunk < N ? i0 + kRowsPerChunk : N;
-    float sw = 0, sb = 0;
+    float* pw = partial + static_cast<size_t>(chunk) * 2 * C;
+    float* pb = pw + C;
+    for (int c = cb.c0; c < cb.c1; ++c) pw[c] = pb[c] = 0.0f;
     for (int i = i0; i < i1; ++i) {
-      const size_t k = static_cast<size_t>(i) * C + c;
-      sw += dout[k] * (inp[k] - mean[i]) * rstd[i];
-      sb += dout[k];
+      const float* d = dout + static_cast<size_t>(i) * C;
+      const float* x = inp + static_cast<size_t>(i) * C;
+      const float m = mean[i], s = rstd[i];
+      for (int c = cb.c0; c < cb.c1; ++c) {
+        pw[c] += d[c] * (x[c] - m) * s;
+        pb[c] += d[c];
+      }
     }
-    partial[static_cast<size_t>(chunk) * 2 * C + c] = sw;
-    partial[static_cast<size_t>(chunk) * 2 * C + C + c] = sb;
   }
 };
 
 // ---- linear-layer helpers (the products themselves are gemm calls) ------------------
-// out[i, c] += bias[c] over [N, OC]; one thread per element.
+// out[i, c] += bias[c] over [N, OC]; one thread per (row, block of cols columns):
+// N * column_blocks(OC, cols) threads (cols = 1: one per element).
 struct BiasAdd {
   float* out;
   const float* bias;
-  int OC;
-  TAGC_HOST_DEVICE void operator()(size_t i) const { out[i] += bias[i % OC]; }
+  int OC, cols;
+  TAGC_HOST_DEVICE void operator()(size_t idx) const {
+    const int nblk = column_blocks(OC, cols);
+    const ColumnBlock cb(idx % nblk, cols, OC);
+    float* o = out + (idx / nblk) * OC;
+    for (int c = cb.c0; c < cb.c1; ++c) o[c] += bias[c];
+  }
 };
 
-// Pass 1 of dbias[c] += sum_i dout[i, c]: one thread per (chunk, c) writes
-// partial[chunk * OC + c].
+// Pass 1 of dbias[c] += sum_i dout[i, c]: one thread per (chunk, block of cols columns)
+// writes partial[chunk * OC + c]; row_chunks(N) * column_blocks(OC, cols) threads.
 struct BiasGradPartial {
   float* partial;
   const float* dout;
-  int N, OC;
+  int N, OC, cols;
   TAGC_HOST_DEVICE void operator()(size_t idx) const {
-    const int chunk = static_cast<int>(idx / OC), c = static_cast<int>(idx % OC);
+    const int nblk = column_blocks(OC, cols);
+    const int chunk = static_cast<int>(idx / nblk);
+    const ColumnBlock cb(idx % nblk, cols, OC);
     const int i0 = chunk * kRowsPerChunk, i1 = i0 + kRowsPerChunk < N ? i0 + kRowsPerChunk : N;
-    float s = 0;
-    for (int i = i0; i < i1; ++i) s += dout[static_cast<size_t>(i) * OC + c];
-    partial[idx] = s;
+    float* p = partial + static_cast<size_t>(chunk) * OC;
+    for (int c = cb.c0; c < cb.c1; ++c) p[c] = 0.0f;
+    for (int i = i0; i < i1; ++i) {
+      const float* d = dout + static_cast<size_t>(i) * OC;
+      for (int c = cb.c0; c < cb.c1; ++c) p[c] += d[c];
+    }
   }
 };
 
@@ -211,7 +250,7 @@ struct GeluForward {
   const float* inp;
   TAGC_HOST_DEVICE void operator()(size_t i) const {
     const float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + ::tanhf(kGeluScale * (x + 0.044715f * x * x * x)));
+    out[i] = 0.5f * x * (1.0f + fast_math::tanh_fast(kGeluScale * (x + 0.044715f * x * x * x)));
   }
 };
 
@@ -223,7 +262,7 @@ struct GeluBackward {
   const float* dout;
   TAGC_HOST_DEVICE void operator()(size_t i) const {
     const float x = inp[i];
-    const float th = ::tanhf(kGeluScale * (x + 0.044715f * x * x * x));
+    const float th = fast_math::tanh_fast(kGeluScale * (x + 0.044715f * x * x * x));
     const float sech2 = 1.0f - th * th;
     const float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * 0.044715f * x * x);
     dinp[i] = g * dout[i];
@@ -251,7 +290,7 @@ struct CausalSoftmaxForward {
     for (int t2 = 1; t2 <= t; ++t2) maxv = a[t2] > maxv ? a[t2] : maxv;
     float sum = 0;
     for (int t2 = 0; t2 <= t; ++t2) {
-      a[t2] = ::expf(a[t2] - maxv);
+      a[t2] = fast_math::exp_fast(a[t2] - maxv);
       sum += a[t2];
     }
     const float inv = 1.0f / sum;
@@ -291,13 +330,16 @@ struct SoftmaxCrossEntropyForward {
   TAGC_HOST_DEVICE void operator()(size_t i) const {
     float* p = logits + i * Vp;
     float maxv = p[0];
+    GPT2_SIMD_REDUCE(max, maxv)
     for (int v = 1; v < V; ++v) maxv = p[v] > maxv ? p[v] : maxv;
-    float sum = 0;
+    float sum = 0;  // per-lane partial sums on the host (as the CPU model): fine for V ~ 5e4
+    GPT2_SIMD_REDUCE(+, sum)
     for (int v = 0; v < V; ++v) {
-      p[v] = ::expf(p[v] - maxv);
+      p[v] = fast_math::exp_fast(p[v] - maxv);
       sum += p[v];
     }
     const float inv = 1.0f / sum;
+    GPT2_SIMD
     for (int v = 0; v < V; ++v) p[v] *= inv;
     if (targets) losses[i] = -::logf(p[targets[i]]);
   }

@@ -1,5 +1,7 @@
 // defines: gpt2::DeviceModel<tagc::exec::host> and the optimizer pieces on exec::host
-// (explicit instantiations), with the CBLAS gemm backend device_blas::Blas<exec::host>.
+// (explicit instantiations), with the CBLAS gemm backend device_blas::Blas<exec::host>;
+// the same on tagc::exec::host_portable, which launches with the GPU's shapes (one column
+// per thread, one element per bias add), so the CPU test runs what a GPU runs.
 #include <tagc/exec/host.hpp>
 
 #include "device_blas.hpp"
@@ -34,10 +36,17 @@ class Blas<tagc::exec::host> {
   }
 };
 
+template <>
+class Blas<tagc::exec::host_portable> : public Blas<tagc::exec::host> {
+ public:
+  using Blas<tagc::exec::host>::Blas;
+};
+
 }  // namespace gpt2::device_blas
 
 #include "device_model_impl.hpp"
 
 namespace gpt2 {
 GPT2_INSTANTIATE_DEVICE_MODEL(tagc::exec::host)
+GPT2_INSTANTIATE_DEVICE_MODEL(tagc::exec::host_portable)
 }  // namespace gpt2

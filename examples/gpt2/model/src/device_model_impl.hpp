@@ -10,12 +10,17 @@
 //   * attention is three gemms per batch row (strided-batched over heads) around the two
 //     softmax kernels, instead of the CPU model's fused loop over (b, h, t): the same
 //     math, and what cuBLAS wants on a GPU;
-//   * exp/tanh are the math library's (expf/tanhf) instead of the CPU model's
-//     polynomial ones (a few ulp apart);
 //   * bias and LayerNorm weight gradients are summed over row chunks first, then over
 //     the chunks (device_kernels.hpp says why), another summation order;
 //   * inputs/targets live in Exec memory, so the token check is a find_if on the space
 //     followed by one small copy back (a synchronization per check on a GPU).
+// exp/tanh are the CPU model's polynomials (fast_math.hpp) on every space.
+//
+// Per space, only the launch shape differs (never the arithmetic or its order): on the
+// host a loop below kHostParallelMin element-operations runs on the calling thread, as
+// the CPU model's kernels do (on a loaded 2-core machine an OpenMP fork/join can cost a
+// scheduler slice; at d2 every per-layer loop is below it), and column kernels give each
+// thread a block of columns (kHostCols) instead of one.
 #include "gpt2/device_model.hpp"
 
 #include "device_blas.hpp"
@@ -29,6 +34,7 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform_reduce.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>
@@ -106,6 +112,16 @@ struct DeviceModel<Exec>::Impl {
       throw std::invalid_argument("gpt2::DeviceModel: sequence length T (" + std::to_string(T) +
                                   ") must be in [1, max_seq_len=" + std::to_string(c.max_seq_len) + "]");
   }
+  // Launch shapes per space (see the header comment). host_paths as tagc's stages read it:
+  // exec::host_portable keeps the GPU's shapes on the CPU, so a test can run them.
+  static constexpr bool host_shapes = [] {
+    if constexpr (requires { Exec::host_paths; }) return !Exec::is_device && Exec::host_paths;
+    else return false;
+  }();
+  static constexpr size_t kHostParallelMin = size_t(1) << 22;  // kernels.hpp's kParallelMin
+  static constexpr int kHostCols = 64;                         // kernels.hpp's kColBlock
+  static constexpr int column_width() { return host_shapes ? kHostCols : 1; }
+
   static const Config& checked(const Config& c, int B, int T) {
     check_shape(c, B, T);
     return c;
@@ -166,12 +182,29 @@ struct DeviceModel<Exec>::Impl {
   template <class T_>
   static T_* raw(vec<T_>& v) { return thrust::raw_pointer_cast(v.data()); }
 
-  // One thread per index in [0, n) of functor f, on the space's stream/threads.
+  // One thread per index in [0, n) of functor f, on the space's stream/threads. `work` is
+  // the element-operations per index: on the host, n * work below kHostParallelMin runs
+  // serially on the calling thread (the loop over f inlines and vectorizes).
   template <class F>
-  void launch(size_t n, const F& f) {
-    if (n) thrust::for_each_n(exec.policy(), thrust::counting_iterator<size_t>(0), n, f);
+  void launch(size_t n, const F& f, size_t work = 1) {
+    if (!n) return;
+    if constexpr (!Exec::is_device) {
+      if (n * work < kHostParallelMin) {
+        for (size_t i = 0; i < n; ++i) f(i);
+        return;
+      }
+    }
+    thrust::for_each_n(exec.policy(), thrust::counting_iterator<size_t>(0), n, f);
   }
-  void zero(float* p, size_t n) { thrust::fill_n(exec.policy(), p, n, 0.0f); }
+  void zero(float* p, size_t n) {
+    if constexpr (!Exec::is_device) {
+      if (n < kHostParallelMin) {
+        std::fill_n(p, n, 0.0f);
+        return;
+      }
+    }
+    thrust::fill_n(exec.policy(), p, n, 0.0f);
+  }
 
   void expect(bool ok, const char* what) const {
     if (!ok) {
@@ -188,6 +221,15 @@ struct DeviceModel<Exec>::Impl {
   void take_tokens(const int* tok, vec<int>& dst, const char* what) {
     const size_t n = bt();
     const int V = cfg.vocab_size;
+    if constexpr (!Exec::is_device) {  // B*T ids: a loop on the calling thread, no fork
+      const int* bad = std::find_if(tok, tok + n, device_kernels::TokenOutOfRange{V});
+      if (bad != tok + n)
+        throw std::out_of_range(std::string("gpt2::DeviceModel: ") + what + "[" + std::to_string(bad - tok) +
+                                "] = " + std::to_string(*bad) + " is outside [0, vocab_size=" + std::to_string(V) +
+                                ")");
+      std::copy_n(tok, n, raw(dst));
+      return;
+    }
     const int* bad = thrust::find_if(exec.policy(), tok, tok + n, device_kernels::TokenOutOfRange{V});
     if (bad != tok + n) {
       int value = 0;
@@ -203,21 +245,24 @@ struct DeviceModel<Exec>::Impl {
 
   // ---- layers (the kernels of src/kernels.hpp, as functor launches + gemms) ----------
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b) {
-    launch(bt(), device_kernels::LayerNormForward{out, mean, rstd, inp, w, b, cfg.channels});
+    launch(bt(), device_kernels::LayerNormForward{out, mean, rstd, inp, w, b, cfg.channels}, 4 * cfg.channels);
   }
   void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
                           const float* mean, const float* rstd) {
     const int C = cfg.channels, N = static_cast<int>(bt()), chunks = device_kernels::row_chunks(N);
-    launch(bt(), device_kernels::LayerNormBackwardInput{dinp, dout, inp, w, mean, rstd, C});
-    launch(static_cast<size_t>(chunks) * C,
-           device_kernels::LayerNormParamsPartial{raw(column_partials), dout, inp, mean, rstd, N, C});
-    launch(2 * C, device_kernels::AddColumnPartials{dw, db, raw(column_partials), chunks, 2 * C, C});
+    const int cols = column_width();
+    launch(bt(), device_kernels::LayerNormBackwardInput{dinp, dout, inp, w, mean, rstd, C}, 4 * C);
+    launch(static_cast<size_t>(chunks) * device_kernels::column_blocks(C, cols),
+           device_kernels::LayerNormParamsPartial{raw(column_partials), dout, inp, mean, rstd, N, C, cols},
+           static_cast<size_t>(device_kernels::kRowsPerChunk) * 2 * cols);
+    launch(2 * C, device_kernels::AddColumnPartials{dw, db, raw(column_partials), chunks, 2 * C, C}, chunks);
   }
   // out[N,OC] = inp[N,IC] @ W[OC,IC]^T + bias
   void matmul_forward(float* out, const float* inp, const float* W, const float* bias, int IC, int OC) {
     const int N = static_cast<int>(bt());
     blas.gemm(false, true, N, OC, IC, 1.0f, inp, IC, W, IC, 0.0f, out, OC);
-    launch(bt() * OC, device_kernels::BiasAdd{out, bias, OC});
+    const int cols = host_shapes ? OC : 1;  // host: a row per thread
+    launch(bt() * device_kernels::column_blocks(OC, cols), device_kernels::BiasAdd{out, bias, OC, cols}, cols);
   }
   // dinp = dout @ W (OVERWRITES); dW += dout^T @ inp; dbias += colsum(dout)
   void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const float* inp, const float* W,
@@ -225,9 +270,11 @@ struct DeviceModel<Exec>::Impl {
     const int N = static_cast<int>(bt());
     blas.gemm(false, false, N, IC, OC, 1.0f, dout, OC, W, IC, 0.0f, dinp, IC);
     blas.gemm(true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dW, IC);
-    const int chunks = device_kernels::row_chunks(N);
-    launch(static_cast<size_t>(chunks) * OC, device_kernels::BiasGradPartial{raw(column_partials), dout, N, OC});
-    launch(OC, device_kernels::AddColumnPartials{dbias, dbias, raw(column_partials), chunks, OC, OC});
+    const int chunks = device_kernels::row_chunks(N), cols = column_width();
+    launch(static_cast<size_t>(chunks) * device_kernels::column_blocks(OC, cols),
+           device_kernels::BiasGradPartial{raw(column_partials), dout, N, OC, cols},
+           static_cast<size_t>(device_kernels::kRowsPerChunk) * cols);
+    launch(OC, device_kernels::AddColumnPartials{dbias, dbias, raw(column_partials), chunks, OC, OC}, chunks);
   }
 
   // Causal self-attention of one layer. Per batch row b, the heads are one strided batch:
@@ -250,7 +297,7 @@ struct DeviceModel<Exec>::Impl {
       blas.gemm_strided_batched(false, true, T, T, hs, attention_scale(), q, C3, hs, q + C, C3, hs, 0.0f, ab, T, TT,
                                 NH);
     }
-    launch(static_cast<size_t>(B) * NH * T, device_kernels::CausalSoftmaxForward{a, T});
+    launch(static_cast<size_t>(B) * NH * T, device_kernels::CausalSoftmaxForward{a, T}, 8 * static_cast<size_t>(T));
     for (int b = 0; b < B; ++b) {
       const float* v = qkv_l + static_cast<size_t>(b) * T * C3 + 2 * C;
       blas.gemm_strided_batched(false, false, T, hs, T, 1.0f, a + b * NH * TT, T, TT, v, C3, hs, 0.0f,
@@ -271,7 +318,8 @@ struct DeviceModel<Exec>::Impl {
       blas.gemm_strided_batched(true, false, T, hs, T, 1.0f, a + b * NH * TT, T, TT, d, C, hs, 0.0f,
                                 dqkv_ + row0 * C3 + 2 * C, C3, hs, NH);
     }
-    launch(static_cast<size_t>(B) * NH * T, device_kernels::CausalSoftmaxBackward{datt_, a, T, attention_scale()});
+    launch(static_cast<size_t>(B) * NH * T, device_kernels::CausalSoftmaxBackward{datt_, a, T, attention_scale()},
+           4 * static_cast<size_t>(T));
     for (int b = 0; b < B; ++b) {
       const size_t row0 = static_cast<size_t>(b) * T;
       const float* q = qkv_l + row0 * C3;
@@ -315,7 +363,7 @@ struct DeviceModel<Exec>::Impl {
       const float* r2 = raw(res2) + l * NC;
       layernorm_forward(l2, raw(ln2_mean) + l * bt(), raw(ln2_rstd) + l * bt(), r2, p + mo.ln2w, p + mo.ln2b);
       matmul_forward(h, l2, p + mo.fcw, p + mo.fcb, C, 4 * C);
-      launch(NC * 4, device_kernels::GeluForward{hg, h});
+      launch(NC * 4, device_kernels::GeluForward{hg, h}, 8);
       matmul_forward(raw(scratch), hg, p + mo.fcprojw, p + mo.fcprojb, 4 * C, C);
       launch(NC, device_kernels::ResidualForward{raw(res3) + l * NC, r2, raw(scratch)});
     }
@@ -328,13 +376,20 @@ struct DeviceModel<Exec>::Impl {
     if (tg) take_tokens(tg, targets, "targets");
     // Only the first V rows of wte make logits: the padded rows never count.
     blas.gemm(false, true, N, V, C, 1.0f, raw(lnf), C, p, C, 0.0f, raw(logits), Vp);
-    launch(bt(), device_kernels::SoftmaxCrossEntropyForward{raw(logits), raw(losses), tg ? raw(targets) : nullptr, V, Vp});
+    launch(bt(), device_kernels::SoftmaxCrossEntropyForward{raw(logits), raw(losses), tg ? raw(targets) : nullptr, V, Vp},
+           8 * static_cast<size_t>(V));
     have_targets = tg != nullptr;
     phase = Phase::backward_head;
     if (!tg) return 0.0f;
-    // the mean in double, as the CPU model; reduce returns to the host, i.e. waits
-    const double sum = thrust::transform_reduce(exec.policy(), raw(losses), raw(losses) + N,
-                                                device_kernels::ToDouble{}, 0.0, thrust::plus<double>());
+    // the mean in double, as the CPU model; reduce returns to the host, i.e. waits. On the
+    // host, in the CPU model's order (B*T values: no fork).
+    double sum = 0;
+    if constexpr (!Exec::is_device) {
+      for (int i = 0; i < N; ++i) sum += raw(losses)[i];
+    } else {
+      sum = thrust::transform_reduce(exec.policy(), raw(losses), raw(losses) + N, device_kernels::ToDouble{}, 0.0,
+                                     thrust::plus<double>());
+    }
     loss = static_cast<float>(sum / N);
     return loss;
   }
@@ -363,8 +418,11 @@ struct DeviceModel<Exec>::Impl {
       layernorm_backward(dr, g + lnfw_off, g + lnfb_off, raw(dln), raw(res3) + (L - 1) * NC, p + lnfw_off,
                          raw(lnf_mean), raw(lnf_rstd));
     } else if (u == 0) {
-      launch(C, device_kernels::EncoderBackwardTokens{g, dr, raw(inputs), static_cast<int>(bt()), C});
-      launch(static_cast<size_t>(T) * C, device_kernels::EncoderBackwardPositions{g + wpe_off, dr, B, T, C});
+      const int cols = column_width();
+      launch(device_kernels::column_blocks(C, cols),
+             device_kernels::EncoderBackwardTokens{g, dr, raw(inputs), static_cast<int>(bt()), C, cols},
+             bt() * cols);
+      launch(static_cast<size_t>(T) * C, device_kernels::EncoderBackwardPositions{g + wpe_off, dr, B, T, C}, B);
     } else if ((u - 1) % 2 == 0) {  // attention block: res2 = x + proj(attn(ln1(x)))
       const int l = (u - 1) / 2;
       const float* l1 = raw(ln1) + l * NC;
@@ -381,7 +439,7 @@ struct DeviceModel<Exec>::Impl {
       const float* h = raw(fch) + l * NC * 4;
       const float* hg = raw(fch_gelu) + l * NC * 4;
       matmul_backward(raw(dfch), g + mo.fcprojw, g + mo.fcprojb, dr, hg, p + mo.fcprojw, 4 * C, C);
-      launch(NC * 4, device_kernels::GeluBackward{raw(dfch), h, raw(dfch)});
+      launch(NC * 4, device_kernels::GeluBackward{raw(dfch), h, raw(dfch)}, 8);
       matmul_backward(raw(dln), g + mo.fcw, g + mo.fcb, raw(dfch), l2, p + mo.fcw, C, 4 * C);
       layernorm_backward(dr, g + mo.ln2w, g + mo.ln2b, raw(dln), raw(res2) + l * NC, p + mo.ln2w,
                          raw(ln2_mean) + l * bt(), raw(ln2_rstd) + l * bt());

@@ -3,6 +3,8 @@
 // Private to gpt2_model. Matmuls go to BLAS (row-major, weights [out, in] as llm.c:
 // out = inp @ W^T); everything else is an OpenMP loop. Backward kernels ACCUMULATE (+=)
 // into parameter gradients and into input gradients unless a comment says otherwise.
+#include "fast_math.hpp"
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -98,30 +100,11 @@ constexpr int kColBlock = 64;
 constexpr size_t kParallelMin = size_t(1) << 22;
 inline bool par(size_t work) { return work >= kParallelMin; }
 
-// exp for x <= ~88 in float without a libm call, so loops over it vectorize:
-// 2^n * e^r with |r| <= ln2/2 and a degree-6 Taylor polynomial (relative error
-// ~2e-7, a few ulp). Inputs below -87 give ~1e-38 instead of 0. Double stays std::exp.
-inline float exp_fast(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  // round to nearest by the 1.5*2^23 trick (no floorf call, so it vectorizes anywhere)
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 split hi/lo
-  float q = 1.0f / 720.0f;
-  q = q * r + 1.0f / 120.0f;
-  q = q * r + 1.0f / 24.0f;
-  q = q * r + 1.0f / 6.0f;
-  q = q * r + 0.5f;
-  q = q * r + 1.0f;
-  q = q * r + 1.0f;
-  const int e = (static_cast<int>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &e, sizeof scale);
-  return q * scale;
-}
+// exp / tanh in float: the shared polynomial (fast_math.hpp, also what DeviceModel's
+// functors call), so loops over them vectorize. Double stays libm's.
+using fast_math::exp_fast;
+using fast_math::tanh_fast;
 inline double exp_fast(double x) { return std::exp(x); }
-// tanh = 1 - 2 / (e^{2y} + 1); absolute error ~1e-7 in float (what GELU needs).
-inline float tanh_fast(float y) { return 1.0f - 2.0f / (exp_fast(2.0f * y) + 1.0f); }
 inline double tanh_fast(double y) { return std::tanh(y); }
 
 // ---- embeddings ------------------------------------------------------------------

@@ -62,6 +62,7 @@ void adamw_update(const Exec& exec, float* params, const float* grads, float* m,
 template <class Exec>
 double sum_of_squares(const Exec& exec, const float* x, std::size_t n);  // waits for Exec
 
-// Explicit instantiations: tagc::exec::host in src/device_model_host.cpp (always built),
+// Explicit instantiations: tagc::exec::host and tagc::exec::host_portable (the GPU's
+// launch shapes on the CPU, for tests) in src/device_model_host.cpp (always built),
 // tagc::exec::cuda in src/device_model_cuda.cu (built only when CUDA is enabled).
 }  // namespace gpt2
