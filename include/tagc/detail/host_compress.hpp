@@ -113,7 +113,7 @@ inline std::uint32_t host_select(const float* acc, std::size_t n, std::uint32_t*
     above += c;
   }
   std::uint32_t remaining = target - above;  // rank within the bin, 1-based
-  const bool par = n >= host_inline_below;
+  [[maybe_unused]] const bool par = n >= host_inline_below;
   if (in_bin <= cand_cap) {
     // Gather the bin's entries, chunk by chunk at known offsets; select among them.
     std::size_t offset[host_chunks + 1];
@@ -168,7 +168,7 @@ template <class Value>
 inline void host_sketch_from_kept(const float* acc, const std::uint32_t* kept, std::size_t m, const layout& l,
                                   const std::uint8_t* sender_check, float* sketch, float wire_scale) {
   const std::size_t shards = std::size_t(l.shards), cells = l.cells;
-  const bool par = shards * cells >= host_inline_below || m >= host_inline_below;
+  [[maybe_unused]] const bool par = shards * cells >= host_inline_below || m >= host_inline_below;
 #pragma omp parallel for schedule(static) if (par)
   for (std::size_t i = 0; i < shards * cells; ++i) sketch[i] = 0.0f;
   const int tasks = int(shards) * 3;
