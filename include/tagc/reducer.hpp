@@ -451,7 +451,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     clock.mark(&S::sparsify);
 
     // 3. Index: local marks, summed across ranks.
-    index_.build(g, r, select_.state(), select_.counters() + 0, select_.marker());
+    index_.build(g, r, select_.state(), select_.counters() + 0, select_.marker(), acc);
     clock.mark(&S::index);
     TAGC_TRY(index_.exchange(comm));
     clock.mark(&S::index_exchange);
@@ -475,6 +475,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     c.acc = acc;
     c.kept = index_.kept_list();
     c.kept_count = index_.kept_count();
+    c.kept_values = index_.kept_values();
     c.kept_listed = index_.kept_listed();
 
     // 4. Values, exchanged to the owner(s) and decoded; then commit the residual.
