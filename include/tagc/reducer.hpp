@@ -158,13 +158,18 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     p.lay = values_stage::make_plan_layout(args.length, p.shards, width);
 
     p.args.name = {};  // stages do not keep the caller's string
-    status s = residual_.initialize(p, exec);
-    if (s.ok()) s = agreement_.initialize(p, exec);
-    if (s.ok()) s = select_.initialize(p, exec);
-    if (s.ok()) s = index_.initialize(p, exec);
-    if (s.ok()) s = values_.initialize(p, exec);
-    if (s.ok()) s = decode_.initialize(p, exec, values_stage::peels(p.lay));
-    if (!s.ok()) return annotate(std::move(s), false);
+    // The stages in order, the first refusal returned (a lambda, not `s = ...` chains:
+    // nvcc warns that the assignment's result, a [[nodiscard]] status, is dropped).
+    const auto initialize_stages = [&]() -> status {
+      TAGC_TRY(residual_.initialize(p, exec));
+      TAGC_TRY(agreement_.initialize(p, exec));
+      TAGC_TRY(select_.initialize(p, exec));
+      TAGC_TRY(index_.initialize(p, exec));
+      TAGC_TRY(values_.initialize(p, exec));
+      TAGC_TRY(decode_.initialize(p, exec, values_stage::peels(p.lay)));
+      return {};
+    };
+    if (status s = initialize_stages(); !s.ok()) return annotate(std::move(s), false);
     step_ = 0;
     last_load_ppm_ = 0;
     last_unresolved_ = 0;

@@ -64,9 +64,9 @@ class shard_decoder {
   status run(float* cells, const std::uint8_t* own_index, float* out, std::uint8_t* state, bool peels, bool estimates,
              decode_counts& d) {
     const std::size_t S = lay_.shard_size, C = lay_.cells;
-    // Peeling writes `out` front to back as it sweeps the support (zeros between
-    // support entries): no separate pass over the shard to clear it.
-    clear(out, state, S, !peels);
+    // Peeling writes `out` and `state` front to back as it sweeps the support
+    // (zeros / absent between support entries): no separate pass to clear them.
+    if (!peels) clear(out, state, S);
     d = {};
     last_state_ = state;
     last_support_ = 0;
@@ -89,10 +89,11 @@ class shard_decoder {
   std::size_t cell(std::size_t i, int h) const { return edges_[3 * i + std::size_t(h)] & cell_mask; }
   float sign(std::size_t i, int h) const { return (edges_[3 * i + std::size_t(h)] & sign_bit) ? -1.0f : 1.0f; }
 
-  // state = entry_absent everywhere, and out = 0 everywhere when `zero_out`. The
-  // state buffer of the previous call (the same one, written by nothing else) is
-  // absent but at that call's support entries: only those are reset, not the whole shard.
-  void clear(float* out, std::uint8_t* state, std::size_t S, bool zero_out) const {
+  // out = 0 everywhere; state = entry_absent everywhere (without peeling: the sweep
+  // does both otherwise). The state buffer of the previous call (the same one,
+  // written by nothing else) is absent but at that call's support entries: only
+  // those are reset, not the whole shard.
+  void clear(float* out, std::uint8_t* state, std::size_t S) const {
     constexpr std::size_t chunk = std::size_t(1) << 16;
     const std::size_t chunks = (S + chunk - 1) / chunk;
     const bool sparse = state == last_state_;
@@ -102,11 +103,10 @@ class shard_decoder {
 #pragma omp parallel for schedule(static) if (m >= parallel_from)
       for (std::size_t i = 0; i < m; ++i) state[support[i]] = entry_absent;
     }
-    if (sparse && !zero_out) return;
 #pragma omp parallel for schedule(static) if (S >= parallel_from)
     for (std::size_t c = 0; c < chunks; ++c) {
       const std::size_t b = c * chunk, n = S - b < chunk ? S - b : chunk;
-      if (zero_out) std::memset(out + b, 0, n * sizeof(float));
+      std::memset(out + b, 0, n * sizeof(float));
       if (!sparse) std::memset(state + b, entry_absent, n);
     }
   }
@@ -171,8 +171,8 @@ class shard_decoder {
   // that cell's value and is subtracted from its three cells at once; a cell it
   // leaves lone is queued (its entry may lie behind the sweep). The queue then
   // peels what is left, each lone cell naming its entry by the XOR of positions.
-  // Why a sweep first: out and state are written front to back (streamed, and out
-  // zeroed between support entries on the way, so no clearing pass), the records
+  // Why a sweep first: out and state are written front to back (streamed, zeroed /
+  // absent between support entries on the way, so no clearing pass), the records
   // an entry needs are fetched ahead from its edges, and at the loads a sketch
   // runs at most entries peel in the sweep; the queue used to start from a scan
   // of every cell and visit entries in cell order (random writes to out/state).
@@ -199,20 +199,24 @@ class shard_decoder {
         if (--r.count == 1) queue[tail++] = std::uint32_t(&r - rec);
       }
     };
-    std::size_t zeroed = 0;  // out[0, zeroed) written
+    std::size_t zeroed = 0;  // out[0, zeroed) and state[0, zeroed) written
     for (std::size_t i = 0; i < m; ++i) {
       if (i + prefetch_ahead < m) {
         const std::uint32_t* ed = &edges[3 * (i + prefetch_ahead)];
         for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[ed[h] & cell_mask], 1);
       }
       const std::uint32_t e = support[i];
-      if (e > zeroed) std::memset(out + zeroed, 0, (e - zeroed) * sizeof(float));
+      if (e > zeroed) {
+        std::memset(out + zeroed, 0, (e - zeroed) * sizeof(float));
+        std::memset(state + zeroed, entry_absent, e - zeroed);
+      }
       zeroed = std::size_t(e) + 1;
       int lone = -1;
       for (int h = 2; h >= 0; --h)
         if (rec[cell(i, h)].count == 1) lone = h;  // the first partition holding it alone
       if (lone < 0) {
-        out[e] = 0.0f;  // for now: the queue may peel it, else finish_unresolved sets it
+        out[e] = 0.0f;  // for now: the queue may peel it, else finish_unresolved sets both
+        state[e] = entry_absent;
         continue;
       }
       const float v = sign(i, lone) * rec[cell(i, lone)].value;
@@ -221,7 +225,10 @@ class shard_decoder {
       ++peeled;
       release(i, v);
     }
-    if (S > zeroed) std::memset(out + zeroed, 0, (S - zeroed) * sizeof(float));
+    if (S > zeroed) {
+      std::memset(out + zeroed, 0, (S - zeroed) * sizeof(float));
+      std::memset(state + zeroed, entry_absent, S - zeroed);
+    }
     while (head != tail) {
       // Cells here come in random order and each visit waits on three misses in a
       // row (the cell, its entry's edges, the entry's other cells). Prefetch them
