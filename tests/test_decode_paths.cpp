@@ -194,6 +194,36 @@ TEST_CASE("host decode equals the portable decode: resolved set, unresolved coun
       }
 }
 
+TEST_CASE("host decode reusing its buffers: a call after another equals a fresh decoder's") {
+  // The host decoder writes out/state without a clearing pass (the peeling sweep
+  // streams them; without peeling only the previous call's support is reset), so a
+  // call must not depend on what the previous one left in the same buffers.
+  const bool modes[][2] = {{true, true}, {true, false}, {false, true}};
+  for (const auto& mode : modes) {
+    CAPTURE(mode[0]);
+    CAPTURE(mode[1]);
+    // First most entries peel (applied), then another support, overloaded: entries
+    // applied by the first call and left unresolved by the second must not keep "applied".
+    const auto first = make_input<float>(2 * 61440, 2, 0, 4, 1, 0.12, 41);
+    const auto second = make_input<float>(2 * 61440, 2, 0, 4, 1, 0.3, 42);
+    detail::host::shard_decoder dec;
+    REQUIRE(dec.initialize(second.lay, 0, exec::host{}).ok());
+    decoded r;
+    r.out.assign(second.lay.shard_size, 123.0f);
+    r.state.assign(second.lay.shard_size, 77);
+    auto cells = first.cells;
+    REQUIRE(dec.run(cells.data(), first.index.data(), r.out.data(), r.state.data(), mode[0], mode[1], r.counts).ok());
+    cells = second.cells;
+    REQUIRE(dec.run(cells.data(), second.index.data(), r.out.data(), r.state.data(), mode[0], mode[1], r.counts).ok());
+    REQUIRE(r.counts.unresolved > 0);
+    const auto fresh = run_host(second, mode[0], mode[1]);
+    CHECK(r.out == fresh.out);
+    CHECK(r.state == fresh.state);
+    CHECK(r.counts.peeled == fresh.counts.peeled);
+    CHECK(r.counts.unresolved == fresh.counts.unresolved);
+  }
+}
+
 TEST_CASE("near the threshold something stays unresolved and overloaded most does: the cases test both outcomes") {
   // Guards the test above against inputs where everything (or nothing) peels.
   const auto under = make_input<float>(2 * 61440, 2, 0, 10, 1, 0.06, 5);

@@ -158,13 +158,18 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     p.lay = values_stage::make_plan_layout(args.length, p.shards, width);
 
     p.args.name = {};  // stages do not keep the caller's string
-    status s = residual_.initialize(p, exec);
-    if (s.ok()) s = agreement_.initialize(p, exec);
-    if (s.ok()) s = select_.initialize(p, exec);
-    if (s.ok()) s = index_.initialize(p, exec);
-    if (s.ok()) s = values_.initialize(p, exec);
-    if (s.ok()) s = decode_.initialize(p, exec, values_stage::peels(p.lay));
-    if (!s.ok()) return annotate(std::move(s), false);
+    // The stages in order, the first refusal returned (a lambda, not `s = ...` chains:
+    // nvcc warns that the assignment's result, a [[nodiscard]] status, is dropped).
+    const auto initialize_stages = [&]() -> status {
+      TAGC_TRY(residual_.initialize(p, exec));
+      TAGC_TRY(agreement_.initialize(p, exec));
+      TAGC_TRY(select_.initialize(p, exec));
+      TAGC_TRY(index_.initialize(p, exec));
+      TAGC_TRY(values_.initialize(p, exec));
+      TAGC_TRY(decode_.initialize(p, exec, values_stage::peels(p.lay)));
+      return {};
+    };
+    if (status s = initialize_stages(); !s.ok()) return annotate(std::move(s), false);
     step_ = 0;
     last_load_ppm_ = 0;
     last_unresolved_ = 0;
@@ -451,7 +456,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     clock.mark(&S::sparsify);
 
     // 3. Index: local marks, summed across ranks.
-    index_.build(g, r, select_.state(), select_.counters() + 0, select_.marker());
+    index_.build(g, r, select_.state(), select_.counters() + 0, select_.marker(), acc);
     clock.mark(&S::index);
     TAGC_TRY(index_.exchange(comm));
     clock.mark(&S::index_exchange);
@@ -475,6 +480,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     c.acc = acc;
     c.kept = index_.kept_list();
     c.kept_count = index_.kept_count();
+    c.kept_values = index_.kept_values();
     c.kept_listed = index_.kept_listed();
 
     // 4. Values, exchanged to the owner(s) and decoded; then commit the residual.

@@ -113,7 +113,7 @@ inline std::uint32_t host_select(const float* acc, std::size_t n, std::uint32_t*
     above += c;
   }
   std::uint32_t remaining = target - above;  // rank within the bin, 1-based
-  const bool par = n >= host_inline_below;
+  [[maybe_unused]] const bool par = n >= host_inline_below;
   if (in_bin <= cand_cap) {
     // Gather the bin's entries, chunk by chunk at known offsets; select among them.
     std::size_t offset[host_chunks + 1];
@@ -162,13 +162,15 @@ inline std::uint32_t host_select(const float* acc, std::size_t n, std::uint32_t*
   return prefix;
 }
 
-// The sketch cells [shards][cells] (fp32 sums) from the kept list. Each cell
-// adds its terms in ascending block order, as build_sketch does: bit-identical.
+// The sketch cells [shards][cells] (fp32 sums) from the kept list and its values
+// (acc at the kept positions: read in order, not a cache miss per entry and
+// partition). Each cell adds its terms in ascending block order, as build_sketch
+// does: bit-identical.
 template <class Value>
-inline void host_sketch_from_kept(const float* acc, const std::uint32_t* kept, std::size_t m, const layout& l,
-                                  const std::uint8_t* sender_check, float* sketch, float wire_scale) {
+inline void host_sketch_from_kept(const float* kept_values, const std::uint32_t* kept, std::size_t m,
+                                  const layout& l, const std::uint8_t* sender_check, float* sketch, float wire_scale) {
   const std::size_t shards = std::size_t(l.shards), cells = l.cells;
-  const bool par = shards * cells >= host_inline_below || m >= host_inline_below;
+  [[maybe_unused]] const bool par = shards * cells >= host_inline_below || m >= host_inline_below;
 #pragma omp parallel for schedule(static) if (par)
   for (std::size_t i = 0; i < shards * cells; ++i) sketch[i] = 0.0f;
   const int tasks = int(shards) * 3;
@@ -200,7 +202,7 @@ inline void host_sketch_from_kept(const float* acc, const std::uint32_t* kept, s
       }
       std::size_t lane = el - block_begin + rot;  // = (el % lanes + rot) % lanes
       if (lane >= lanes) lane -= lanes;
-      out[row_base + lane] += sign * wire_round<Value>(acc[*p] * wire_scale);
+      out[row_base + lane] += sign * wire_round<Value>(kept_values[p - kept] * wire_scale);
     }
   }
 }
@@ -226,7 +228,8 @@ struct host_commit_entry {
 // delivered ones keep their wire rounding). Over the kept list when there is
 // one, else over all of acc. Adds to counters[1] (deferred), [2] (retransmitted).
 template <class Value>
-inline void host_commit_float(float* acc, const std::uint32_t* kept, std::size_t m, bool listed, std::size_t n,
+inline void host_commit_float(float* acc, const std::uint32_t* kept, const float* kept_values, std::size_t m,
+                              bool listed, std::size_t n,
                               std::uint32_t threshold, host_commit_entry what, float wire_scale, float wire_unscale,
                               unsigned long long* counters) {
   unsigned long long deferred = 0, again = 0;
@@ -234,7 +237,7 @@ inline void host_commit_float(float* acc, const std::uint32_t* kept, std::size_t
 #pragma omp parallel for schedule(static) reduction(+ : deferred, again) if (count >= host_inline_below)
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t g = listed ? std::size_t(kept[i]) : i;
-    const float a = acc[g];
+    const float a = listed ? kept_values[i] : acc[g];
     if (!listed && !is_kept(a, threshold)) continue;
     const int w = what(g);
     if (w == 0) acc[g] = a - wire_round<Value>(a * wire_scale) * wire_unscale;

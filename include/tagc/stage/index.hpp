@@ -58,25 +58,31 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     const std::size_t all = p.lay.index_bytes * std::size_t(p.shards);
     local_.assign(all, 0);
     reduced_.assign(p.scatter_index ? p.lay.index_bytes : all, 0);
-    if constexpr (host_paths) kept_.assign(kept_capacity(p.lay.length), 0u);
+    if constexpr (host_paths) {
+      kept_.assign(kept_capacity(p.lay.length), 0u);
+      kept_values_.assign(kept_.size(), 0.0f);
+    }
     return {};
   }
   std::size_t workspace_bytes() const {
-    return detail::buffer_bytes(local_) + detail::buffer_bytes(reduced_) + detail::buffer_bytes(kept_);
+    return detail::buffer_bytes(local_) + detail::buffer_bytes(reduced_) + detail::buffer_bytes(kept_) +
+           detail::buffer_bytes(kept_values_);
   }
 
   // This rank's marks (counter = 1 where |acc| is above the threshold); counts the kept entries.
   // Host paths: the threshold select marked them already (`marker`, into
   // marks_target()); this lists the kept entries from the index.
+  // `acc`: g + residual (host paths), whose kept values are listed beside the positions.
   void build(const float* g, const Residual* r, detail::select_state* st, unsigned long long* kept,
-             detail::host::threshold_marker* marker) {
+             detail::host::threshold_marker* marker, const float* acc) {
     if constexpr (host_paths) {
       *kept = marker->kept();
-      listed_ = marker->list(detail::raw(local_), detail::raw(kept_), kept_.size());
+      listed_ = marker->list(detail::raw(local_), detail::raw(kept_), kept_.size(), acc, detail::raw(kept_values_));
       kept_count_ = listed_ ? std::size_t(*kept) : 0;
       return;
     }
     (void)marker;
+    (void)acc;
     launch_(local_.size(), detail::build_index<Residual>{g, r, st, detail::raw(local_), kept, plan_.lay});
   }
 
@@ -124,6 +130,8 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
   // Host paths: the kept entries' positions, ascending (valid when kept_listed()).
   const std::uint32_t* kept_list() const { return detail::raw(kept_); }
   std::size_t kept_count() const { return kept_count_; }
+  // Host paths: acc at those positions (valid when kept_listed()).
+  const float* kept_values() const { return detail::raw(kept_values_); }
   bool kept_listed() const { return listed_; }
 
   // Marks in what this rank received (stats).
@@ -142,6 +150,7 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
   vector<std::uint8_t> local_;    // [shards][index_bytes] this rank's marks
   vector<std::uint8_t> reduced_;  // summed: all shards, or this shard's (index reduce-scatter)
   vector<std::uint32_t> kept_;    // host paths: kept positions, ascending
+  vector<float> kept_values_;     // host paths: acc at the kept positions
   std::size_t kept_count_ = 0;
   bool listed_ = false;
 };

@@ -52,6 +52,7 @@ struct call_view {
   // Host paths only (detail/host_compress.hpp), else nullptr / false:
   const float* acc = nullptr;                 // g + residual, computed once this call
   const std::uint32_t* kept = nullptr;        // ascending positions of the kept entries
+  const float* kept_values = nullptr;         // acc at those positions, in the same order
   std::size_t kept_count = 0;
   bool kept_listed = false;                   // whether `kept` holds them (it has a capacity)
   layout lay{};

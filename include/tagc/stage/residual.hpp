@@ -57,8 +57,8 @@ class ResidualStore {
       const detail::host_commit_entry what{c.sender_check, retransmit, c.lay};
       const std::uint32_t threshold = c.state->threshold;
       if constexpr (std::is_same_v<residual_t, float>) {
-        detail::host_commit_float<Wire>(detail::raw(acc_), c.kept, c.kept_count, c.kept_listed, length_, threshold,
-                                        what, c.wire_scale, c.wire_unscale, c.counters);
+        detail::host_commit_float<Wire>(detail::raw(acc_), c.kept, c.kept_values, c.kept_count, c.kept_listed,
+                                        length_, threshold, what, c.wire_scale, c.wire_unscale, c.counters);
         residual_.swap(acc_);
       } else {
         detail::host_commit_residual(detail::host_commit_stored<Wire, residual_t>{detail::raw(acc_), data(), threshold,

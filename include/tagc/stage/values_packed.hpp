@@ -17,7 +17,9 @@
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
 #include "../detail/index_kernels.hpp"
+#include "../detail/host/packed_slots.hpp"
 #include "../detail/host/support_list.hpp"
+#include "../detail/host_compress.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/packed_kernels.hpp"
 #include "../policy/packed.hpp"
@@ -35,6 +37,7 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   using wire_t = Value;
   static constexpr int ratio = 1, lanes = 1024;
   static constexpr bool sketched = false;
+  static constexpr bool host_paths = detail::uses_host_paths<Exec>;
   template <class T> using vector = typename Exec::template vector<T>;
 
   static status can_implement(const reducer_arguments& a) {
@@ -56,20 +59,29 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     // Worst case every entry of a shard is in the union: room for whole shards.
     values_send_.assign(p.lay.padded(), wire_t(0.0f));
     values_recv_.assign(p.lay.shard_size, wire_t(0.0f));
-    offsets_.assign(index_all + 1, 0u);
-    starts_.assign(std::size_t(p.shards) + 1, 0u);
-    starts_host_.assign(starts_.size(), 0u);
+    if constexpr (host_paths) {
+      host_.initialize(p.lay, p.shards);  // the slots from word popcounts per chunk: no scan over index bytes
+    } else {
+      offsets_.assign(index_all + 1, 0u);
+      starts_.assign(std::size_t(p.shards) + 1, 0u);
+      starts_host_.assign(starts_.size(), 0u);
+    }
     return {};
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) + detail::buffer_bytes(offsets_) +
-           detail::buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t);
+           detail::buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t) + host_.workspace_bytes();
   }
   std::size_t max_cell_terms() const { return 1; }  // a packed slot holds one value per rank
 
   // Slots per shard = marks in it; every rank computes all of them alike.
   void encode(const call_view<Residual>& c, bool) {
     const std::uint8_t* idx = c.reduced_index;  // the whole all-reduced index
+    if constexpr (host_paths) {
+      slots_ = host_.count(idx);
+      host_.pack(idx, c.acc, c.state->threshold, c.sender_check, c.wire_scale, detail::raw(values_send_), slots_);
+      return;
+    }
     const std::size_t index_all = offsets_.size() - 1;
     const auto marks = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
                                                        detail::marks_in_byte{idx, plan_.lay, index_all});
@@ -101,6 +113,10 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   template <communicator C, class Decoder>
   status decode(C&, const call_view<Residual>& c, Decoder&, const std::uint8_t*& retransmit) {
     retransmit = nullptr;
+    if constexpr (host_paths) {
+      host_.unpack(c.reduced_index, plan_.own_shard, detail::raw(values_recv_), c.scale * c.wire_unscale, c.out);
+      return {};
+    }
     launch_(plan_.lay.index_bytes,
             detail::unpack_values<wire_t>{c.reduced_index, detail::raw(offsets_), detail::raw(starts_),
                                           detail::raw(values_recv_), c.out, c.scale * c.wire_unscale, plan_.lay,
@@ -133,6 +149,7 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   vector<wire_t> values_recv_;  // this shard's summed slots
   vector<std::uint32_t> offsets_, starts_;  // scan over index bytes, shard starts
   std::vector<std::uint32_t> starts_host_;  // host copy of starts_ (sized once)
+  detail::host::packed_slots host_;         // host paths: the slots from index words (instead of the three above)
 };
 
 }  // namespace stage

@@ -96,7 +96,7 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
     if constexpr (detail::uses_host_paths<Exec>) {
       if (!plan_.lay.dense && c.kept_listed) {
         float* cells = narrow_cells ? static_cast<float*>(detail::raw(sketch_f32_)) : float_send();
-        detail::host_sketch_from_kept<wire_t>(c.acc, c.kept, c.kept_count, plan_.lay, c.sender_check, cells,
+        detail::host_sketch_from_kept<wire_t>(c.kept_values, c.kept, c.kept_count, plan_.lay, c.sender_check, cells,
                                               c.wire_scale);
         from_kept = true;
       }

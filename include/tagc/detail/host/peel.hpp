@@ -6,9 +6,10 @@
 // The portable decoder (detail/portable_decode.hpp) peels in rounds over the whole
 // support list, because a GPU needs bulk-parallel steps; each round costs four
 // passes over the support and most rounds resolve few entries. On a CPU the
-// classic formulation is linear in the support: one sweep over the cells finds
-// every cell holding exactly one entry, a queue holds them, and resolving an
-// entry subtracts it from its three cells, pushing any cell that becomes lone.
+// classic formulation is linear in the support: one sweep over the support
+// peels every entry that holds a cell alone when the sweep reaches it, resolving
+// an entry subtracts it from its three cells, and a queue holds any cell that
+// becomes lone (for entries the sweep had passed).
 // Peeling to a fixpoint is order-independent (what is left is the 2-core of the
 // hypergraph), so this resolves exactly the entries the rounds resolve, and the
 // values agree to float rounding: only the order of the subtractions from a cell
@@ -63,7 +64,9 @@ class shard_decoder {
   status run(float* cells, const std::uint8_t* own_index, float* out, std::uint8_t* state, bool peels, bool estimates,
              decode_counts& d) {
     const std::size_t S = lay_.shard_size, C = lay_.cells;
-    clear(out, state, S);
+    // Peeling writes `out` and `state` front to back as it sweeps the support
+    // (zeros / absent between support entries): no separate pass to clear them.
+    if (!peels) clear(out, state, S);
     d = {};
     last_state_ = state;
     last_support_ = 0;
@@ -72,7 +75,7 @@ class shard_decoder {
     last_support_ = m;
     build_edges(m);
     count_cells(m, C, cells);
-    if (peels) d.peeled = peel(out, state, C);
+    if (peels) d.peeled = peel(out, state, m, S);
     d.unresolved = m - d.peeled;
     if (d.unresolved) finish_unresolved(out, state, m, estimates);
     return {};
@@ -81,13 +84,15 @@ class shard_decoder {
  private:
   static constexpr std::uint32_t cell_mask = 0x7fffffffu, sign_bit = 0x80000000u;
   static constexpr std::size_t parallel_from = std::size_t(1) << 15;  // below: one thread (fork/join costs more)
+  static constexpr std::size_t prefetch_ahead = 16;  // support entries ahead whose cell records are fetched
 
   std::size_t cell(std::size_t i, int h) const { return edges_[3 * i + std::size_t(h)] & cell_mask; }
   float sign(std::size_t i, int h) const { return (edges_[3 * i + std::size_t(h)] & sign_bit) ? -1.0f : 1.0f; }
 
-  // out = 0 everywhere; state = entry_absent everywhere. The state buffer of the
-  // previous call (the same one, written by nothing else) is absent but at that
-  // call's support entries: only those are reset, not the whole shard.
+  // out = 0 everywhere; state = entry_absent everywhere (without peeling: the sweep
+  // does both otherwise). The state buffer of the previous call (the same one,
+  // written by nothing else) is absent but at that call's support entries: only
+  // those are reset, not the whole shard.
   void clear(float* out, std::uint8_t* state, std::size_t S) const {
     constexpr std::size_t chunk = std::size_t(1) << 16;
     const std::size_t chunks = (S + chunk - 1) / chunk;
@@ -153,34 +158,81 @@ class shard_decoder {
 #pragma omp parallel for schedule(static, 1) if (m >= parallel_from)
     for (int h = 0; h < 3; ++h)
       for (std::size_t i = 0; i < m; ++i) {
+        // the records are scattered over the cells: fetch ahead (a hint only)
+        if (i + prefetch_ahead < m) __builtin_prefetch(&rec[edges[3 * (i + prefetch_ahead) + std::size_t(h)] & cell_mask], 1);
         cell_record& r = rec[edges[3 * i + std::size_t(h)] & cell_mask];
         ++r.count;
         r.ids ^= std::uint32_t(i);
       }
   }
 
-  // One sweep for the lone cells, then a FIFO queue: each cell is queued at most
-  // once (when its count first reaches 1), so the queue needs C slots. FIFO, not
-  // a stack: a value peeled from a cell carries the rounding of every value
-  // subtracted from that cell before, so the error grows with the length of the
-  // chain that led to it. A queue visits cells in the rounds' order (breadth
-  // first: chains as short as the portable rounds make them); a stack follows
-  // one chain deep, and near the threshold (ratio 4, load 0.8) its errors reached
-  // 1e-4 of unit values after ~9,000 peels.
-  std::size_t peel(float* out, std::uint8_t* state, std::size_t C) {
+  // One sweep over the support, then a FIFO queue. The sweep visits the entries
+  // in ascending order: an entry with a lone cell (count 1) at its visit takes
+  // that cell's value and is subtracted from its three cells at once; a cell it
+  // leaves lone is queued (its entry may lie behind the sweep). The queue then
+  // peels what is left, each lone cell naming its entry by the XOR of positions.
+  // Why a sweep first: out and state are written front to back (streamed, zeroed /
+  // absent between support entries on the way, so no clearing pass), the records
+  // an entry needs are fetched ahead from its edges, and at the loads a sketch
+  // runs at most entries peel in the sweep; the queue used to start from a scan
+  // of every cell and visit entries in cell order (random writes to out/state).
+  // Each cell is queued at most once (when its count first reaches 1), so the
+  // queue needs C slots. FIFO, not a stack: a value peeled from a cell carries
+  // the rounding of every value subtracted from that cell before, so the error
+  // grows with the length of the chain that led to it. A queue visits cells in
+  // the rounds' order (breadth first: chains as short as the portable rounds make
+  // them); a stack follows one chain deep, and near the threshold (ratio 4, load
+  // 0.8) its errors reached 1e-4 of unit values after ~9,000 peels.
+  std::size_t peel(float* out, std::uint8_t* state, std::size_t m, std::size_t S) {
     cell_record* rec = cell_.data();
     std::uint32_t* queue = queue_.data();
     const std::uint32_t* support = support_.data();
-    std::size_t head = 0, tail = 0, peeled = 0;
-    for (std::size_t c = 0; c < C; ++c)
-      if (rec[c].count == 1) queue[tail++] = std::uint32_t(c);
-    const std::size_t part_cells = lay_.part_rows * lay_.lanes;  // partition h owns cells [h, h + 1) * part_cells
     const std::uint32_t* edges = edges_.data();
+    std::size_t head = 0, tail = 0, peeled = 0;
+    const std::size_t part_cells = lay_.part_rows * lay_.lanes;  // partition h owns cells [h, h + 1) * part_cells
+    // Subtract entry i (value v) from its three cells; queue a cell it leaves lone.
+    const auto release = [&](std::size_t i, float v) {
+      for (int h = 0; h < 3; ++h) {
+        cell_record& r = rec[cell(i, h)];
+        r.value -= sign(i, h) * v;
+        r.ids ^= std::uint32_t(i);
+        if (--r.count == 1) queue[tail++] = std::uint32_t(&r - rec);
+      }
+    };
+    std::size_t zeroed = 0;  // out[0, zeroed) and state[0, zeroed) written
+    for (std::size_t i = 0; i < m; ++i) {
+      if (i + prefetch_ahead < m) {
+        const std::uint32_t* ed = &edges[3 * (i + prefetch_ahead)];
+        for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[ed[h] & cell_mask], 1);
+      }
+      const std::uint32_t e = support[i];
+      if (e > zeroed) {
+        std::memset(out + zeroed, 0, (e - zeroed) * sizeof(float));
+        std::memset(state + zeroed, entry_absent, e - zeroed);
+      }
+      zeroed = std::size_t(e) + 1;
+      int lone = -1;
+      for (int h = 2; h >= 0; --h)
+        if (rec[cell(i, h)].count == 1) lone = h;  // the first partition holding it alone
+      if (lone < 0) {
+        out[e] = 0.0f;  // for now: the queue may peel it, else finish_unresolved sets both
+        state[e] = entry_absent;
+        continue;
+      }
+      const float v = sign(i, lone) * rec[cell(i, lone)].value;
+      out[e] = v;
+      state[e] = entry_applied;
+      ++peeled;
+      release(i, v);
+    }
+    if (S > zeroed) {
+      std::memset(out + zeroed, 0, (S - zeroed) * sizeof(float));
+      std::memset(state + zeroed, entry_absent, S - zeroed);
+    }
     while (head != tail) {
-      // At high load the queue visits cells in random order and each visit waits
-      // on three misses in a row (the cell, its entry's edges, the entry's other
-      // cells). Prefetch them for the visits 16, 8 and 4 ahead (hints only: the
-      // order and the results are unchanged).
+      // Cells here come in random order and each visit waits on three misses in a
+      // row (the cell, its entry's edges, the entry's other cells). Prefetch them
+      // for the visits 16, 8 and 4 ahead (hints only: the order and the results are unchanged).
       if (head + 16 < tail) __builtin_prefetch(&rec[queue[head + 16]]);
       if (head + 8 < tail) {
         const cell_record& ahead = rec[queue[head + 8]];
@@ -195,6 +247,7 @@ class shard_decoder {
           const std::uint32_t* ed = &edges[3 * std::size_t(ahead.ids)];
           for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[ed[h] & cell_mask], 1);
           __builtin_prefetch(&out[support[ahead.ids]], 1);
+          __builtin_prefetch(&state[support[ahead.ids]], 1);
         }
       }
       const std::size_t c = queue[head++];
@@ -206,12 +259,7 @@ class shard_decoder {
       out[e] = v;
       state[e] = entry_applied;
       ++peeled;
-      for (int h = 0; h < 3; ++h) {
-        cell_record& r = rec[cell(i, h)];
-        r.value -= sign(i, h) * v;
-        r.ids ^= std::uint32_t(i);
-        if (--r.count == 1) queue[tail++] = std::uint32_t(&r - rec);
-      }
+      release(i, v);
     }
     return peeled;
   }

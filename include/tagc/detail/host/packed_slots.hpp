@@ -1,0 +1,134 @@
+#pragma once
+// defines: tagc::detail::host::packed_slots — PackedPolicy's slots on the CPU:
+//          where each shard's union entries go (word popcounts, a scan over
+//          chunks), this rank's values packed into them from acc, and the
+//          owner's summed slots unpacked into its shard.
+//
+// Same slots as the portable functors (detail/packed_kernels.hpp: a scan over
+// every index byte, then one call per byte that decodes its entries one at a
+// time and recomputes g + residual, with a division per byte to find its shard):
+// here 64 index bits at a time (detail/support_words.hpp), in fixed chunks of
+// words per shard (results do not depend on the thread count), reading acc,
+// which pass 0 computed once. The slot of a union entry is the number of union
+// entries before it in its shard, as the byte scan gives: the sent slots are
+// bit-identical (tests/test_paths.cpp compares them). The chunk table is sized
+// once; a call allocates nothing.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "../../shard/layout.hpp"
+#include "../index_kernels.hpp"
+#include "../select_kernels.hpp"
+#include "../support_words.hpp"
+#include "support_list.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace detail::host {
+
+class packed_slots {
+ public:
+  // Index words per chunk (64K entries at 1 bit per entry): enough work to pay for a thread.
+  static constexpr std::size_t words_per_chunk = 1024;
+  static constexpr std::size_t parallel_from = 16;  // chunks (of all shards) below which one thread does it all
+
+  void initialize(const layout& l, int shards) {
+    lay_ = l;
+    shards_ = std::size_t(shards);
+    words_ = index_words(l.index_bytes);
+    chunks_ = (words_ + words_per_chunk - 1) / words_per_chunk;
+    start_.assign(shards_ * (chunks_ + 1), 0u);
+  }
+  std::size_t workspace_bytes() const { return start_.size() * sizeof(std::uint32_t); }
+
+  // Union entries per shard from the whole reduced index [shards][index_bytes]:
+  // each chunk's first slot; returns the largest union (the slots per shard).
+  std::size_t count(const std::uint8_t* index) {
+    const std::size_t C = chunks_, tasks = shards_ * C;
+    std::uint32_t* start = start_.data();
+#pragma omp parallel for schedule(static) if (tasks >= parallel_from)
+    for (std::size_t t = 0; t < tasks; ++t) {
+      const std::size_t s = t / C, k = t % C;
+      const std::uint8_t* ix = index + s * lay_.index_bytes;
+      const std::size_t valid = shard_entries(lay_, s), w1 = std::min(words_, (k + 1) * words_per_chunk);
+      std::uint32_t n = 0;
+      for (std::size_t w = k * words_per_chunk; w < w1; ++w)
+        n += std::uint32_t(popcount64(word_marks(ix, lay_.index_bytes, lay_.index_bits, valid, w)));
+      start[s * (C + 1) + k + 1] = n;
+    }
+    std::size_t slots = 0;
+    for (std::size_t s = 0; s < shards_; ++s) {
+      std::uint32_t* st = start + s * (C + 1);
+      st[0] = 0;
+      for (std::size_t k = 0; k < C; ++k) st[k + 1] += st[k];
+      slots = std::max<std::size_t>(slots, st[C]);
+    }
+    return slots;
+  }
+  // Union entries of shard s (after count()).
+  std::size_t union_size(std::size_t s) const { return start_[s * (chunks_ + 1) + chunks_]; }
+
+  // This rank's values at every shard's union entries: Value(acc * wire_scale)
+  // where this rank kept the entry (|acc| above `threshold`, and marked by the
+  // reduced index `sender_check` when that is lossy), else 0; the padding slots
+  // of each shard (beyond its union) 0. `packed`: [shards][slots].
+  template <class Value>
+  void pack(const std::uint8_t* index, const float* acc, std::uint32_t threshold, const std::uint8_t* sender_check,
+            float wire_scale, Value* packed, std::size_t slots) const {
+    const std::size_t C = chunks_, tasks = shards_ * C;
+    const layout l = lay_;
+    const std::uint32_t* start = start_.data();
+    const std::size_t per_word = 64 / std::size_t(l.index_bits);
+#pragma omp parallel for schedule(static) if (tasks >= parallel_from)
+    for (std::size_t t = 0; t < tasks; ++t) {
+      const std::size_t s = t / C, k = t % C;
+      const std::uint8_t* ix = index + s * l.index_bytes;
+      const std::size_t valid = shard_entries(l, s), w1 = std::min(words_, (k + 1) * words_per_chunk);
+      const float* a = acc + s * l.shard_size;
+      Value* out = packed + s * slots + start[s * (C + 1) + k];
+      for (std::size_t w = k * words_per_chunk; w < w1; ++w) {
+        std::uint64_t m = word_marks(ix, l.index_bytes, l.index_bits, valid, w);
+        const std::size_t first = w * per_word;
+        for (; m; m &= m - 1) {
+          const std::size_t e = first + std::size_t(__builtin_ctzll(m)) / std::size_t(l.index_bits);
+          const float v = a[e];
+          const bool mine = is_kept(v, threshold) && (!sender_check || index_marked(sender_check, l, s, e));
+          *out++ = Value((mine ? v : 0.0f) * wire_scale);
+        }
+      }
+    }
+    for (std::size_t s = 0; s < shards_; ++s)
+      for (std::size_t i = union_size(s); i < slots; ++i) packed[s * slots + i] = Value(0.0f);
+  }
+
+  // The owner's shard `own` from its summed slots: float(slot) * scale at its
+  // union entries, 0 elsewhere (every entry of `out`, shard_size, written).
+  template <class Value>
+  void unpack(const std::uint8_t* index, std::size_t own, const Value* slots_in, float scale, float* out) const {
+    const std::size_t C = chunks_;
+    const layout l = lay_;
+    const std::uint8_t* ix = index + own * l.index_bytes;
+    const std::uint32_t* start = start_.data() + own * (C + 1);
+    const std::size_t valid = shard_entries(l, own), per_word = 64 / std::size_t(l.index_bits);
+#pragma omp parallel for schedule(static) if (C >= parallel_from)
+    for (std::size_t k = 0; k < C; ++k) {
+      const Value* in = slots_in + start[k];
+      const std::size_t w1 = std::min(words_, (k + 1) * words_per_chunk);
+      for (std::size_t w = k * words_per_chunk; w < w1; ++w) {
+        const std::size_t first = w * per_word, last = std::min(l.shard_size, first + per_word);
+        for (std::size_t e = first; e < last; ++e) out[e] = 0.0f;
+        std::uint64_t m = word_marks(ix, l.index_bytes, l.index_bits, valid, w);
+        for (; m; m &= m - 1) out[first + std::size_t(__builtin_ctzll(m)) / std::size_t(l.index_bits)] = float(*in++) * scale;
+      }
+    }
+  }
+
+ private:
+  layout lay_{};
+  std::size_t shards_ = 0, words_ = 0, chunks_ = 0;
+  std::vector<std::uint32_t> start_;  // [shards][chunks + 1] each chunk's first slot in its shard
+};
+
+}  // namespace detail::host
+TAGC_END_NAMESPACE
