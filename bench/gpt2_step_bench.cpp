@@ -1,5 +1,6 @@
 // gpt2_step_bench: milliseconds per GPT-2 training step (forward + backward + AdamW) on the
-// CPU, single process, through the same Model<float> the sharded trainer drives.
+// CPU, single process, through the model the sharded trainer drives:
+// gpt2::DeviceModel<tagc::exec::host> (the single-source model, on the host).
 //   gpt2_step_bench [--model d2|d12|...] [--d12] [--steps N] [--B n] [--T n]
 //                   [--init-from model.bin] [--data tokens.bin] [--val tokens.bin] [--save-llmc out.bin]
 // --init-from starts from an llm.c checkpoint (its config wins over --model); --data reads
@@ -14,10 +15,12 @@
 // not counted; every step's loss is printed so the first can be compared with llm.c's.
 // The last line, "RESULT ...", is what the side-by-side script parses.
 #include "gpt2/checkpoint.hpp"
+#include "gpt2/device_model.hpp"
 #include "gpt2/init.hpp"
 #include "gpt2/layout.hpp"
-#include "gpt2/model.hpp"
 #include "gpt2/optim.hpp"
+
+#include <tagc/exec/host.hpp>
 
 #include <omp.h>
 #ifdef GPT2_BENCH_OPENBLAS
@@ -104,7 +107,7 @@ void run(const Options& o, const std::string& name) {
   std::mt19937 r(0);
   std::uniform_int_distribution<int> tok(0, c.vocab_size - 1);
   std::vector<int> in(BT), tg(BT);
-  gpt2::Gpt2 model(c, B, T);
+  gpt2::DeviceModel<tagc::exec::host> model(c, B, T);
   gpt2::AdamW opt;  // llm.c train_gpt2.c: lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay
   opt.lr = 1e-4f;
   opt.weight_decay = 0.0f;

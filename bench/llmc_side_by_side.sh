@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # llmc_side_by_side.sh: time a GPT-2 training step (forward + backward + AdamW) of llm.c's CPU
-# trainer (train_gpt2.c, built elsewhere with its Makefile) and of our gpt2_step_bench on the
+# trainer (train_gpt2.c, built elsewhere with its Makefile) and of our gpt2_step_bench (the
+# model tagc-gpt2 computes with, DeviceModel<exec::host>) on the
 # same checkpoint, data, config and thread count, alternating the two (ABAB...) so that other
 # load on the machine hits both alike, and print the ratio. Contains no llm.c code: it runs
 # the binary you give it.

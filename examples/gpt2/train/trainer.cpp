@@ -39,7 +39,7 @@ Trainer::Trainer(const Args& args, tagc::mpi_communicator& mpi)
       plan_(gpt2::units(cfg_), mpi.size(), mpi.rank()),
       local_(mpi.size() == 1) {
   const int U = plan_.num_units();
-  model_ = std::make_unique<gpt2::Gpt2>(cfg_, args_.B, args_.T);
+  model_ = std::make_unique<gpt2::DeviceModel<tagc::exec::host>>(cfg_, args_.B, args_.T);
   inputs_.resize(size_t(args_.B) * size_t(args_.T));
   targets_.resize(inputs_.size());
   agree("data", [&] {

@@ -1,5 +1,8 @@
 // trainer.hpp: the sharded (FSDP FULL_SHARD) GPT-2 training step on one rank.
 //
+// The model is gpt2::DeviceModel<tagc::exec::host> (gpt2/device_model.hpp), the same source
+// the CUDA trainer runs; gpt2::Model<float> is the tests' reference only.
+//
 // Per micro-batch, on the compute thread:
 //   forward:  for each unit u: wait for its all-gather (enqueued one unit ahead), run it
 //   head:     loss, dlogits (the LM head is tied to wte: unit 0 stays gathered)
@@ -51,7 +54,8 @@
 
 #include "data_loader.hpp"
 #include "gpt2/config.hpp"
-#include "gpt2/model.hpp"
+#include "gpt2/device_model.hpp"
+#include "tagc/exec/host.hpp"
 
 #include <array>
 #include <memory>
@@ -153,7 +157,10 @@ class Trainer {
   ShardPlan plan_;
   bool local_ = false;        // world 1: no gathers
   bool plain_local_ = false;  // world 1 and fp32 plain segments: those not reduced
-  std::unique_ptr<gpt2::Gpt2> model_;
+  // The single-source model on the host execution space (the CUDA trainer runs the same
+  // source on exec::cuda). Its calls complete before they return on exec::host, so the
+  // gradient buffers are ready for the worker without a synchronization.
+  std::unique_ptr<gpt2::DeviceModel<tagc::exec::host>> model_;
   std::unique_ptr<gpt2::DataLoader> train_loader_, val_loader_;
 
   // owned flat buffers (ShardPlan::owned_size each)
