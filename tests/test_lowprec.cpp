@@ -435,7 +435,7 @@ TEST_CASE("fp16 values: sums beyond 65504 and values below its normals arrive, s
         for (std::size_t i = 0; i < n; i += 9) g[i] = magnitude * (1.0f + float(i % 13) / 16.0f) * (r % 2 ? 1.0f : 1.0f);
         return g;
       };
-      const auto expect = [&](const run_record& rec, const char* what) {
+      const auto expect = [&](const run_record& rec, const std::string& what) {
         CAPTURE(what);
         REQUIRE(rec.failures.empty());
         dense_reference ref;

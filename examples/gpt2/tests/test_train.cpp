@@ -5,6 +5,7 @@
 // compared in one program. The tiny model on synthetic tokens (train_test_harness.hpp).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "train_test_harness.hpp"
+#include "trainer_runs.hpp"
 
 #include "metrics.hpp"
 #include "trainer.hpp"
@@ -19,32 +20,13 @@ namespace fs = std::filesystem;
 using train::Args;
 using train::CompressMode;
 using train::Trainer;
+using train_test::Run;
+using train_test::run;
 using train_test::scratch;
 using train_test::tiny;
 using train_test::world_rank;
 
 namespace {
-
-struct Run {
-  std::vector<double> loss, norm;
-};
-
-// n steps of a fresh trainer on `comm` (MPI_COMM_WORLD or MPI_COMM_SELF).
-Run run(const Args& a, MPI_Comm comm, int n, const std::string& save_dir = "", const std::string& resume = "") {
-  tagc::mpi_communicator mpi(comm);
-  REQUIRE(mpi.init_status().ok());
-  Trainer t(a, mpi);
-  if (!resume.empty()) t.load_checkpoint(resume);
-  else t.init_from_seed();
-  Run r;
-  for (int i = 0; i < n; ++i) {
-    const auto m = t.train_step();
-    r.loss.push_back(m.loss);
-    r.norm.push_back(m.grad_norm);
-  }
-  if (!save_dir.empty()) t.save_checkpoint(save_dir);
-  return r;
-}
 
 void expect_close(const Run& a, const Run& b, double tol) {
   REQUIRE(a.loss.size() == b.loss.size());

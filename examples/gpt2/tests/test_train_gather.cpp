@@ -9,6 +9,7 @@
 // refused.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "train_test_harness.hpp"
+#include "trainer_runs.hpp"
 
 #include "trainer.hpp"
 
@@ -21,6 +22,8 @@
 
 using train::Args;
 using train::Trainer;
+using train_test::Run;
+using train_test::run;
 using train_test::scratch;
 using train_test::tiny;
 using train_test::world_rank;
@@ -31,26 +34,6 @@ namespace {
 Args g16(Args a) {
   a.gather_dtype = "bf16";
   return a;
-}
-
-struct Run {
-  std::vector<double> loss, norm;
-};
-
-Run run(const Args& a, MPI_Comm comm, int n, const std::string& save_dir = "", const std::string& resume = "") {
-  tagc::mpi_communicator mpi(comm);
-  REQUIRE(mpi.init_status().ok());
-  Trainer t(a, mpi);
-  if (!resume.empty()) t.load_checkpoint(resume);
-  else t.init_from_seed();
-  Run r;
-  for (int i = 0; i < n; ++i) {
-    const auto m = t.train_step();
-    r.loss.push_back(m.loss);
-    r.norm.push_back(m.grad_norm);
-  }
-  if (!save_dir.empty()) t.save_checkpoint(save_dir);
-  return r;
 }
 
 }  // namespace

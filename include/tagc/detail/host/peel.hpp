@@ -167,10 +167,15 @@ class shard_decoder {
   }
 
   // One sweep over the support, then a FIFO queue. The sweep visits the entries
-  // in ascending order: an entry with a lone cell (count 1) at its visit takes
-  // that cell's value and is subtracted from its three cells at once; a cell it
-  // leaves lone is queued (its entry may lie behind the sweep). The queue then
-  // peels what is left, each lone cell naming its entry by the XOR of positions.
+  // in ascending order: an entry with a cell it held alone from the start (count 1,
+  // never subtracted from) takes that cell's value and is subtracted from its three
+  // cells at once; a cell it leaves lone is queued (its entry may lie behind or
+  // ahead of the sweep). The queue then peels what is left, each lone cell naming
+  // its entry by the XOR of positions. The sweep takes only untouched cells because
+  // it is the first round: a cell made lone by a subtraction earlier in the sweep
+  // would chain values in entry order (one peel feeding the next, chains as long as
+  // the sweep), and with 16-bit cells those errors exceeded 4 ulps (tagc_lowprec's
+  // fp16 range case); queued, that cell is peeled in the rounds' order instead.
   // Why a sweep first: out and state are written front to back (streamed, zeroed /
   // absent between support entries on the way, so no clearing pass), the records
   // an entry needs are fetched ahead from its edges, and at the loads a sketch
@@ -190,13 +195,16 @@ class shard_decoder {
     const std::uint32_t* edges = edges_.data();
     std::size_t head = 0, tail = 0, peeled = 0;
     const std::size_t part_cells = lay_.part_rows * lay_.lanes;  // partition h owns cells [h, h + 1) * part_cells
-    // Subtract entry i (value v) from its three cells; queue a cell it leaves lone.
+    // Subtract entry i (value v) from its three cells, marking them touched; queue
+    // a cell it leaves lone.
     const auto release = [&](std::size_t i, float v) {
       for (int h = 0; h < 3; ++h) {
         cell_record& r = rec[cell(i, h)];
         r.value -= sign(i, h) * v;
         r.ids ^= std::uint32_t(i);
-        if (--r.count == 1) queue[tail++] = std::uint32_t(&r - rec);
+        const std::uint32_t left = (r.count & count_bits) - 1;
+        r.count = left | touched_bit;
+        if (left == 1) queue[tail++] = std::uint32_t(&r - rec);
       }
     };
     std::size_t zeroed = 0;  // out[0, zeroed) and state[0, zeroed) written
@@ -213,7 +221,7 @@ class shard_decoder {
       zeroed = std::size_t(e) + 1;
       int lone = -1;
       for (int h = 2; h >= 0; --h)
-        if (rec[cell(i, h)].count == 1) lone = h;  // the first partition holding it alone
+        if (rec[cell(i, h)].count == 1) lone = h;  // the first partition holding it alone, untouched
       if (lone < 0) {
         out[e] = 0.0f;  // for now: the queue may peel it, else finish_unresolved sets both
         state[e] = entry_absent;
@@ -236,14 +244,14 @@ class shard_decoder {
       if (head + 16 < tail) __builtin_prefetch(&rec[queue[head + 16]]);
       if (head + 8 < tail) {
         const cell_record& ahead = rec[queue[head + 8]];
-        if (ahead.count == 1) {
+        if ((ahead.count & count_bits) == 1) {
           __builtin_prefetch(&edges[3 * std::size_t(ahead.ids)]);
           __builtin_prefetch(&support[ahead.ids]);
         }
       }
       if (head + 4 < tail) {
         const cell_record& ahead = rec[queue[head + 4]];
-        if (ahead.count == 1) {
+        if ((ahead.count & count_bits) == 1) {
           const std::uint32_t* ed = &edges[3 * std::size_t(ahead.ids)];
           for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[ed[h] & cell_mask], 1);
           __builtin_prefetch(&out[support[ahead.ids]], 1);
@@ -251,7 +259,7 @@ class shard_decoder {
         }
       }
       const std::size_t c = queue[head++];
-      if (rec[c].count != 1) continue;  // emptied since it was queued
+      if ((rec[c].count & count_bits) != 1) continue;  // emptied since it was queued
       const std::size_t i = rec[c].ids;
       const int hc = c < part_cells ? 0 : c < 2 * part_cells ? 1 : 2;  // c / part_cells
       const float v = sign(i, hc) * rec[c].value;
@@ -288,10 +296,11 @@ class shard_decoder {
   std::vector<std::uint32_t> support_;  // [shard] support entries, ascending
   std::vector<std::uint32_t> edges_;    // [3 * shard] cell | sign bit, per support entry and partition
   struct cell_record {
-    std::uint32_t count;  // entries not yet peeled
+    std::uint32_t count;  // entries not yet peeled (count_bits), touched_bit once subtracted from
     std::uint32_t ids;    // XOR of their support positions
     float value;          // the cell's sum less what was peeled from it
   };
+  static constexpr std::uint32_t touched_bit = 1u << 31, count_bits = touched_bit - 1;
   std::vector<cell_record> cell_;       // [cells]
   std::vector<std::uint32_t> queue_;    // [cells] lone cells to visit, in order
 };
