@@ -8,6 +8,8 @@ Configurations (--config):
                 (gloo crashes PowerSGD on several buckets in torch 1.13)
   tagc-paper    tagc.torch.ddp_comm_hook: 10x count sketch, 1-bit index (the paper's)
   tagc-best     tagc.torch.ddp_comm_hook: packed bf16 values, exact index
+  tagc-best-sched  the same with theta warmed up from dense over the first 5 calls per
+                bucket (the learning-rate warm-up), as the long runs of tagc-gpt2 do
   tagc-dense    the tagc hook's machinery (worker thread, futures, per-parameter
                 bookkeeping) around a plain fp32 all-reduce: the hook's own overhead
 Prints one JSON line (rank 0): ms per step (each step, after --warmup), bytes on
@@ -87,6 +89,7 @@ def worker(rank, a, port):
         import tagc.torch as tt
         kw = {"paper": dict(values="sketch", ratio=10, index_bits=1),
               "best": dict(values="packed-bf16", index_bits="exact"),
+              "best-sched": dict(values="packed-bf16", index_bits="exact", sparsity_warmup=5, sparsity_start=0.0),
               "dense": dict(values="dense")}[cfg[5:]]
         state = tt.TagcState(module=model, **kw)
         ddp.register_comm_hook(state, tt.ddp_comm_hook)
