@@ -21,6 +21,7 @@ using train::Args;
 using train::CompressMode;
 using train::Trainer;
 using train_test::Run;
+using train_test::check_resume_continues;
 using train_test::run;
 using train_test::scratch;
 using train_test::tiny;
@@ -89,14 +90,7 @@ TEST_CASE("gpt2_train: 1 rank runs no collective on the gradient path; lossy for
   comp.compress = CompressMode::non_attention;
   comp.index_bits = 1;
   const std::string dir = (scratch() / ("ckpt_self_" + std::to_string(world_rank()))).string();
-  const Run whole = run(comp, MPI_COMM_SELF, 6);
-  const Run first = run(comp, MPI_COMM_SELF, 3, dir);
-  const Run second = run(comp, MPI_COMM_SELF, 3, "", dir);
-  for (size_t i = 0; i < 3; ++i) {
-    INFO("step " << i + 1);
-    CHECK(first.loss[i] == whole.loss[i]);
-    CHECK(second.loss[i] == whole.loss[i + 3]);  // bit-identical resume, mixed local/reduced units
-  }
+  check_resume_continues(comp, MPI_COMM_SELF, 6, 3, dir);  // mixed local/reduced units
   Trainer tc(comp, self);
   tc.init_from_seed();
   const train::StepMetrics mc = tc.train_step();
@@ -134,15 +128,7 @@ TEST_CASE("gpt2_train: checkpoint round trip resumes bit-identically (TAGC state
   a.compress = CompressMode::non_attention;
   a.index_bits = 1;
   const std::string dir = (scratch() / "ckpt").string();
-  const Run whole = run(a, MPI_COMM_WORLD, 6);
-  const Run first = run(a, MPI_COMM_WORLD, 3, dir);
-  const Run second = run(a, MPI_COMM_WORLD, 3, "", dir);
-  std::vector<double> resumed = first.loss;
-  resumed.insert(resumed.end(), second.loss.begin(), second.loss.end());
-  for (size_t i = 0; i < 6; ++i) {
-    INFO("step " << i + 1);
-    CHECK(resumed[i] == whole.loss[i]);  // bit-identical, not approximately equal
-  }
+  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);  // bit-identical, not approximately equal
 }
 
 TEST_CASE("gpt2_train: a sparsity warm-up ramps theta to the target, resumes bit-identically, is checked on resume") {
@@ -169,15 +155,7 @@ TEST_CASE("gpt2_train: a sparsity warm-up ramps theta to the target, resumes bit
     CHECK(theta[3] == 0.9875);  // the target from step W + 1 on
   }
   const std::string dir = (scratch() / "ckpt_schedule").string();
-  const Run whole = run(a, MPI_COMM_WORLD, 6);
-  const Run first = run(a, MPI_COMM_WORLD, 2, dir);  // saved inside the warm-up
-  const Run second = run(a, MPI_COMM_WORLD, 4, "", dir);
-  std::vector<double> resumed = first.loss;
-  resumed.insert(resumed.end(), second.loss.begin(), second.loss.end());
-  for (size_t i = 0; i < 6; ++i) {
-    INFO("step " << i + 1);
-    CHECK(resumed[i] == whole.loss[i]);
-  }
+  check_resume_continues(a, MPI_COMM_WORLD, 6, 2, dir);  // saved inside the warm-up
   Args other = a;
   other.sparsity_warmup = 5;
   CHECK_THROWS_WITH(run(other, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--sparsity-warmup 3, this run 5"));

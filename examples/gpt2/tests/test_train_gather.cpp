@@ -23,6 +23,7 @@
 using train::Args;
 using train::Trainer;
 using train_test::Run;
+using train_test::check_resume_continues;
 using train_test::run;
 using train_test::scratch;
 using train_test::tiny;
@@ -125,14 +126,7 @@ TEST_CASE("gather bf16: a checkpoint resumes bit-identically; another --gather-d
   a.values = train::ValuesMode::packed_bf16;
   a.index_bits = train::index_bits_exact;
   const std::string dir = (scratch() / "ckpt_g16").string();
-  const Run whole = run(a, MPI_COMM_WORLD, 6);
-  const Run first = run(a, MPI_COMM_WORLD, 3, dir);
-  const Run second = run(a, MPI_COMM_WORLD, 3, "", dir);
-  for (size_t i = 0; i < 3; ++i) {
-    INFO("step " << i + 1);
-    CHECK(first.loss[i] == whole.loss[i]);
-    CHECK(second.loss[i] == whole.loss[i + 3]);
-  }
+  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
   Args fp = a;
   fp.gather_dtype = "fp32";
   CHECK_THROWS_WITH(run(fp, MPI_COMM_WORLD, 1, "", dir),

@@ -1,5 +1,5 @@
 // trainer_runs.hpp: n training steps of a fresh train::Trainer, the losses and gradient
-// norms it reports — what the CPU trainer's MPI tests compare between runs (sharded
+// norms it reports, and the resume-continuity check built on it — what the CPU trainer's MPI tests compare between runs (sharded
 // against single-rank, saved + resumed against uninterrupted, one flag against another).
 #pragma once
 
@@ -36,6 +36,18 @@ inline Run run(const train::Args& a, MPI_Comm comm, int n, const std::string& sa
   }
   if (!save_dir.empty()) t.save_checkpoint(save_dir);
   return r;
+}
+
+// Resume continuity: `total` steps straight through give bit for bit the losses of
+// `split` steps saved to `dir` followed by `total - split` steps resumed from it.
+inline void check_resume_continues(const train::Args& a, MPI_Comm comm, int total, int split, const std::string& dir) {
+  const Run whole = run(a, comm, total);
+  const Run first = run(a, comm, split, dir);
+  const Run second = run(a, comm, total - split, "", dir);
+  for (int i = 0; i < total; ++i) {
+    INFO("step " << i + 1);
+    CHECK((i < split ? first.loss[size_t(i)] : second.loss[size_t(i - split)]) == whole.loss[size_t(i)]);
+  }
 }
 
 }  // namespace train_test
