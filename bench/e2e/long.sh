@@ -9,7 +9,7 @@
 #
 # Usage: bench/e2e/long.sh quality [--configs a,b] [--steps 1000] [--val-every 50]
 #                                  [--val-batches 16] [--out results/long] [--parallel] [--resume]
-#                                  [--model d2] [--gather-dtype fp32|bf16]
+#                                  [--model d2] [--gather-dtype fp32|bf16] [--seed 1337]
 #        bench/e2e/long.sh timing  [--configs a,b] [--rates 200mbit,1gbit,10gbit]
 #                                  [--steps 25] [--skip 5] [--out results/long-timing]
 #                                  [--gather-dtype fp32|bf16]
@@ -54,6 +54,7 @@ while [[ $# -gt 0 ]]; do
     --parallel) PARALLEL=1; shift ;;
     --resume) RESUME=1; shift ;;
     --gather-dtype) GATHER="$2"; shift 2 ;;
+    --seed) SEED="$2"; shift 2 ;;
     -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "long.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -75,6 +76,9 @@ DATA_DIR="${DATA_DIR:-data}"
 TOKENS_DIR="${TOKENS_DIR:-$DATA_DIR/tokens}"
 NP="${NP:-2}"
 NICE="${NICE:-10}"
+# The initialisation seed (the data order does not depend on it): a second seed measures how
+# far two runs of one configuration drift apart, the noise the paired SE does not see.
+SEED="${SEED:-1337}"
 
 # The learning-rate warm-up and the sparsity warm-up have the same length: the steps where
 # the weights move fastest and AdamW's moment estimates are still settling, which is where
@@ -115,7 +119,7 @@ export OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_reduce_scatte
 
 common() {  # steps
   echo train --model "$MODEL" --B 4 --T 64 --lr 1e-3 --warmup $WARMUP --schedule cosine --lr-min 1e-4 \
-    --clip 1.0 --seed 1337 --print-every 25 --steps "$1" \
+    --clip 1.0 --seed "$SEED" --print-every 25 --steps "$1" \
     --train-data "$TOKENS_DIR/corpus_train.bin" --val-data "$TOKENS_DIR/corpus_val.bin"
 }
 
@@ -128,7 +132,7 @@ meta() {  # dir
 quality() {
   : "${STEPS:=1000}" "${OUT:=results/long}"
   mkdir -p "$OUT"; meta "$OUT"
-  echo "model: $MODEL steps: $STEPS val_every: $VAL_EVERY val_batches: $VAL_BATCHES configs: $CONFIGS" >>"$OUT/meta.txt"
+  echo "model: $MODEL seed: $SEED steps: $STEPS val_every: $VAL_EVERY val_batches: $VAL_BATCHES configs: $CONFIGS" >>"$OUT/meta.txt"
   local pids=()
   for c in ${CONFIGS//,/ }; do
     local f; f="$(flags_of "$c") --checkpoint-dir $OUT/ckpt/$c --checkpoint-every $VAL_EVERY"
