@@ -91,7 +91,9 @@ def worker(rank, a, port):
               "best": dict(values="packed-bf16", index_bits="exact"),
               "best-sched": dict(values="packed-bf16", index_bits="exact", sparsity_warmup=5, sparsity_start=0.0),
               "dense": dict(values="dense")}[cfg[5:]]
-        state = tt.TagcState(module=model, **kw)
+        # profile: the reducers' stage times (host: no extra synchronisation, a clock
+        # read per stage), so "in reducer" splits into codec, link and waiting.
+        state = tt.TagcState(module=model, profile=True, **kw)
         ddp.register_comm_hook(state, tt.ddp_comm_hook)
     elif cfg != "fp32":
         raise SystemExit("unknown config " + cfg)
@@ -106,6 +108,7 @@ def worker(rank, a, port):
             tx0 = lo_tx_bytes()
             if state is not None and hasattr(state, "reduce_seconds"):
                 t_reduce0, bytes0 = state.reduce_seconds, state.bytes_sent
+                state.call_log.clear()
             t_all = time.perf_counter()
         t0 = time.perf_counter()
         x, y = batches(train, rank, a.world, a.B, a.T, step)
@@ -132,6 +135,19 @@ def worker(rank, a, port):
     if state is not None and hasattr(state, "reduce_seconds"):
         out["tagc_model_bytes_per_step"] = (state.bytes_sent - bytes0) / timed
         out["tagc_reduce_ms_per_step"] = 1e3 * (state.reduce_seconds - t_reduce0) / timed
+    if state is not None and getattr(state, "profile", False):
+        # Where the time inside the reducers went, per step, each rank (list index = rank):
+        # codec = the library's compress + decode stages; exchange = the index and value
+        # collectives (the link); wait = the agreement check, the call's first collective,
+        # where a rank that reached the bucket first waits for the other.
+        sec = lambda c, ks: sum(c["seconds"].get(k, 0.0) for k in ks)
+        mine = torch.tensor([sum(sec(c, ("sparsify", "index", "sketch", "residual", "decode")) for c in state.call_log),
+                             sum(sec(c, ("index_exchange", "value_exchange")) for c in state.call_log),
+                             sum(sec(c, ("check",)) for c in state.call_log)], dtype=torch.float64) * 1e3 / timed
+        every = [torch.zeros_like(mine) for _ in range(a.world)]
+        dist.all_gather(every, mine)
+        for i, k in enumerate(("codec", "exchange", "wait")):
+            out["tagc_%s_ms_per_step" % k] = [round(float(e[i]), 2) for e in every]
     if rank == 0:
         print(json.dumps(out), flush=True)
     dist.barrier()
