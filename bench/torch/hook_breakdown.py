@@ -10,7 +10,11 @@ Two measurements, one JSON line each (rank 0):
          index exchange + value exchange (the gloo collectives, both ranks waiting on
          each other); other = the rest (tensor checks, Python, the transport's copies).
   ddp    GPT-2 d2 trained by DDP with the hook (as ddp_bench.py does): per step the same
-         split, plus the time calls waited in the worker's queue, and the step time.
+         split, plus the time calls waited in the worker's queue, the step time, the
+         process's CPU time, and the exposed time: from DDP's call of the step's last hook
+         to backward's return (what the reduction adds to the step beyond backward).
+         --config fp32 / fp16 / powersgd-1 measure the same without tagc (fixed: tagc only).
+         --all-ranks: every rank's line; --timeline: per step when each phase and call ran.
 
   PYTHONPATH=build-py/python OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE \\
     /usr/bin/python3 bench/torch/hook_breakdown.py --data build-py/bench-tokens [--mode fixed,ddp]
@@ -91,9 +95,31 @@ def ddp(rank, a, tt):
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(1337)
     model = gpt2.GPT2(2)
-    m = DDP(model, bucket_cap_mb=25, broadcast_buffers=False)
-    state = tt.TagcState(module=model, profile=True, **CONFIGS[a.config])
-    m.register_comm_hook(state, tt.ddp_comm_hook)
+    hook_calls = []  # when DDP called the hook (each bucket, each step)
+
+    def timed(hook):
+        def call(st, bucket):
+            hook_calls.append(time.perf_counter())
+            return hook(st, bucket)
+        return call
+
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    if a.config in CONFIGS:
+        m = DDP(model, bucket_cap_mb=25, broadcast_buffers=False)
+        state = tt.TagcState(module=model, profile=True, **CONFIGS[a.config])
+        m.register_comm_hook(state, timed(tt.ddp_comm_hook))
+    else:  # without tagc, as ddp_bench runs them: DDP's all-reduce (as its hook), fp16, PowerSGD rank 1 (one bucket)
+        state = type("NoTagc", (), {"call_log": []})()
+        if a.config == "powersgd-1":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+            dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 40
+            m = DDP(model, bucket_cap_mb=1 << 20, broadcast_buffers=False)
+            m.register_comm_hook(ps.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2,
+                                                  use_error_feedback=True, warm_start=True), timed(ps.powerSGD_hook))
+        else:
+            m = DDP(model, bucket_cap_mb=25, broadcast_buffers=False)
+            m.register_comm_hook(None, timed(default_hooks.fp16_compress_hook if a.config == "fp16"
+                                             else default_hooks.allreduce_hook))
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
     train = read_shard(os.path.join(a.data, "train.bin"))
     steps = []
@@ -102,21 +128,38 @@ def ddp(rank, a, tt):
             state.call_log.clear()
         n0 = len(state.call_log)
         t0 = time.perf_counter()
+        c0 = time.process_time()
         x, y = batches(train, rank, 2, 4, 64, step)
         opt.zero_grad(set_to_none=True)
         loss = m(x, y)
+        t1 = time.perf_counter()
         loss.backward()
+        t2 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
         if step >= a.warmup_steps:
-            steps.append(dict(step_ms=1e3 * (time.perf_counter() - t0), calls=state.call_log[n0:]))
+            t3 = time.perf_counter()
+            # exposed: from DDP's call of the step's last hook (the last bucket ready) to backward's return
+            # (DDP waits there for every future): the communication and codec time backward could not hide
+            steps.append(dict(step_ms=1e3 * (t3 - t0), cpu_ms=1e3 * (time.process_time() - c0), calls=state.call_log[n0:],
+                              exposed_ms=1e3 * (t2 - hook_calls[-1]),
+                              # a timeline (ms from the step's start; CLOCK_MONOTONIC, so comparable across ranks
+                              # with --timeline): forward end, backward end, then per call queued..start..end
+                              timeline=dict(t0=t0, fwd=1e3 * (t1 - t0), bwd=1e3 * (t2 - t0), end=1e3 * (t3 - t0),
+                                            calls=[(c["length"], round(1e3 * (c["start"] - t0), 1),
+                                                    round(1e3 * c["seconds"].get("check", 0), 1),
+                                                    round(1e3 * c["reduce"], 1)) for c in state.call_log[n0:]])))
     timed = len(steps)
     res = ms(split(state.call_log), timed)
     res.update(mode="ddp", config=a.config, steps=timed,
                step_ms=[round(s["step_ms"], 1) for s in steps],
+               cpu_ms=[round(s["cpu_ms"], 1) for s in steps],  # this process's CPU time (all its threads) per step
+               exposed_ms=[round(s["exposed_ms"], 1) for s in steps],
                reduce_ms_per_step=[round(1e3 * sum(c["reduce"] for c in s["calls"]), 1) for s in steps],
                codec_ms_per_step=[round(1e3 * split(s["calls"])["codec"], 1) for s in steps],
                bucket_sizes=sorted({c["length"] for c in state.call_log}, reverse=True))
+    if a.timeline:
+        res["timeline"] = [s["timeline"] for s in steps]
     return res
 
 
@@ -129,8 +172,11 @@ def worker(rank, a, port):
         res = {"fixed": fixed, "ddp": ddp}[mode](rank, a, tt)
         res["load"] = float(open("/proc/loadavg").read().split()[0])
         res["rank"] = rank
-        if rank == 0 or a.all_ranks:
-            print(json.dumps(res), flush=True)
+        every = [None, None]
+        dist.all_gather_object(every, res)  # rank 0 prints, so lines never interleave
+        if rank == 0:
+            for r in (every if a.all_ranks else every[:1]):
+                print(json.dumps(r), flush=True)
         dist.barrier()
     os._exit(0)
 
@@ -138,7 +184,7 @@ def worker(rank, a, port):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", default="fixed,ddp")
-    ap.add_argument("--config", default="best", choices=sorted(CONFIGS))
+    ap.add_argument("--config", default="best", choices=sorted(CONFIGS) + ["fp32", "fp16", "powersgd-1"])
     ap.add_argument("--data", default="build-py/bench-tokens")
     ap.add_argument("--sizes", default="6572288,396032", help="fixed mode: bucket lengths")
     ap.add_argument("--calls", type=int, default=8)
@@ -146,6 +192,7 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup-steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--timeline", action="store_true", help="ddp: per step, when forward/backward ended and each call ran")
     ap.add_argument("--all-ranks", action="store_true", help="print every rank's line, not rank 0's only")
     a = ap.parse_args()
     with socket.socket() as s:
