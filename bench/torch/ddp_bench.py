@@ -15,7 +15,11 @@ Configurations (--config):
 Prints one JSON line (rank 0): ms per step (each step, after --warmup), bytes on
 `lo` per rank per step (inside scripts/slow_net.sh's namespace lo carries only
 this job), the train loss per step, the val loss after the last step, and for
-tagc the ring-model bytes the reducers counted and the time spent inside them.
+tagc the ring-model bytes the reducers counted, the time spent inside them, and that
+time split per rank (TagcState(profile=True), the library's stage clock): codec
+(compress + decode stages), exchange (index and value collectives: the link) and wait
+(the agreement check, the call's first collective, where a rank that reached the
+bucket first waits for the other).
 """
 import argparse
 import json

@@ -281,7 +281,7 @@ class TagcState:
         t1 = time.perf_counter()
         self.reduce_seconds += t1 - t0
         if self.profile:
-            self.call_log.append(dict(length=unit.length, plain=unit.plain, reduce=t1 - t0,
+            self.call_log.append(dict(length=unit.length, plain=unit.plain, reduce=t1 - t0, start=t0,
                                       queued=None if queued_at is None else t0 - queued_at,
                                       seconds=dict(stats.get("seconds", {})), total_bytes=stats["total_bytes"]))
         self.calls += 1
