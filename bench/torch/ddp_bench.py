@@ -81,14 +81,21 @@ def worker(rank, a, port):
         bucket_mb = 1 << 20
     ddp = DDP(model, bucket_cap_mb=bucket_mb, broadcast_buffers=False)
     state = None
+    hook_calls = []  # when DDP called the hook (every bucket, every step)
+
+    def timed(hook):
+        def call(st, bucket):
+            hook_calls.append(time.perf_counter())
+            return hook(st, bucket)
+        return call
     if cfg == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        ddp.register_comm_hook(None, timed(default_hooks.fp16_compress_hook))
     elif cfg.startswith("powersgd-"):
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
         state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=int(cfg.split("-")[1]),
                                  start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
-        ddp.register_comm_hook(state, ps.powerSGD_hook)
+        ddp.register_comm_hook(state, timed(ps.powerSGD_hook))
     elif cfg.startswith("tagc-"):
         import tagc.torch as tt
         kw = {"paper": dict(values="sketch", ratio=10, index_bits=1),
@@ -98,13 +105,13 @@ def worker(rank, a, port):
         # profile: the reducers' stage times (host: no extra synchronisation, a clock
         # read per stage), so "in reducer" splits into codec, link and waiting.
         state = tt.TagcState(module=model, profile=True, **kw)
-        ddp.register_comm_hook(state, tt.ddp_comm_hook)
+        ddp.register_comm_hook(state, timed(tt.ddp_comm_hook))
     elif cfg != "fp32":
         raise SystemExit("unknown config " + cfg)
     opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     train = read_shard(os.path.join(a.data, "train.bin"))
     val = read_shard(os.path.join(a.data, "val.bin"))
-    step_ms, losses = [], []
+    step_ms, losses, exposed_ms = [], [], []
     tx0 = t_reduce0 = bytes0 = None
     for step in range(a.steps):
         if step == a.warmup_steps:
@@ -121,6 +128,11 @@ def worker(rank, a, port):
         opt.zero_grad(set_to_none=True)
         loss = ddp(x, y)
         loss.backward()
+        if hook_calls and step >= a.warmup_steps:
+            # exposed: from DDP's call of the step's last hook (the last bucket ready) to
+            # backward's return, where DDP waits for every future: the reduction's time
+            # that backward did not hide (waiting for the other rank included)
+            exposed_ms.append(1e3 * (time.perf_counter() - hook_calls[-1]))
         torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
@@ -136,6 +148,11 @@ def worker(rank, a, port):
     out = {"config": cfg, "steps": a.steps, "timed_steps": timed, "ms_per_step": 1e3 * wall / timed,
            "step_ms": step_ms[a.warmup_steps:], "lo_bytes_per_rank_step": tx, "train_loss": losses,
            "val_loss": vt.item() / a.world, "B": a.B, "T": a.T, "depth": a.depth}
+    if exposed_ms:
+        mine = torch.tensor([sum(exposed_ms) / len(exposed_ms)], dtype=torch.float64)
+        every = [torch.zeros_like(mine) for _ in range(a.world)]
+        dist.all_gather(every, mine)
+        out["exposed_ms_per_step"] = [round(float(e[0]), 2) for e in every]
     if state is not None and hasattr(state, "reduce_seconds"):
         out["tagc_model_bytes_per_step"] = (state.bytes_sent - bytes0) / timed
         out["tagc_reduce_ms_per_step"] = 1e3 * (state.reduce_seconds - t_reduce0) / timed
