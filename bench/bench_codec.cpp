@@ -28,7 +28,8 @@
 // The matrix (issue 10): sketch ratios 2/4/10 with the paper's 1-bit index at 1M, 16M
 // and 64M elements, 1 and 2 OpenMP threads, 2 ranks; at 16M only (the full matrix is
 // slow at today's speed): packed fp32 values, bf16 sketch cells (ratio 10) and a
-// 1-rank reference (ratio 10). Five Reducer instantiations in all.
+// 1-rank reference (ratio 10); and the PyTorch DDP hook's configuration (packed bf16,
+// exact index, all-reduce) at GPT-2 d2's bucket size. Six Reducer instantiations in all.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -67,10 +68,13 @@ struct rank_sample {
 };
 
 template <class R>
-rank_sample one_call(R& red, tagc::local_communicator& comm, const std::vector<float>& g, std::vector<float>& out) {
+rank_sample one_call(R& red, tagc::local_communicator& comm, const std::vector<float>& g, std::vector<float>& out,
+                     tagc::topology topo) {
   rank_sample s;
   const auto t0 = clock_type::now();
-  const auto st = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out), &s.stats);
+  const auto st = topo == tagc::topology::replicated
+                      ? red.all_reduce(comm, std::span<const float>(g), std::span<float>(out), &s.stats)
+                      : red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out), &s.stats);
   s.call = seconds_since(t0);
   if (!st.ok()) s.error = st.what();
   s.compress = s.stats.seconds.compress();
@@ -80,9 +84,11 @@ rank_sample one_call(R& red, tagc::local_communicator& comm, const std::vector<f
 }
 
 // Values: the value policy; ranks: state.range(2); OpenMP threads per rank: state.range(1).
-template <class Values, class Sparsify = tagc::SparsifyPolicy>
+// Topo: sharded (reduce_scatter, FSDP's and the trainer's) or replicated (all_reduce,
+// the PyTorch DDP hook's, python/tagc).
+template <class Values, class Index = tagc::IndexPolicy<1>, tagc::topology Topo = tagc::topology::sharded>
 void codec(benchmark::State& state) {
-  using R = tagc::Reducer<Sparsify, tagc::IndexPolicy<1>, Values, tagc::DecodePolicy<>>;
+  using R = tagc::Reducer<tagc::SparsifyPolicy, Index, Values, tagc::DecodePolicy<>>;
   const auto n = std::size_t(state.range(0));
   const int threads = int(state.range(1));
   const int world_size = int(state.range(2));
@@ -91,7 +97,8 @@ void codec(benchmark::State& state) {
   std::vector<R> red(static_cast<std::size_t>(world_size));
   std::vector<std::vector<float>> grads, outs;
   for (int r = 0; r < world_size; ++r) {
-    if (auto s = red[std::size_t(r)].initialize({.length = n, .world_size = world_size, .rank = r}); !s.ok()) {
+    if (auto s = red[std::size_t(r)].initialize({.length = n, .world_size = world_size, .rank = r, .topo = Topo});
+        !s.ok()) {
       state.SkipWithError(s.what().c_str());
       return;
     }
@@ -115,7 +122,7 @@ void codec(benchmark::State& state) {
       for (;;) {
         sync.arrive_and_wait();  // start
         if (stop) return;
-        samples[std::size_t(r)] = one_call(red[std::size_t(r)], comm, grads[std::size_t(r)], outs[std::size_t(r)]);
+        samples[std::size_t(r)] = one_call(red[std::size_t(r)], comm, grads[std::size_t(r)], outs[std::size_t(r)], Topo);
         sync.arrive_and_wait();  // done
       }
     });
@@ -212,6 +219,13 @@ BENCHMARK(codec<tagc::SketchBf16Policy<10>>)->Name("codec/index1_sketch10x_bf16/
     ->Apply([](auto* b) { sizes(b, {16 * M}, 2); })->Iterations(1);
 BENCHMARK(codec<tagc::SketchPolicy<10>>)->Name("codec/index1_sketch10x/w1")
     ->Apply([](auto* b) { sizes(b, {16 * M}, 1); })->Iterations(1);
+
+// The PyTorch DDP hook's best configuration (tagc-best: packed bf16 values, exact
+// index, all-reduce) at the size of GPT-2 d2's large DDP bucket (bench/torch), so
+// the hook's per-stage times (bench/torch/hook_breakdown.py) have a reference.
+BENCHMARK(codec<tagc::PackedBf16Policy, tagc::ExactIndexPolicy, tagc::topology::replicated>)
+    ->Name("codec/exact_packed_bf16_allreduce/w2")
+    ->Apply([](auto* b) { sizes(b, {6702592}, 2); })->MinTime(0.5);
 
 }  // namespace
 

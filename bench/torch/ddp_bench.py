@@ -15,7 +15,11 @@ Configurations (--config):
 Prints one JSON line (rank 0): ms per step (each step, after --warmup), bytes on
 `lo` per rank per step (inside scripts/slow_net.sh's namespace lo carries only
 this job), the train loss per step, the val loss after the last step, and for
-tagc the ring-model bytes the reducers counted and the time spent inside them.
+tagc the ring-model bytes the reducers counted, the time spent inside them, and that
+time split per rank (TagcState(profile=True), the library's stage clock): codec
+(compress + decode stages), exchange (index and value collectives: the link) and wait
+(the agreement check, the call's first collective, where a rank that reached the
+bucket first waits for the other).
 """
 import argparse
 import json
@@ -77,28 +81,37 @@ def worker(rank, a, port):
         bucket_mb = 1 << 20
     ddp = DDP(model, bucket_cap_mb=bucket_mb, broadcast_buffers=False)
     state = None
+    hook_calls = []  # when DDP called the hook (every bucket, every step)
+
+    def timed(hook):
+        def call(st, bucket):
+            hook_calls.append(time.perf_counter())
+            return hook(st, bucket)
+        return call
     if cfg == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        ddp.register_comm_hook(None, timed(default_hooks.fp16_compress_hook))
     elif cfg.startswith("powersgd-"):
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
         state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=int(cfg.split("-")[1]),
                                  start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
-        ddp.register_comm_hook(state, ps.powerSGD_hook)
+        ddp.register_comm_hook(state, timed(ps.powerSGD_hook))
     elif cfg.startswith("tagc-"):
         import tagc.torch as tt
         kw = {"paper": dict(values="sketch", ratio=10, index_bits=1),
               "best": dict(values="packed-bf16", index_bits="exact"),
               "best-sched": dict(values="packed-bf16", index_bits="exact", sparsity_warmup=5, sparsity_start=0.0),
               "dense": dict(values="dense")}[cfg[5:]]
-        state = tt.TagcState(module=model, **kw)
-        ddp.register_comm_hook(state, tt.ddp_comm_hook)
+        # profile: the reducers' stage times (host: no extra synchronisation, a clock
+        # read per stage), so "in reducer" splits into codec, link and waiting.
+        state = tt.TagcState(module=model, profile=True, **kw)
+        ddp.register_comm_hook(state, timed(tt.ddp_comm_hook))
     elif cfg != "fp32":
         raise SystemExit("unknown config " + cfg)
     opt = torch.optim.AdamW(ddp.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     train = read_shard(os.path.join(a.data, "train.bin"))
     val = read_shard(os.path.join(a.data, "val.bin"))
-    step_ms, losses = [], []
+    step_ms, losses, exposed_ms = [], [], []
     tx0 = t_reduce0 = bytes0 = None
     for step in range(a.steps):
         if step == a.warmup_steps:
@@ -106,6 +119,7 @@ def worker(rank, a, port):
             tx0 = lo_tx_bytes()
             if state is not None and hasattr(state, "reduce_seconds"):
                 t_reduce0, bytes0 = state.reduce_seconds, state.bytes_sent
+                state.call_log.clear()
             t_all = time.perf_counter()
         t0 = time.perf_counter()
         x, y = batches(train, rank, a.world, a.B, a.T, step)
@@ -114,6 +128,11 @@ def worker(rank, a, port):
         opt.zero_grad(set_to_none=True)
         loss = ddp(x, y)
         loss.backward()
+        if hook_calls and step >= a.warmup_steps:
+            # exposed: from DDP's call of the step's last hook (the last bucket ready) to
+            # backward's return, where DDP waits for every future: the reduction's time
+            # that backward did not hide (waiting for the other rank included)
+            exposed_ms.append(1e3 * (time.perf_counter() - hook_calls[-1]))
         torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
@@ -129,9 +148,27 @@ def worker(rank, a, port):
     out = {"config": cfg, "steps": a.steps, "timed_steps": timed, "ms_per_step": 1e3 * wall / timed,
            "step_ms": step_ms[a.warmup_steps:], "lo_bytes_per_rank_step": tx, "train_loss": losses,
            "val_loss": vt.item() / a.world, "B": a.B, "T": a.T, "depth": a.depth}
+    if exposed_ms:
+        mine = torch.tensor([sum(exposed_ms) / len(exposed_ms)], dtype=torch.float64)
+        every = [torch.zeros_like(mine) for _ in range(a.world)]
+        dist.all_gather(every, mine)
+        out["exposed_ms_per_step"] = [round(float(e[0]), 2) for e in every]
     if state is not None and hasattr(state, "reduce_seconds"):
         out["tagc_model_bytes_per_step"] = (state.bytes_sent - bytes0) / timed
         out["tagc_reduce_ms_per_step"] = 1e3 * (state.reduce_seconds - t_reduce0) / timed
+    if state is not None and getattr(state, "profile", False):
+        # Where the time inside the reducers went, per step, each rank (list index = rank):
+        # codec = the library's compress + decode stages; exchange = the index and value
+        # collectives (the link); wait = the agreement check, the call's first collective,
+        # where a rank that reached the bucket first waits for the other.
+        sec = lambda c, ks: sum(c["seconds"].get(k, 0.0) for k in ks)
+        mine = torch.tensor([sum(sec(c, ("sparsify", "index", "sketch", "residual", "decode")) for c in state.call_log),
+                             sum(sec(c, ("index_exchange", "value_exchange")) for c in state.call_log),
+                             sum(sec(c, ("check",)) for c in state.call_log)], dtype=torch.float64) * 1e3 / timed
+        every = [torch.zeros_like(mine) for _ in range(a.world)]
+        dist.all_gather(every, mine)
+        for i, k in enumerate(("codec", "exchange", "wait")):
+            out["tagc_%s_ms_per_step" % k] = [round(float(e[i]), 2) for e in every]
     if rank == 0:
         print(json.dumps(out), flush=True)
     dist.barrier()

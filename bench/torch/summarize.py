@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """runs.jsonl (bench/torch/run.sh) -> summary.csv, table.md and gnuplot PNGs in the same folder.
 
+"exposed ms": per step, from DDP's call of the last hook to backward's return (hook
+configurations only; mean over ranks and runs): the reduction's time backward did not
+hide, waiting for the other rank included.
+
 Per (link, configuration): ms per step (mean over runs, and the spread: min..max of
 the runs' means, and the median and 10-90 % range of every timed step), bytes on
 lo per rank per step (wire: payload + TCP/IP headers + gloo's own messages), the
@@ -12,7 +16,7 @@ import statistics as st
 import subprocess
 import sys
 
-ORDER = ["fp32", "fp16", "powersgd-1", "powersgd-2", "powersgd-4", "tagc-paper", "tagc-best", "tagc-dense"]
+ORDER = ["fp32", "fp16", "powersgd-1", "powersgd-2", "powersgd-4", "tagc-paper", "tagc-best", "tagc-best-sched", "tagc-dense"]
 
 
 def pct(xs, q):
@@ -39,6 +43,12 @@ def main(folder):
                                       if "tagc_model_bytes_per_step" in rs[0] else ""),
             "tagc_reduce_ms_per_step": (st.mean(r["tagc_reduce_ms_per_step"] for r in rs)
                                         if "tagc_reduce_ms_per_step" in rs[0] else ""),
+            # split of "in reducer" (runs from before the split lack it): mean over runs and ranks
+            **{"tagc_%s_ms_per_step" % k: (st.mean(st.mean(r["tagc_%s_ms_per_step" % k]) for r in rs)
+                                           if "tagc_%s_ms_per_step" % k in rs[0] else "")
+               for k in ("codec", "exchange", "wait")},
+            "exposed_ms_per_step": (st.mean(st.mean(r["exposed_ms_per_step"]) for r in rs)
+                                    if "exposed_ms_per_step" in rs[0] else ""),
             "val_loss": st.mean(r["val_loss"] for r in rs),
             "train_loss_last3": st.mean(st.mean(r["train_loss"][-3:]) for r in rs),
             "load_avg": st.mean(r["load"] for r in rs),
@@ -61,15 +71,17 @@ def main(folder):
         return spec % v if isinstance(v, (int, float)) else "–"
 
     lines = ["| link | config | ms/step (runs: min–max) | step median (p10–p90) | speedup vs fp32 | wire MB/rank/step | "
-             "vs fp32 | tagc ring MB | in reducer ms | val loss | train loss (last 3) | load |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "vs fp32 | tagc ring MB | in reducer ms | codec / link / wait ms | exposed ms | val loss | train loss (last 3) | load |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| %s | %s | %s (%s–%s) | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        split = ("%.0f / %.0f / %.0f" % (r["tagc_codec_ms_per_step"], r["tagc_exchange_ms_per_step"],
+                                          r["tagc_wait_ms_per_step"]) if r["tagc_codec_ms_per_step"] != "" else "–")
+        lines.append("| %s | %s | %s (%s–%s) | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["link"], r["config"], fmt(r["ms_per_step"], "%.0f"), fmt(r["ms_min_run"], "%.0f"),
             fmt(r["ms_max_run"], "%.0f"), fmt(r["ms_step_median"], "%.0f"), fmt(r["ms_step_p10"], "%.0f"),
             fmt(r["ms_step_p90"], "%.0f"), fmt(r.get("speedup_vs_fp32"), "%.2fx"),
             fmt(r["wire_MB_per_rank_step"], "%.2f"), fmt(r.get("wire_bytes_vs_fp32"), "%.3f"),
-            fmt(r["tagc_ring_MB_per_step"], "%.2f"), fmt(r["tagc_reduce_ms_per_step"], "%.0f"),
+            fmt(r["tagc_ring_MB_per_step"], "%.2f"), fmt(r["tagc_reduce_ms_per_step"], "%.0f"), split, fmt(r["exposed_ms_per_step"], "%.0f"),
             fmt(r["val_loss"], "%.3f"), fmt(r["train_loss_last3"], "%.3f"), fmt(r["load_avg"], "%.1f")))
     anchor = os.path.join(folder, "anchor.json")
     if os.path.exists(anchor):

@@ -132,6 +132,10 @@ class TagcState:
       the agreement check and the collectives' latency cost more than the bytes saved
       (the paper compresses only the large layers). 0: compress every unit. Residual a
       parameter brought from a compressed unit is sent with its first plain call.
+    profile: time every call and each compressed reducer's stages (the library's
+      reduce_stats::seconds; each stage then ends with a synchronisation) into
+      `call_log`, one dict per call (unit size, seconds queued behind the worker,
+      seconds inside the reducer, stage seconds). Not part of the configuration.
     module: the model; parameters are then named as in module.named_parameters()
       (checkpoints name them; FSDP needs it to know where a backward pass starts).
       Without it they are named by the order DDP's first buckets hold them.
@@ -139,7 +143,7 @@ class TagcState:
 
     def __init__(self, process_group=None, ratio=10, index_bits=1, values="sketch", sparsity=None,
                  adaptive=False, module=None, check_inputs=True, sparsity_warmup=0, sparsity_schedule="exp",
-                 sparsity_start=_NO_WARMUP["sparsity_start"], min_compress_numel=0):
+                 sparsity_start=_NO_WARMUP["sparsity_start"], min_compress_numel=0, profile=False):
         if not dist.is_initialized():
             raise RuntimeError("tagc: TagcState needs torch.distributed to be initialized")
         self.process_group = process_group if process_group is not None else dist.group.WORLD
@@ -175,6 +179,8 @@ class TagcState:
         self.bytes_sent = 0.0             # per rank, ring model, all reducer collectives so far
         self.reduce_seconds = 0.0         # wall time inside the reducers (codec + collectives)
         self.last_stats = None
+        self.profile = bool(profile)
+        self.call_log = []                # profile=True: one dict per call
         self._fsdp_seen = {}
         if module is not None:
             module.register_forward_pre_hook(lambda *_: self._fsdp_seen.clear())
@@ -243,6 +249,8 @@ class TagcState:
                                  length, self._group, topology)
         else:
             reducer = _C.Reducer(c, length, self._group, topology)
+        if self.profile and not isinstance(reducer, _DenseReducer):
+            reducer.profiling = True
         unit = _Unit(key, names, numels, reducer, torch.zeros(out_shape_of(reducer)), length, plain)
         saved = self._saved_units.pop(key, None)
         if saved is not None and not plain:
@@ -264,13 +272,18 @@ class TagcState:
             self._owner[name] = key
         return unit
 
-    def _reduce(self, unit, method, grad, out):
+    def _reduce(self, unit, method, grad, out, queued_at=None):
         t0 = time.perf_counter()
         if unit.plain:
             grad = self._plain_input(unit, grad)
         stats = getattr(unit.reducer, method)(grad, out)
         unit.carry = None
-        self.reduce_seconds += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.reduce_seconds += t1 - t0
+        if self.profile:
+            self.call_log.append(dict(length=unit.length, plain=unit.plain, reduce=t1 - t0, start=t0,
+                                      queued=None if queued_at is None else t0 - queued_at,
+                                      seconds=dict(stats.get("seconds", {})), total_bytes=stats["total_bytes"]))
         self.calls += 1
         self.plain_calls += unit.plain
         self.bytes_sent += stats["total_bytes"]
@@ -365,6 +378,7 @@ def ddp_comm_hook(state: TagcState, bucket: dist.GradBucket) -> torch.futures.Fu
     order differs), so a bucket that DDP re-forms with the same parameters in
     another order keeps its reducer, and a resumed run meets the same layout."""
     done = torch.futures.Future()
+    queued_at = time.perf_counter()
     buf = bucket.buffer()
     params = list(bucket.parameters())
 
@@ -378,11 +392,11 @@ def ddp_comm_hook(state: TagcState, bucket: dist.GradBucket) -> torch.futures.Fu
                                    "buckets are not supported)" % (buf.numel(), sum(numels)))
             unit = state._unit(("ddp",) + names, names, numels, buf.numel(), "replicated", lambda r: r.output_size)
             if order == sorted(order):
-                state._reduce(unit, "all_reduce", buf, unit.out)
+                state._reduce(unit, "all_reduce", buf, unit.out, queued_at)
                 done.set_result(unit.out)
                 return
             views = torch.split(buf, [p.numel() for p in params])
-            state._reduce(unit, "all_reduce", torch.cat([views[i] for i in order]), unit.out)
+            state._reduce(unit, "all_reduce", torch.cat([views[i] for i in order]), unit.out, queued_at)
             back = dict(zip(order, torch.split(unit.out, numels)))
             done.set_result(torch.cat([back[i] for i in range(len(params))]))
         except Exception as e:  # the same verdict on every rank: each raises it from backward

@@ -298,6 +298,29 @@ def case_plain_units(rank, out):
         out["plain_nan_error"] = "%s: %s" % (type(e).__name__, e)
 
 
+def case_profile(rank, out):
+    """TagcState(profile=True): every call is logged with the library's stage seconds,
+    and profiling changes nothing that is delivered (same values as without it)."""
+    delivered = {}
+    for profile in (False, True):
+        torch.manual_seed(5)
+        ps = [nn.Parameter(torch.zeros(3000)), nn.Parameter(torch.zeros(1000))]
+        s = tt.TagcState(values="packed-bf16", index_bits="exact", sparsity=0.9, profile=profile)
+        g = torch.Generator().manual_seed(23 + rank)
+        got = []
+        for _ in range(3):
+            for p in ps:
+                p.grad = torch.randn(p.numel(), generator=g)
+            got.append(tt.ddp_comm_hook(s, FakeBucket(ps)).wait().clone())
+        delivered[profile] = got
+        if profile:
+            out["profile_log"] = [dict(c) for c in s.call_log]
+            out["profile_reduce_seconds"] = s.reduce_seconds
+        else:
+            out["profile_off_log"] = len(s.call_log)
+    out["profile_same"] = all(torch.equal(a, b) for a, b in zip(delivered[False], delivered[True]))
+
+
 def case_sharded_and_bf16(rank, out):
     """fsdp_comm_hook's reduce-scatter (gloo has none: all-to-all + owner's sum) on a flat
     padded gradient gives this rank's shard of the mean; packed-bf16 (bf16 sums emulated
@@ -330,7 +353,8 @@ def case_errors(rank, out):
 def worker(rank, port, scratch):
     run_cases(rank, port, scratch, (case_packed_equals_default, case_sketch_bytes, case_loss_down,
                                     lambda r, o: case_save_resume(r, o, scratch), case_rebuild, case_overlap,
-                                    case_sharded_and_bf16, case_plain_units, case_schedule, case_errors))
+                                    case_sharded_and_bf16, case_plain_units, case_schedule, case_profile,
+                                    case_errors))
 
 
 # ---------------------------------------------------------------- checks (parent)
@@ -444,6 +468,19 @@ def main():
         check(oo.get("schedule_resume_equal") is True, "rank %d: a resume at call 2 of the warm-up == no resume" % r)
         check("sparsity_warmup" in oo.get("schedule_refused", ""),
               "rank %d: a checkpoint with another warm-up is refused: %s" % (r, oo.get("schedule_refused")))
+
+    for r, oo in enumerate(outs):
+        log = oo.get("profile_log", [])
+        stages = ("check", "sparsify", "index", "index_exchange", "sketch", "value_exchange", "decode", "residual")
+        ok = len(log) == 3 and oo.get("profile_off_log") == 0 and all(
+            c["length"] == 4000 and c["queued"] is not None and c["queued"] >= 0 and set(stages) <= set(c["seconds"])
+            and all(c["seconds"][k] >= 0 for k in stages)
+            and c["seconds"]["sparsify"] + c["seconds"]["decode"] > 0
+            and c["seconds"]["index_exchange"] + c["seconds"]["value_exchange"] > 0
+            and sum(c["seconds"][k] for k in stages) <= c["reduce"] + 1e-6 for c in log)
+        check(ok, "rank %d: profile=True logs 3 calls with stage seconds that add up to at most the time in the "
+              "reducer (%s); without it nothing is logged" % (r, [round(1e3 * c["reduce"], 2) for c in log]))
+        check(oo.get("profile_same") is True, "rank %d: profiling delivers the same values as no profiling" % r)
 
     check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
 

@@ -111,6 +111,17 @@ py::dict stats_dict(const tagc::reduce_stats& s) {
   d["value_bytes"] = s.value_bytes;
   d["retransmit_bytes"] = s.retransmit_bytes;
   d["total_bytes"] = s.total_bytes();
+  // Stage wall times (zero unless the reducer profiles: Reducer.profiling = True).
+  py::dict sec;
+  sec["check"] = s.seconds.check;
+  sec["sparsify"] = s.seconds.sparsify;
+  sec["index"] = s.seconds.index;
+  sec["index_exchange"] = s.seconds.index_exchange;
+  sec["sketch"] = s.seconds.sketch;
+  sec["value_exchange"] = s.seconds.value_exchange;
+  sec["decode"] = s.seconds.decode;
+  sec["residual"] = s.seconds.residual;
+  d["seconds"] = sec;
   return d;
 }
 
@@ -152,6 +163,11 @@ class bound_reducer {
   double sparsity() const { return reducer_.sparsity(); }
   void set_sparsity(double t) { check(reducer_.set_sparsity(t)); }
   std::string name() const { return reducer_.describe(); }
+  bool profiling() const { return profiling_; }
+  void set_profiling(bool on) {
+    reducer_.set_profiling(on);
+    profiling_ = on;
+  }
 
  private:
   // One reduction with the GIL released (the hook's worker thread runs it while
@@ -190,6 +206,7 @@ class bound_reducer {
   pg_communicator comm_;
   counted_comm counted_;
   any_reducer reducer_;
+  bool profiling_ = false;
 };
 
 // can_implement without a process group: TagcState checks its configuration
@@ -223,7 +240,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("bytes_sent", &bound_reducer::bytes_sent)
       .def_property_readonly("output_size", &bound_reducer::output_size)
       .def_property_readonly("sparsity", &bound_reducer::sparsity)
-      .def_property_readonly("name", &bound_reducer::name);
+      .def_property_readonly("name", &bound_reducer::name)
+      .def_property("profiling", &bound_reducer::profiling, &bound_reducer::set_profiling);
   m.def("can_implement", &can_implement, py::arg("config"), py::arg("length"), py::arg("world"), py::arg("rank"),
         py::arg("topology"));
   m.def("catalogue", &catalogue_text);
