@@ -16,7 +16,7 @@
 using train::Args;
 using train::CompressMode;
 using train::IndexExchange;
-using train::Trainer;
+using Trainer = train::HostTrainer;  // the one trainer on exec::host + MPI
 using train::ValuesMode;
 using train_test::scratch;
 

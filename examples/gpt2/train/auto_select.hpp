@@ -59,4 +59,9 @@ AutoPlan auto_plan_from_json(const nlohmann::json& j);  // throws nlohmann::json
 // The decision table, one line per segment (what rank 0 prints).
 std::string format_table(const AutoPlan& p);
 
+// The measurement's pieces (Trainer::decide_auto, trainer_auto_impl.hpp):
+double median_of(std::vector<double> v);  // 0 for none
+// A heavy-tailed synthetic gradient (symmetric Pareto, tail index 2, scale 1e-3).
+void synthetic_gradient(std::vector<float>& g, uint64_t seed);
+
 }  // namespace train
