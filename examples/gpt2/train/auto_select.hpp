@@ -1,7 +1,7 @@
 // auto_select.hpp: "--compress auto" — per gradient segment, does compressing pay?
 //
 // The candidates are those of "--compress all": every unit's compressible prefix and
-// plain suffix. At start-up the trainer measures (Trainer::decide_auto, auto_select.cpp):
+// plain suffix. At start-up the trainer measures (Trainer::decide_auto, trainer_auto_impl.hpp):
 //   link:  a plain fp32 reduce-scatter of 4 MB through the trainer's communicator
 //          (1 warm-up + 3 timed, median), and a 1-float-per-rank reduce-scatter
 //          (1 warm-up + 15 timed, median) for the per-collective latency a; the
