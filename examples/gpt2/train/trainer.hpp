@@ -75,6 +75,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace train {
@@ -150,8 +151,8 @@ class Trainer {
   // All units gathered into the flat (llm.c-convertible) layout, on the host of every rank.
   std::vector<float> gather_model();
 
-  // Run `fn` on every rank; if it throws on any, throw on all (so no rank is left in a
-  // collective). The message is the local one, or that of "another rank".
+  // Run `fn` on every rank; if it throws on any, throw AgreedError on all (so no rank is
+  // left in a collective). The message is the local one, or names the ranks that failed.
   template <class F>
   void agree(const char* what, F&& fn);
 
@@ -165,7 +166,6 @@ class Trainer {
   void enqueue_reduce(int u);
   double forward(const int32_t* inputs, const int32_t* targets);
   void check(const tagc::status& s, const char* what) const;
-  void agree_flag(bool failed, const std::string& message, const char* what);
   // Sums `values` (host) over ranks in place, through Exec memory (NCCL needs device memory).
   void all_reduce_sum(std::span<double> values);
   double all_reduce_sum(double x);
@@ -228,15 +228,8 @@ using HostTrainer = Trainer<tagc::exec::host, tagc::mpi_communicator>;
 template <class Exec, class Comm>
 template <class F>
 void Trainer<Exec, Comm>::agree(const char* what, F&& fn) {
-  std::string msg;
-  bool failed = false;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    failed = true;
-    msg = e.what();
-  }
-  agree_flag(failed, msg, what);
+  RankGroup g = rank_group();
+  agree_all(g, what, std::forward<F>(fn));  // checkpoint_store.hpp: one verdict, the failed ranks named
 }
 
 }  // namespace train

@@ -251,14 +251,6 @@ RankGroup Trainer<Exec, Comm>::rank_group() {
 }
 
 template <class Exec, class Comm>
-void Trainer<Exec, Comm>::agree_flag(bool failed, const std::string& message, const char* what) {
-  const double failures = all_reduce_sum(failed ? 1.0 : 0.0);
-  if (failures == 0.0) return;
-  if (failed) throw AgreedError(message);
-  throw AgreedError(std::string(what) + " failed on another rank (see its message)");
-}
-
-template <class Exec, class Comm>
 float* Trainer<Exec, Comm>::gathered(int u) {
   if (local_) {  // the whole unit, in place (or its rounded copy)
     const size_t at = plan_.unit(u).seg[0].owned;
