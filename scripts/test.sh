@@ -63,7 +63,7 @@ if [[ -x /usr/local/cuda/bin/nvcc ]]; then
   cmake --build build-cuda -j"$jobs" --target tagc_cuda_check
   # The GPT-2 example on exec::cuda (TAGC_GPT2_CUDA), one target per line:
   cmake --build build-cuda -j"$jobs" --target gpt2_device_model_cuda  # model: kernels + cuBLAS
-  cmake --build build-cuda -j"$jobs" --target tagc-gpt2-cuda  # trainer: DeviceTrainer<exec::cuda, NCCL>, linked
+  cmake --build build-cuda -j"$jobs" --target tagc-gpt2-cuda  # trainer: Trainer<exec::cuda, NCCL>, linked
   cmake --build build-cuda -j"$jobs" --target tagc_example_03  # examples/03: Reducer on exec::cuda + NCCL, linked
   echo "CUDA instantiations compiled for sm_80 and sm_90"
 else

@@ -18,7 +18,7 @@
 
 using train::Args;
 using train::CompressMode;
-using train::Trainer;
+using Trainer = train::HostTrainer;  // the one trainer on exec::host + MPI
 using train_test::scratch;
 using train_test::world_rank;
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 using train::Args;
-using train::Trainer;
+using Trainer = train::HostTrainer;  // the one trainer on exec::host + MPI
 using train_test::Run;
 using train_test::check_resume_continues;
 using train_test::run;

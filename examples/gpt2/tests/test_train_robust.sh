@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_train_robust.sh EXE SHARDS CASE MPIEXEC NP_FLAG [MPIEXEC_FLAGS...] -- nothing lost,
-# nothing hangs (issue 14), driven through a trainer executable (tagc-gpt2 or
-# tagc-gpt2-device-host: they share the checkpoint store, the start-up checks and the
-# failure report) with 2 ranks on the tiny model:
+# nothing hangs (issue 14), driven through a trainer executable (tagc-gpt2; tagc-gpt2-cuda
+# shares its trainer, checkpoint store, start-up checks and failure report) with 2 ranks
+# on the tiny model:
 #   kill      a rank SIGKILLed halfway through writing its checkpoint; the resume takes
 #             the previous complete step and continues exactly as an uninterrupted run
 #   damage    a flipped byte / a missing file in the newest step: named, fallback, exact

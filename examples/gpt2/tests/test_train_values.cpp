@@ -16,7 +16,7 @@
 using train::Args;
 using train::CompressMode;
 using train::IndexExchange;
-using train::Trainer;
+using Trainer = train::HostTrainer;  // the one trainer on exec::host + MPI
 using train::ValuesMode;
 using train_test::scratch;
 
@@ -188,6 +188,16 @@ TEST_CASE("gpt2_train values: the checkpoint records the policies; a resume with
   tagc::mpi_communicator mpi(MPI_COMM_WORLD);
   Trainer t(all_reduce, mpi);
   CHECK_THROWS_WITH(t.load_checkpoint(dir2), doctest::Contains("--index-bits exact, this run 1"));
+}
+
+// The command line refuses a ratio outside the catalogue at parse time (test_train_cli.sh);
+// a program that fills Args itself gets the builder's refusal from the trainer, on every
+// rank (the reducer setup agrees), naming the flag.
+TEST_CASE("trainer: a reducer the catalogue does not hold is refused with a message") {
+  Args b = compressed(ValuesMode::sketch, 1, IndexExchange::all_reduce, 1);
+  b.ratio = 3;
+  tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+  CHECK_THROWS_WITH_AS(Trainer(b, mpi), doctest::Contains("--ratio 3"), std::runtime_error);
 }
 
 int main(int argc, char** argv) { return train_test::mpi_doctest_main(argc, argv); }

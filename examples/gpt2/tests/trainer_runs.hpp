@@ -1,4 +1,4 @@
-// trainer_runs.hpp: n training steps of a fresh train::Trainer, the losses and gradient
+// trainer_runs.hpp: n training steps of a fresh train::HostTrainer, the losses and gradient
 // norms it reports, and the resume-continuity check built on it — what the CPU trainer's MPI tests compare between runs (sharded
 // against single-rank, saved + resumed against uninterrupted, one flag against another).
 #pragma once
@@ -25,7 +25,7 @@ inline Run run(const train::Args& a, MPI_Comm comm, int n, const std::string& sa
                const std::string& resume = "") {
   tagc::mpi_communicator mpi(comm);
   REQUIRE(mpi.init_status().ok());
-  train::Trainer t(a, mpi);
+  train::HostTrainer t(a, mpi);
   if (!resume.empty()) t.load_checkpoint(resume);
   else t.init_from_seed();
   Run r;

@@ -114,7 +114,7 @@ struct Args {
 // argv[1] is the command. Throws ArgsError.
 Args parse_args(int argc, const char* const* argv);
 // The help text (every command with its flags and their defaults); `program` names the
-// executable in it (tagc-gpt2, tagc-gpt2-cuda, tagc-gpt2-device-host).
+// executable in it (tagc-gpt2, tagc-gpt2-cuda).
 std::string usage(const std::string& program = "tagc-gpt2");
 // Every flag's name, without "--" (run_config.cpp checks each is classified).
 std::vector<std::string> flag_names();

@@ -1,7 +1,7 @@
 // auto_select.hpp: "--compress auto" — per gradient segment, does compressing pay?
 //
 // The candidates are those of "--compress all": every unit's compressible prefix and
-// plain suffix. At start-up the trainer measures (Trainer::decide_auto, auto_select.cpp):
+// plain suffix. At start-up the trainer measures (Trainer::decide_auto, trainer_auto_impl.hpp):
 //   link:  a plain fp32 reduce-scatter of 4 MB through the trainer's communicator
 //          (1 warm-up + 3 timed, median), and a 1-float-per-rank reduce-scatter
 //          (1 warm-up + 15 timed, median) for the per-collective latency a; the
@@ -58,5 +58,10 @@ nlohmann::json to_json(const AutoPlan& p);
 AutoPlan auto_plan_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
 // The decision table, one line per segment (what rank 0 prints).
 std::string format_table(const AutoPlan& p);
+
+// The measurement's pieces (Trainer::decide_auto, trainer_auto_impl.hpp):
+double median_of(std::vector<double> v);  // 0 for none
+// A heavy-tailed synthetic gradient (symmetric Pareto, tail index 2, scale 1e-3).
+void synthetic_gradient(std::vector<float>& g, uint64_t seed);
 
 }  // namespace train

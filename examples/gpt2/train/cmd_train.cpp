@@ -1,10 +1,11 @@
-// cmd_train.cpp: the "train" command — set up the rank, then the loop: step, log,
-// validate, checkpoint; at the end a final validation, checkpoint and model export.
+// cmd_train.cpp: the "train" command of both executables — set up the rank (this
+// executable's backend: session.hpp), then the loop: step, log, validate, checkpoint; at
+// the end a final validation, checkpoint and model export.
 // defines: train::cmd_train
 #include "commands.hpp"
 
-// defines: train::Trainer, train::StepMetrics
-#include "trainer.hpp"
+// defines: train::Session, train::open_session, train::program_name
+#include "session.hpp"
 // defines: train::Metrics
 #include "metrics.hpp"
 // defines: gpt2::save_checkpoint (llm.c format)
@@ -16,7 +17,6 @@
 
 #include <mpi.h>
 
-#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -27,20 +27,13 @@ int cmd_train(const Args& cli) {
   int world = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // The trainer agrees on its own plan across ranks, so the per-collective argument
-  // check (an extra small all-reduce each) is opt-in. Every wait has the watchdog's deadline.
-  tagc::mpi_communicator mpi(
-      MPI_COMM_WORLD,
-      {.checked = a.check_collectives, .timeout = std::chrono::milliseconds(int64_t(a.collective_timeout * 1000.0))});
-  if (!mpi.init_status().ok()) throw std::runtime_error(mpi.init_status().what());
-
   std::unique_ptr<Watchdog> watchdog;
-  std::unique_ptr<Trainer> t;
+  std::unique_ptr<Session> t;
   bool training = false;  // past setup: an error on one rank may leave others in a collective
   try {
     a = with_init_shape(cli);  // before the checks that size the model
     watchdog = start_run(a);  // settings agree across ranks, world size and memory fit
-    t = std::make_unique<Trainer>(a, mpi);
+    t = open_session(a);
     if (!a.resume.empty()) t->load_checkpoint(a.resume);
     else if (!a.init_from.empty()) t->init_from_llmc(a.init_from);
     else t->init_from_seed();
@@ -52,6 +45,7 @@ int cmd_train(const Args& cli) {
                                        ? a.model
                                        : "the shape of " + a.init_from;  // --init-from set L, C, NH, maxT
     nlohmann::json info = {{"world", world},
+                           {"backend", t->backend()},
                            {"model", model_name},
                            {"L", c.num_layers},
                            {"C", c.channels},
@@ -67,7 +61,8 @@ int cmd_train(const Args& cli) {
     // --compress auto: the decision per segment, in the first line of the log
     if (const AutoPlan* p = t->auto_plan()) info["auto"] = to_json(*p);
     metrics.run_info(info);
-    metrics.message("tagc-gpt2: " + std::to_string(world) + " rank(s), " + model_name + " (" +
+    metrics.message(std::string(program_name()) + ": " + std::to_string(world) + " rank(s) on " + t->backend() +
+                    ", " + model_name + " (" +
                     std::to_string(t->num_parameters()) + " params), B=" + std::to_string(a.B) +
                     " T=" + std::to_string(a.T) + " accum=" + std::to_string(a.accum) +
                     ", " + compression_summary(a) +
@@ -98,7 +93,7 @@ int cmd_train(const Args& cli) {
       metrics.message("wrote " + a.save_model);
     }
   } catch (const std::exception& e) {
-    return report_failure(e, "tagc-gpt2", training, watchdog.get(), a);
+    return report_failure(e, program_name(), training, watchdog.get(), a);
   }
   return 0;
 }

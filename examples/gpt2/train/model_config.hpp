@@ -1,6 +1,6 @@
-// model_config.hpp: the model shape a command line asks for. Apart from trainer.cpp
-// so the device trainers (tagc-gpt2-cuda) use it without linking the CPU trainer and
-// its host reducer catalogue.
+// model_config.hpp: the model shape a command line asks for. Apart from the trainer so
+// the commands that only read a model (eval, sample) use it without the trainer and its
+// reducer catalogue.
 #pragma once
 
 #include "args.hpp"

@@ -18,8 +18,7 @@ namespace train {
 // 16 ranks: its 4-bit counters overflow; the message names --index-bits exact).
 void check_world(const Args& a, int world);
 
-// Bytes one rank allocates, by kind (host trainer layout; the device trainer's is the
-// same in its memory space).
+// Bytes one rank allocates, by kind (the trainer's layout, in Exec memory on a GPU).
 struct MemoryEstimate {
   uint64_t optimizer = 0;    // params, grad shard, AdamW m and v: 4 owned shards
   uint64_t gradients = 0;    // full-unit gradient buffers (every unit, accumulated)

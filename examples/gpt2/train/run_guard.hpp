@@ -1,5 +1,5 @@
-// run_guard.hpp: what both train loops (tagc-gpt2's cmd_train and the device trainer's
-// cmd_train_device) do around a run so that nothing hangs and every rank reaches the
+// run_guard.hpp: what the train loop (cmd_train, in tagc-gpt2 and tagc-gpt2-cuda alike)
+// does around a run so that nothing hangs and every rank reaches the
 // same verdict: the start-up checks before the trainer allocates, and the failure
 // report at the end.
 //

@@ -1,7 +1,14 @@
-// trainer.hpp: the sharded (FSDP FULL_SHARD) GPT-2 training step on one rank.
+// trainer.hpp: the sharded (FSDP FULL_SHARD) GPT-2 training step on one rank, written
+// once over an execution space and a tagc communicator:
+//   Trainer<tagc::exec::host, tagc::mpi_communicator>   tagc-gpt2 (trainer_host.cpp), and
+//                                                       the tests (HostTrainer)
+//   Trainer<tagc::exec::cuda, tagc::nccl_communicator>  tagc-gpt2-cuda, one rank per GPU
+//                                                       (trainer_cuda.cu)
+// Definitions in trainer_impl.hpp (and trainer_auto_impl.hpp), instantiated once per
+// (Exec, Comm) in those two files. Every buffer lives in Exec memory.
 //
-// The model is gpt2::DeviceModel<tagc::exec::host> (gpt2/device_model.hpp), the same source
-// the CUDA trainer runs; gpt2::Model<float> is the tests' reference only.
+// The model is gpt2::DeviceModel<Exec> (gpt2/device_model.hpp), one source for both
+// spaces; gpt2::Model<float> is the tests' reference only.
 //
 // Per micro-batch, on the compute thread:
 //   forward:  for each unit u: wait for its all-gather (enqueued one unit ahead), run it
@@ -28,8 +35,10 @@
 // rounding is done in place of the gather (into a copy), so the numerics do not depend on
 // the world size. --save-model gathers the fp32 master, not the rounded copy.
 //
-// Every collective is issued by the CommWorker thread in enqueue order, so all ranks
-// see the same sequence. Gathered parameters live in two rotating slots (units of
+// Every collective is a task of a CommQueue (comm_queue.hpp): one worker thread issues
+// them in enqueue order, so all ranks see the same sequence; on a GPU they run on a side
+// stream ordered against the model stream by events, so the host never waits for a
+// collective inside the step. Gathered parameters live in two rotating slots (units of
 // equal parity share one; unit 0 has its own, as it is needed again by the head):
 // that is the "free after use" of FULL_SHARD.
 //
@@ -44,7 +53,7 @@
 #include "auto_select.hpp"
 #include "checkpoint.hpp"
 #include "checkpoint_store.hpp"
-#include "comm_worker.hpp"
+#include "comm_queue.hpp"
 #include "fault_injection.hpp"
 #include "model_config.hpp"
 #include "sharding.hpp"
@@ -55,13 +64,18 @@
 #include "data_loader.hpp"
 #include "gpt2/config.hpp"
 #include "gpt2/device_model.hpp"
+#include "tagc/comm/counting.hpp"
+#include "tagc/comm/mpi.hpp"
 #include "tagc/exec/host.hpp"
+
+#include <thrust/memory.h>
 
 #include <array>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace train {
@@ -91,11 +105,22 @@ struct StepMetrics {
   long tokens = 0;          // tokens processed by all ranks this step
 };
 
+template <class Exec, class Comm>
 class Trainer {
  public:
-  // Takes the communicator (constructed on the main thread, before the worker starts).
-  Trainer(const Args& args, tagc::mpi_communicator& mpi);
+  template <class T>
+  using vector = typename Exec::template vector<T>;
+  // Every collective goes through the byte-counting decorator (the step's traffic).
+  using Counted = tagc::counting_communicator<Comm>;
+
+  // model: the space of the model's compute; side: the space of the collectives and the
+  // reducers' kernels (two distinct streams on a GPU; {} and {} on the host). A
+  // communicator with a compute stream (NCCL) is pointed at the side stream. Every rank
+  // constructs together (the data check agrees across ranks). `comm` outlives the trainer.
+  Trainer(const Args& args, Comm& comm, Exec model = {}, Exec side = {});
   ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   int rank() const { return plan_.rank(); }
   int world() const { return plan_.world(); }
@@ -123,28 +148,35 @@ class Trainer {
   double evaluate(int batches);  // mean val loss over `batches` global batches
   // The loss of each of the `batches` x world() validation batches (rank-major), on every rank.
   std::vector<double> evaluate_batches(int batches);
-  // All units gathered into the flat (llm.c-convertible) layout; every rank gets it.
+  // All units gathered into the flat (llm.c-convertible) layout, on the host of every rank.
   std::vector<float> gather_model();
 
-  // Run `fn` on every rank; if it throws on any, throw on all (so no rank is left in a
-  // collective). The message is the local one, or that of "another rank".
+  // Run `fn` on every rank; if it throws on any, throw AgreedError on all (so no rank is
+  // left in a collective). The message is the local one, or names the ranks that failed.
   template <class F>
   void agree(const char* what, F&& fn);
 
  private:
+  using Ticket = typename CommQueue<Exec>::Ticket;
+
   float lr_at(int step) const;
   float* gathered(int u);
   // master: gather the fp32 master values even with --gather-dtype bf16 (--save-model)
-  CommWorker::Ticket enqueue_gather(int u, bool master = false);
+  Ticket enqueue_gather(int u, bool master = false);
   void enqueue_reduce(int u);
   double forward(const int32_t* inputs, const int32_t* targets);
   void check(const tagc::status& s, const char* what) const;
-  void agree_flag(bool failed, const std::string& message, const char* what);
-  double all_reduce_sum(double x);
+  // Sums `values` (host) over ranks in place, through Exec memory (NCCL needs device memory).
   void all_reduce_sum(std::span<double> values);
+  double all_reduce_sum(double x);
   RankGroup rank_group();
-  void decide_auto();  // auto_select.cpp: measure, fill auto_ and paths_
+  void decide_auto();  // trainer_auto_impl.hpp: measure, fill auto_ and paths_
   std::string segment_name(size_t i) const;
+  double sum_of_squares(const float* x, size_t n) const;
+  template <class T>
+  static T* raw(vector<T>& v) {
+    return thrust::raw_pointer_cast(v.data());
+  }
 
   // Segment i (2 * unit + 0|1) on 1 rank, plain fp32: its reduce-scatter would be a copy,
   // so it has no reducer (see above).
@@ -152,35 +184,34 @@ class Trainer {
 
   Args args_;
   gpt2::Config cfg_;
-  tagc::mpi_communicator& mpi_;
-  Comm comm_;
+  Counted comm_;
   ShardPlan plan_;
+  Exec model_exec_;
   bool local_ = false;        // world 1: no gathers
   bool plain_local_ = false;  // world 1 and fp32 plain segments: those not reduced
-  // The single-source model on the host execution space (the CUDA trainer runs the same
-  // source on exec::cuda). Its calls complete before they return on exec::host, so the
-  // gradient buffers are ready for the worker without a synchronization.
-  std::unique_ptr<gpt2::DeviceModel<tagc::exec::host>> model_;
+  std::unique_ptr<gpt2::DeviceModel<Exec>> model_;
   std::unique_ptr<gpt2::DataLoader> train_loader_, val_loader_;
 
   // owned flat buffers (ShardPlan::owned_size each)
-  std::vector<float> params_, grad_shard_, m_, v_;
+  vector<float> params_, grad_shard_, m_, v_;
   // full-unit gradients (accumulated over micro-batches): into grad_store_, or (1 rank,
   // no reducer on the unit) straight into grad_shard_; and gathered parameters
   std::vector<std::span<float>> grads_;
-  std::vector<std::vector<float>> grad_store_;
+  std::vector<vector<float>> grad_store_;
   std::vector<uint8_t> unit_reduces_;  // 1: the unit's gradient goes through a task of the worker
-  std::vector<std::vector<float>> gather_bufs_;  // see gathered()
+  std::vector<vector<float>> gather_bufs_;  // see gathered()
   // --gather-dtype bf16: the rounded shard of one segment and the gathered 16-bit segment
   // (used by the worker only, one task at a time); on one rank the rounded model instead
   bool gather_bf16_ = false;
-  std::vector<tagc::bfloat16> gather_send16_, gather_recv16_;
-  std::vector<float> local_rounded_;
-  std::vector<std::array<std::unique_ptr<UnitReducer>, 2>> reducers_;
+  vector<tagc::bfloat16> gather_send16_, gather_recv16_;
+  vector<float> local_rounded_;
+  std::vector<std::array<std::unique_ptr<UnitReducer<Exec, Counted>>, 2>> reducers_;
   std::vector<std::array<tagc::reduce_stats, 2>> stats_;
   std::vector<uint8_t> paths_;  // see segment_paths()
   std::optional<AutoPlan> auto_;
-  std::vector<int32_t> inputs_, targets_;
+  std::vector<int32_t> inputs_, targets_;  // host: the loader fills these
+  vector<int> dev_inputs_, dev_targets_;   // ... copied here on a device space
+  vector<double> scratch_;                 // all_reduce_sum's in and out halves
   double grad_bytes_ = 0.0;  // written by the worker, read after wait_all
   int step_ = 0;
   uint64_t rng_state_ = 0;
@@ -188,20 +219,17 @@ class Trainer {
   std::optional<fault::NanAt> inject_nan_;    // TAGC_GPT2_INJECT_NAN (tests)
   std::vector<std::string> resume_notes_;
 
-  CommWorker worker_;  // last: destroyed (joined) first, before the buffers it uses
+  CommQueue<Exec> queue_;  // last: its worker is joined first, before the buffers it uses
 };
 
+// The CPU instantiation (trainer_host.cpp): tagc-gpt2 and the tests.
+using HostTrainer = Trainer<tagc::exec::host, tagc::mpi_communicator>;
+
+template <class Exec, class Comm>
 template <class F>
-void Trainer::agree(const char* what, F&& fn) {
-  std::string msg;
-  bool failed = false;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    failed = true;
-    msg = e.what();
-  }
-  agree_flag(failed, msg, what);
+void Trainer<Exec, Comm>::agree(const char* what, F&& fn) {
+  RankGroup g = rank_group();
+  agree_all(g, what, std::forward<F>(fn));  // checkpoint_store.hpp: one verdict, the failed ranks named
 }
 
 }  // namespace train

@@ -1,13 +1,19 @@
-// unit_reducer.hpp: one gradient segment's reduce-scatter, chosen at run time.
+// unit_reducer.hpp: one gradient segment's reduce-scatter, chosen at run time, on an
+// execution space.
+// defines: train::UnitReducer<Exec, C>, train::make_segment_reducer, train::build_segment_reducer,
+//          train::deferred_entries
 //
 // tagc::Reducer is a compile-time composition of policies; the trainer picks them from
 // the command line. tagc's builder bridges the two: a UnitReducer holds a
-// tagc::AnyReducer built from the trainers' catalogue (reducer_catalogue.hpp) for the
-// description the flags give (compress_options.hpp), compressed or the plain fp32/bf16
-// baseline alike, so the trainer treats every segment the same way.
+// tagc::AnyReducer built from this space's catalogue (reducer_catalogue.hpp: the same
+// reducer types on every space) for the description the flags give
+// (compress_options.hpp), compressed or the plain fp32/bf16 baseline alike, so the
+// trainer treats every segment the same way. Its buffers are in Exec memory and it
+// launches on the space it was made for (the side stream of comm_queue.hpp on a GPU).
 //
 // Every reducer computes the MEAN over ranks and delivers this rank's shard
-// (output_size() elements, the padding zero).
+// (output_size() elements, the padding zero). save_state() is tagc::Reducer's format,
+// the same on every space, so checkpoints move between the CPU and CUDA builds.
 #pragma once
 
 #include "compress_options.hpp"
@@ -15,7 +21,13 @@
 
 #include "tagc/stats.hpp"
 
+#include <thrust/memory.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -24,25 +36,36 @@
 
 namespace train {
 
+template <class Exec, class C>
 class UnitReducer {
  public:
-  explicit UnitReducer(tagc::AnyReducer<tagc::exec::host, Comm> r);
+  UnitReducer(tagc::AnyReducer<Exec, C> r, const Exec& exec)
+      : r_(std::move(r)), exec_(exec), verify_(r_.compressed() && std::getenv("TAGC_GPT2_VERIFY") != nullptr) {}
   bool compressed() const { return r_.compressed(); }
   size_t output_size() const { return r_.output_size(); }
-  // grad: the segment's full local gradient (unpadded); shard: output_size() elements.
-  // TAGC_GPT2_VERIFY=1: also checks "result == dense mean reduce-scatter of what was
-  // sent" (sent = grad + residual before - residual after) and prints the error.
-  tagc::status reduce_scatter(Comm& comm, std::span<const float> grad, std::span<float> shard,
-                              tagc::reduce_stats* stats);
+  // grad: the segment's full local gradient (unpadded); shard: output_size() elements,
+  // both in Exec memory. TAGC_GPT2_VERIFY=1: also checks "result == dense mean
+  // reduce-scatter of what was sent" (sent = grad + residual before - residual after)
+  // and prints the error.
+  tagc::status reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard,
+                              tagc::reduce_stats* stats) {
+    if (!verify_) return r_.reduce_scatter(comm, grad, shard, stats);
+    return verified_reduce_scatter(comm, grad, shard, stats);
+  }
   // Error-feedback state (empty for the plain path).
   std::vector<std::byte> save_state() const { return r_.save_state(); }
   tagc::status load_state(std::span<const std::byte> state) { return r_.load_state(state); }
-  // Per-stage seconds in reduce_stats::seconds (host timing is cheap).
+  // Per-stage seconds in reduce_stats::seconds (they synchronize after each stage:
+  // cheap on the CPU, lost overlap on a GPU).
   void set_profiling(bool on) { r_.set_profiling(on); }
   std::string describe() const { return r_.describe(); }
 
  private:
-  tagc::AnyReducer<tagc::exec::host, Comm> r_;
+  tagc::status verified_reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard,
+                                       tagc::reduce_stats* stats);
+
+  tagc::AnyReducer<Exec, C> r_;
+  Exec exec_;
   bool verify_ = false;
 };
 
@@ -72,9 +95,48 @@ tagc::AnyReducer<Exec, C> build_segment_reducer(const tagc::reducer_catalogue<Ex
   return r;
 }
 
-// The compressed segments' reducer (o.reducer) on the host.
-std::unique_ptr<UnitReducer> make_tagc_reducer(const CompressOptions& o, size_t length, int world, int rank);
-// The uncompressed segments' reducer (o.plain: fp32, or bf16 as llm.c) on the host.
-std::unique_ptr<UnitReducer> make_plain_reducer(const CompressOptions& o, size_t length, int world, int rank);
+// The reducer `d` describes (o.reducer for the compressed segments, o.plain: fp32, or
+// bf16 as llm.c, for the others) for a segment of `length`, on `exec`, from this
+// space's catalogue (reducer_catalogue_for). Throws std::runtime_error as above.
+template <class Exec, class C>
+std::unique_ptr<UnitReducer<Exec, C>> make_segment_reducer(const CompressOptions& o, const tagc::reducer_description& d,
+                                                           size_t length, int world, int rank, const Exec& exec) {
+  return std::make_unique<UnitReducer<Exec, C>>(
+      build_segment_reducer(reducer_catalogue_for(exec), d, o, length, world, rank, exec), exec);
+}
+
+template <class Exec, class C>
+tagc::status UnitReducer<Exec, C>::verified_reduce_scatter(C& comm, std::span<const float> grad,
+                                                          std::span<float> shard, tagc::reduce_stats* stats) {
+  // Everything staged through the host: a check, not a fast path.
+  std::vector<float> sent = r_.residual_to_host(), g(grad.size());
+  TAGC_TRY(exec_.copy_to_host(grad.data(), g.data(), g.size()));
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] += g[i];
+  TAGC_TRY(r_.reduce_scatter(comm, grad, shard, stats));
+  const std::vector<float> after = r_.residual_to_host();
+  const size_t S = shard.size(), N = size_t(comm.size());
+  std::vector<float> padded(S * N, 0.0f), want(S), got(S);
+  for (size_t i = 0; i < sent.size(); ++i) padded[i] = sent[i] - after[i];
+  typename Exec::template vector<float> padded_x(S * N), want_x(S);
+  float* px = thrust::raw_pointer_cast(padded_x.data());
+  float* wx = thrust::raw_pointer_cast(want_x.data());
+  TAGC_TRY(exec_.copy_from_host(padded.data(), px, padded.size()));
+  TAGC_TRY(comm.reduce_scatter(std::span<const float>(px, S * N), std::span<float>(wx, S)));
+  TAGC_TRY(exec_.copy_to_host(wx, want.data(), S));
+  TAGC_TRY(exec_.copy_to_host(shard.data(), got.data(), S));
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < S; ++i) {
+    err = std::max(err, double(std::abs(want[i] / float(N) - got[i])));
+    ref = std::max(ref, double(std::abs(want[i] / float(N))));
+  }
+  std::fprintf(stderr, "verify rank %d len %zu: max |tagc - dense| = %.3g (max |dense| %.3g)%s\n", comm.rank(),
+               grad.size(), err, ref,
+               stats ? (" support " + std::to_string(stats->support) + " load " + std::to_string(stats->load) +
+                        " unresolved " + std::to_string(stats->unresolved) + " deferred " +
+                        std::to_string(deferred_entries(*stats)) + (stats->dense ? " dense" : ""))
+                           .c_str()
+                     : "");
+  return {};
+}
 
 }  // namespace train

@@ -1,14 +1,17 @@
-// device_trainer_impl.hpp: DeviceTrainer's definitions (see device_trainer.hpp for the
-// shape of a step), included by the files that instantiate it:
-// device_trainer_host.cpp (exec::host + MPI) and device_trainer_cuda.cu (exec::cuda + NCCL).
+// trainer_impl.hpp: Trainer<Exec, Comm>'s definitions (see trainer.hpp for the shape of a
+// step), included by the files that instantiate it: trainer_host.cpp (exec::host + MPI)
+// and trainer_cuda.cu (exec::cuda + NCCL).
+// defines: train::Trainer<Exec, Comm> (members), TAGC_GPT2_TRAINER
 #pragma once
 
-#include "device_trainer.hpp"
+#include "trainer.hpp"
 
 // defines: gpt2::units, gpt2::unit_offsets
 #include "gpt2/layout.hpp"
 // defines: gpt2::init_unit
 #include "gpt2/init.hpp"
+// defines: gpt2::adamw_update, gpt2::sum_of_squares
+#include "gpt2/optim.hpp"
 // defines: gpt2::load_checkpoint
 #include "gpt2/checkpoint.hpp"
 // defines: train::nonfinite_message
@@ -18,6 +21,7 @@
 // defines: train::throw_if_failed, train::AgreedError
 #include "watchdog.hpp"
 
+#include <thrust/copy.h>
 #include <thrust/fill.h>
 #include <thrust/transform.h>
 
@@ -26,9 +30,10 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
-namespace train_device {
-namespace detail {
+namespace train {
+namespace trainer_detail {
 
 using clock_type = std::chrono::steady_clock;
 inline double ms_since(clock_type::time_point t0) {
@@ -39,45 +44,43 @@ struct times {
   float s;
   TAGC_HOST_DEVICE float operator()(float x) const { return x * s; }
 };
-// --gather-dtype bf16: round-to-nearest-even, and the exact widening back
+// --gather-dtype bf16: round-to-nearest-even, the exact widening back, and both at once
+// (the 1-rank rounded copy)
 struct to_bf16 {
   TAGC_HOST_DEVICE tagc::bfloat16 operator()(float x) const { return tagc::bfloat16(x); }
 };
 struct from_bf16 {
   TAGC_HOST_DEVICE float operator()(tagc::bfloat16 b) const { return float(b); }
 };
+struct round_bf16 {
+  TAGC_HOST_DEVICE float operator()(float x) const { return float(tagc::bfloat16(x)); }
+};
 
-}  // namespace detail
-
-template <class Exec, class Comm>
-template <class T>
-T* DeviceTrainer<Exec, Comm>::raw(vector<T>& v) {
-  return thrust::raw_pointer_cast(v.data());
-}
+}  // namespace trainer_detail
 
 template <class Exec, class Comm>
-DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Exec model, Exec side)
+Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side)
     : args_(args),
-      cfg_(train::model_config(args)),
+      cfg_(model_config(args)),
       comm_(comm),
       plan_(gpt2::units(cfg_), comm.size(), comm.rank()),
       model_exec_(model),
+      local_(comm.size() == 1),
       queue_(model, side) {
   // NCCL orders each collective after its compute stream's work and makes that stream
   // wait for the result: that stream is the side stream, where the tasks run.
   if constexpr (requires(Comm& c, const Exec& e) { c.set_compute_stream(e.stream); }) comm.set_compute_stream(side.stream);
-  if (args_.compress == train::CompressMode::automatic)
-    throw std::invalid_argument(
-        "--compress auto is not available in the device trainer: pick none, non-attention or all");
-
   const int U = plan_.num_units();
   model_ = std::make_unique<gpt2::DeviceModel<Exec>>(cfg_, args_.B, args_.T, model_exec_);
   inputs_.resize(size_t(args_.B) * size_t(args_.T));
   targets_.resize(inputs_.size());
-  dev_inputs_.assign(inputs_.size(), 0);
-  dev_targets_.assign(inputs_.size(), 0);
-  // small all-reduces: the step's (6 + units + ranks), the checkpoint store's (2 x ranks)
-  scratch_.assign(2 * (16 + size_t(plan_.num_units()) + 2 * size_t(world())), 0.0);
+  if constexpr (Exec::is_device) {
+    dev_inputs_.assign(inputs_.size(), 0);
+    dev_targets_.assign(inputs_.size(), 0);
+  }
+  // small all-reduces: the step's (6 + units + ranks), the checkpoint store's (2 x ranks);
+  // evaluate_batches grows it to its batches x ranks once
+  scratch_.assign(2 * (16 + size_t(U) + 2 * size_t(world())), 0.0);
   agree("data", [&] {
     train_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.train_data, "train"), size_t(args_.B),
                                                        size_t(args_.T), rank(), world());
@@ -94,12 +97,12 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
   grad_shard_.assign(owned, 0.0f);
   m_.assign(owned, 0.0f);
   v_.assign(owned, 0.0f);
-  grads_.resize(size_t(U));
-  for (int u = 0; u < U; ++u) grads_[size_t(u)].assign(plan_.unit(u).size, 0.0f);
 
   // FULL_SHARD: unit 0 (needed again by the head) + two rotating slots.
   // --zero2: every unit keeps its gathered copy from forward to backward.
-  if (args_.zero2) {
+  // One rank: the owned buffer is the whole model, nothing to gather into.
+  if (local_) {
+  } else if (args_.zero2) {
     gather_bufs_.resize(size_t(U));
     for (int u = 0; u < U; ++u) gather_bufs_[size_t(u)].assign(plan_.gather_capacity(u), 0.0f);
   } else {
@@ -111,12 +114,14 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
     gather_bufs_[2].assign(slot, 0.0f);
   }
 
-  // --gather-dtype bf16: staging for the 16-bit gather (no allocation per step)
+  // --gather-dtype bf16: staging for the 16-bit gather, sized once (no allocation per step)
   gather_bf16_ = args_.gather_dtype == "bf16";
-  if (gather_bf16_) {
+  if (gather_bf16_ && local_) {
+    local_rounded_.assign(owned, 0.0f);
+  } else if (gather_bf16_) {
     size_t shard = 0, padded = 0;
     for (int u = 0; u < U; ++u)
-      for (const train::Segment& g : plan_.unit(u).seg) {
+      for (const Segment& g : plan_.unit(u).seg) {
         shard = std::max(shard, g.shard);
         padded = std::max(padded, g.padded(world()));
       }
@@ -124,32 +129,63 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
     gather_recv16_.assign(padded, tagc::bfloat16::from_bits(0));
   }
 
-  paths_.assign(size_t(2 * U), train::path_none);
+  // Which path each segment takes: fixed by the mode, or measured (--compress auto).
+  paths_.assign(size_t(2 * U), path_none);
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s) {
-      const train::Segment& g = plan_.unit(u).seg[s];
+      const Segment& g = plan_.unit(u).seg[s];
       if (g.length == 0) continue;  // e.g. lnf has no compressible prefix: no collective at all
-      const bool compress = args_.compress == train::CompressMode::all ||
-                            (args_.compress == train::CompressMode::non_attention && g.compressible);
-      paths_[size_t(2 * u + s)] = compress ? train::path_tagc : train::path_plain;
+      const bool compress = args_.compress == CompressMode::all ||
+                            (args_.compress == CompressMode::non_attention && g.compressible);
+      paths_[size_t(2 * u + s)] = compress ? path_tagc : path_plain;
     }
+  if (args_.compress == CompressMode::automatic) {
+    if (!args_.resume.empty()) {
+      // A resumed run keeps the decision it was checkpointed with.
+      agree("--resume", [&] {
+        const CheckpointData d =
+            read_newest_plan(args_.resume, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
+        if (d.auto_json.empty() || d.segment_paths.size() != paths_.size())
+          throw std::runtime_error("checkpoint in " + args_.resume + " holds no --compress auto decision");
+        auto_ = auto_plan_from_json(nlohmann::json::parse(d.auto_json));
+        auto_->source = "checkpoint";
+        paths_ = d.segment_paths;
+      });
+    } else {
+      decide_auto();
+    }
+  }
 
-  // The CPU trainer's flags to the same reducers, from this space's catalogue.
-  const train::CompressOptions co = train::compress_options(args_);
+  const CompressOptions co = compress_options(args_);
+  plain_local_ = local_ && co.plain.values == tagc::values_kind::plain_fp32;
+  // A unit none of whose segments has a reducer (1 rank) accumulates its gradient in
+  // grad_shard_ itself: on one rank the owned shard is the unit, unpadded and contiguous.
+  grads_.resize(size_t(U));
+  grad_store_.resize(size_t(U));
+  unit_reduces_.assign(size_t(U), 0);
+  for (int u = 0; u < U; ++u) {
+    for (size_t i : {size_t(2 * u), size_t(2 * u + 1)})
+      if (paths_[i] != path_none && !segment_local(i)) unit_reduces_[size_t(u)] = 1;
+    if (unit_reduces_[size_t(u)]) {
+      grad_store_[size_t(u)].assign(plan_.unit(u).size, 0.0f);
+      grads_[size_t(u)] = std::span<float>(raw(grad_store_[size_t(u)]), plan_.unit(u).size);
+    } else {
+      grads_[size_t(u)] = std::span<float>(raw(grad_shard_) + plan_.unit(u).seg[0].owned, plan_.unit(u).size);
+    }
+  }
   reducers_.resize(size_t(U));
   stats_.resize(size_t(U));
   agree("reducer setup", [&] {
-    if (args_.baseline_dtype != "fp32" && args_.baseline_dtype != "bf16")
-      throw std::invalid_argument("--baseline-dtype " + args_.baseline_dtype + ": expected fp32 or bf16");
     for (int u = 0; u < U; ++u)
       for (int s = 0; s < 2; ++s) {
-        const train::Segment& g = plan_.unit(u).seg[s];
+        const Segment& g = plan_.unit(u).seg[s];
         const uint8_t path = paths_[size_t(2 * u + s)];
-        if (path == train::path_none) continue;
+        if (path == path_none || segment_local(size_t(2 * u + s))) continue;
         auto& r = reducers_[size_t(u)][size_t(s)];
-        r = make_segment_reducer<Exec, Comm>(co, path == train::path_tagc ? co.reducer : co.plain, g.length, world(),
-                                             rank(), queue_.side());
-        // Stage timings synchronize after each stage: cheap on the CPU, lost overlap on a GPU.
+        r = make_segment_reducer<Exec, Counted>(co, path == path_tagc ? co.reducer : co.plain, g.length, world(),
+                                                rank(), queue_.side());
+        // Stage timings for the log: on the CPU they only read the clock; on a GPU they
+        // would synchronize after each stage (lost overlap), so not there.
         r->set_profiling(!Exec::is_device);
         if (r->output_size() != g.shard)
           throw std::logic_error("reducer shard of " + plan_.unit(u).name + " has " + std::to_string(r->output_size()) +
@@ -157,36 +193,47 @@ DeviceTrainer<Exec, Comm>::DeviceTrainer(const train::Args& args, Comm& comm, Ex
       }
   });
   rng_state_ = args_.seed;
-  inject_nan_ = train::fault::nan_at();
+  inject_nan_ = fault::nan_at();
 }
 
 template <class Exec, class Comm>
-DeviceTrainer<Exec, Comm>::~DeviceTrainer() = default;
+Trainer<Exec, Comm>::~Trainer() = default;
 
 template <class Exec, class Comm>
-size_t DeviceTrainer<Exec, Comm>::num_parameters() const {
+size_t Trainer<Exec, Comm>::num_parameters() const {
   return gpt2::num_parameters(cfg_);
 }
 
 template <class Exec, class Comm>
-std::string DeviceTrainer<Exec, Comm>::segment_name(size_t i) const {
+std::string Trainer<Exec, Comm>::segment_name(size_t i) const {
   return plan_.unit(int(i / 2)).name + (i % 2 == 0 ? "/prefix" : "/suffix");
 }
 
 template <class Exec, class Comm>
-void DeviceTrainer<Exec, Comm>::check(const tagc::status& s, const char* what) const {
-  train::throw_if_failed(s, what);
+void Trainer<Exec, Comm>::check(const tagc::status& s, const char* what) const {
+  throw_if_failed(s, what);
 }
 
 template <class Exec, class Comm>
-train::RankGroup DeviceTrainer<Exec, Comm>::rank_group() {
-  return {rank(), world(), [this](std::span<double> v) { all_reduce_sum(v); }};
+double Trainer<Exec, Comm>::sum_of_squares(const float* x, size_t n) const {
+  // The CPU keeps optim.cpp's loop (its summation order, which the CPU tests' figures
+  // were taken with); a device space reduces with Thrust.
+  if constexpr (std::is_same_v<Exec, tagc::exec::host>) return gpt2::sum_of_squares(std::span<const float>(x, n));
+  else return n == 0 ? 0.0 : gpt2::sum_of_squares(model_exec_, x, n);
 }
 
 template <class Exec, class Comm>
-void DeviceTrainer<Exec, Comm>::all_reduce_sum(std::span<double> values) {
+double Trainer<Exec, Comm>::all_reduce_sum(double x) {
+  all_reduce_sum(std::span<double>(&x, 1));
+  return x;
+}
+
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::all_reduce_sum(std::span<double> values) {
   const size_t n = values.size();
-  if (2 * n > scratch_.size()) throw std::logic_error("all_reduce_sum: more values than the scratch holds");
+  // Grown only outside the step (evaluate_batches' first call): no task uses it now, as
+  // every use below completes before returning.
+  if (2 * n > scratch_.size()) scratch_.assign(2 * n, 0.0);
   double* d = raw(scratch_);
   // In and out are separate halves of the scratch: NCCL refuses partial overlap.
   check(queue_.run([&]() -> tagc::status {
@@ -199,45 +246,52 @@ void DeviceTrainer<Exec, Comm>::all_reduce_sum(std::span<double> values) {
 }
 
 template <class Exec, class Comm>
-double DeviceTrainer<Exec, Comm>::all_reduce_sum(double x) {
-  all_reduce_sum(std::span<double>(&x, 1));
-  return x;
+RankGroup Trainer<Exec, Comm>::rank_group() {
+  return {rank(), world(), [this](std::span<double> v) { all_reduce_sum(v); }};
 }
 
 template <class Exec, class Comm>
-void DeviceTrainer<Exec, Comm>::agree_flag(bool failed, const std::string& message, const char* what) {
-  const double failures = all_reduce_sum(failed ? 1.0 : 0.0);
-  if (failures == 0.0) return;
-  if (failed) throw train::AgreedError(message);
-  throw train::AgreedError(std::string(what) + " failed on another rank (see its message)");
-}
-
-template <class Exec, class Comm>
-float* DeviceTrainer<Exec, Comm>::gathered(int u) {
+float* Trainer<Exec, Comm>::gathered(int u) {
+  if (local_) {  // the whole unit, in place (or its rounded copy)
+    const size_t at = plan_.unit(u).seg[0].owned;
+    return gather_bf16_ ? raw(local_rounded_) + at : raw(params_) + at;
+  }
   if (args_.zero2) return raw(gather_bufs_[size_t(u)]);
   return u == 0 ? raw(gather_bufs_[0]) : raw(gather_bufs_[1 + size_t(u % 2)]);
 }
 
 template <class Exec, class Comm>
-typename CommQueue<Exec>::Ticket DeviceTrainer<Exec, Comm>::enqueue_gather(int u, bool master) {
+typename Trainer<Exec, Comm>::Ticket Trainer<Exec, Comm>::enqueue_gather(int u, bool master) {
+  if (local_) {
+    // gathered(u) is the owned buffer: a ticket that is already done (0). With bf16 the
+    // unit is rounded into its copy here (what a 2-rank gather would deliver), on the
+    // model's space.
+    if (gather_bf16_) {
+      const size_t at = plan_.unit(u).seg[0].owned, n = plan_.unit(u).size;
+      thrust::transform(model_exec_.policy(), raw(params_) + at, raw(params_) + at + n, raw(local_rounded_) + at,
+                        trainer_detail::round_bf16{});
+    }
+    return 0;
+  }
   float* dst = gathered(u);
   const bool bf16 = gather_bf16_ && !master;
   return queue_.enqueue([this, u, dst, bf16]() -> tagc::status {
     // Prefix first: its padding spills into the suffix's place, which the suffix's
     // gather then overwrites (see ShardPlan::gather_capacity); both are issued in this
-    // order on one stream / one thread.
-    for (const train::Segment& g : plan_.unit(u).seg) {
+    // order on one thread (one stream on a GPU).
+    for (const Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
       const size_t n = g.padded(world());
       tagc::status st;
       if (bf16) {
-        // rounding, gather and widening in order on the side stream (the worker's)
+        // rounding, gather and widening in order on the side space (the worker's)
         const float* src = raw(params_) + g.owned;
         tagc::bfloat16* send = raw(gather_send16_);
         tagc::bfloat16* recv = raw(gather_recv16_);
-        thrust::transform(queue_.side().policy(), src, src + g.shard, send, detail::to_bf16{});
+        thrust::transform(queue_.side().policy(), src, src + g.shard, send, trainer_detail::to_bf16{});
         st = comm_.all_gather(std::span<const tagc::bfloat16>(send, g.shard), std::span<tagc::bfloat16>(recv, n));
-        if (st.ok()) thrust::transform(queue_.side().policy(), recv, recv + n, dst + g.offset, detail::from_bf16{});
+        if (st.ok())
+          thrust::transform(queue_.side().policy(), recv, recv + n, dst + g.offset, trainer_detail::from_bf16{});
       } else {
         st = comm_.all_gather(std::span<const float>(raw(params_) + g.owned, g.shard),
                               std::span<float>(dst + g.offset, n));
@@ -250,14 +304,19 @@ typename CommQueue<Exec>::Ticket DeviceTrainer<Exec, Comm>::enqueue_gather(int u
 }
 
 template <class Exec, class Comm>
-void DeviceTrainer<Exec, Comm>::enqueue_reduce(int u) {
+void Trainer<Exec, Comm>::enqueue_reduce(int u) {
   queue_.enqueue([this, u, step = step_ + 1]() -> tagc::status {
     const double before = comm_.counters().total_bytes_sent();
     for (int s = 0; s < 2; ++s) {
       auto& r = reducers_[size_t(u)][size_t(s)];
-      if (!r) continue;
-      const train::Segment& g = plan_.unit(u).seg[s];
-      if (tagc::status st = r->reduce_scatter(comm_, std::span<const float>(raw(grads_[size_t(u)]) + g.offset, g.length),
+      const Segment& g = plan_.unit(u).seg[s];
+      if (!r) {  // 1 rank, beside a reduced segment of the same unit: the mean is the gradient
+        if (segment_local(size_t(2 * u + s)))
+          thrust::copy_n(queue_.side().policy(), grads_[size_t(u)].data() + g.offset, g.length,
+                         raw(grad_shard_) + g.owned);
+        continue;
+      }
+      if (tagc::status st = r->reduce_scatter(comm_, std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
                                               std::span<float>(raw(grad_shard_) + g.owned, g.shard),
                                               &stats_[size_t(u)][size_t(s)]);
           !st.ok())  // which step and unit: the library knows neither
@@ -270,40 +329,44 @@ void DeviceTrainer<Exec, Comm>::enqueue_reduce(int u) {
 }
 
 template <class Exec, class Comm>
-double DeviceTrainer<Exec, Comm>::forward(const int32_t* inputs, const int32_t* targets) {
+double Trainer<Exec, Comm>::forward(const int32_t* inputs, const int32_t* targets) {
   const int U = plan_.num_units();
-  const size_t n = inputs_.size();
-  // Ordered on the model stream after the previous batch's use of these buffers.
-  check(model_exec_.copy_from_host(inputs, raw(dev_inputs_), n), "copy inputs");
-  check(model_exec_.copy_from_host(targets, raw(dev_targets_), n), "copy targets");
-  std::vector<typename CommQueue<Exec>::Ticket> tick(size_t(U), 0);
+  if constexpr (Exec::is_device) {
+    // Ordered on the model stream after the previous batch's use of these buffers.
+    const size_t n = inputs_.size();
+    check(model_exec_.copy_from_host(inputs, raw(dev_inputs_), n), "copy inputs");
+    check(model_exec_.copy_from_host(targets, raw(dev_targets_), n), "copy targets");
+    inputs = raw(dev_inputs_);
+    targets = raw(dev_targets_);
+  }
+  std::vector<Ticket> tick(size_t(U), 0);
   // Two gathers in flight at the start; afterwards one unit ahead of the compute.
   tick[0] = enqueue_gather(0);
   if (U > 1) tick[1] = enqueue_gather(1);
   for (int u = 0; u < U; ++u) {
     check(queue_.wait(tick[size_t(u)]), "");
-    model_->forward_unit(u, gathered(u), u == 0 ? raw(dev_inputs_) : nullptr);
-    // unit u+2 shares u's slot: its gather is ordered after u's forward (comm_queue.hpp)
+    model_->forward_unit(u, gathered(u), u == 0 ? inputs : nullptr);
+    // unit u+2 shares u's slot, which u no longer needs (on a GPU the gather is ordered
+    // after u's forward: comm_queue.hpp)
     if (u + 2 < U) tick[size_t(u + 2)] = enqueue_gather(u + 2);
   }
-  return model_->forward_head(gathered(0), raw(dev_targets_));
+  return model_->forward_head(gathered(0), targets);
 }
 
 template <class Exec, class Comm>
-float DeviceTrainer<Exec, Comm>::lr_at(int step) const {
-  // train::Trainer's schedule: linear warmup, then cosine to lr_min (or constant).
+float Trainer<Exec, Comm>::lr_at(int step) const {
   const float lr = args_.lr;
   if (args_.warmup > 0 && step < args_.warmup) return lr * float(step + 1) / float(args_.warmup);
-  if (args_.schedule == train::Schedule::constant) return lr;
+  if (args_.schedule == Schedule::constant) return lr;
   const int decay = std::max(1, args_.steps - args_.warmup);
   const double progress = std::min(1.0, double(step - args_.warmup) / double(decay));
   return float(args_.lr_min + 0.5 * (lr - args_.lr_min) * (1.0 + std::cos(M_PI * progress)));
 }
 
 template <class Exec, class Comm>
-train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
-  train::fault::maybe_stall(step_ + 1, rank());
-  const auto t0 = detail::clock_type::now();
+StepMetrics Trainer<Exec, Comm>::train_step() {
+  fault::maybe_stall(step_ + 1, rank());
+  const auto t0 = trainer_detail::clock_type::now();
   const int U = plan_.num_units();
   const int K = args_.accum;
   (void)queue_.take_busy_seconds();
@@ -311,7 +374,7 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
   const tagc::traffic before = comm_.counters();  // the worker is idle between steps
   grad_bytes_ = 0.0;
   // After the previous step's wait_all, so no reduce still reads these.
-  for (auto& g : grads_) thrust::fill(model_exec_.policy(), g.begin(), g.end(), 0.0f);
+  for (auto& g : grads_) thrust::fill(model_exec_.policy(), g.data(), g.data() + g.size(), 0.0f);
 
   const bool inject = inject_nan_ && inject_nan_->step == step_ + 1 && inject_nan_->rank == rank();
   double loss_sum = 0.0;
@@ -321,36 +384,35 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
     if (inject && inject_nan_->unit == "loss") loss_sum = std::numeric_limits<double>::quiet_NaN();
     const bool last = micro == K - 1;
     // FULL_SHARD re-gathers for backward; start the last unit's now, under the head.
-    typename CommQueue<Exec>::Ticket next = args_.zero2 ? 0 : enqueue_gather(U - 1);
-    model_->backward_head(gathered(0), raw(grads_[0]), 1.0f / float(K));
+    Ticket next = args_.zero2 ? 0 : enqueue_gather(U - 1);
+    model_->backward_head(gathered(0), grads_[0].data(), 1.0f / float(K));
     for (int u = U - 1; u >= 0; --u) {
       if (!args_.zero2 && u >= 1) {  // unit 0 is still gathered from forward
         check(queue_.wait(next), "");
         if (u - 1 >= 1) next = enqueue_gather(u - 1);  // into the slot unit u+1 just freed
       }
-      model_->backward_unit(u, gathered(u), raw(grads_[size_t(u)]));
+      model_->backward_unit(u, gathered(u), grads_[size_t(u)].data());
       if (last && inject && inject_nan_->unit == plan_.unit(u).name) {
-        const train::Segment& g = plan_.unit(u).seg[inject_nan_->suffix || plan_.unit(u).seg[0].length == 0 ? 1 : 0];
+        const Segment& g = plan_.unit(u).seg[inject_nan_->suffix || plan_.unit(u).seg[0].length == 0 ? 1 : 0];
         const float nan = std::numeric_limits<float>::quiet_NaN();
-        check(model_exec_.copy_from_host(&nan, raw(grads_[size_t(u)]) + g.offset, 1), "TAGC_GPT2_INJECT_NAN");
+        check(model_exec_.copy_from_host(&nan, grads_[size_t(u)].data() + g.offset, 1), "TAGC_GPT2_INJECT_NAN");
       }
       // The gradient of unit u is complete: reduce it while unit u-1 computes.
-      if (last) enqueue_reduce(u);
+      if (last && unit_reduces_[size_t(u)]) enqueue_reduce(u);
     }
   }
   check(queue_.wait_all(), "");  // the tasks name step, unit and collective
 
   // One all-reduce for: global gradient norm over all owned shards, the mean loss, and
-  // the decode statistics of every rank's shards (each rank decodes only its own).
+  // the decode statistics of every rank's shards (each rank decodes only its own);
   // then each unit's sum of squares and each rank's loss, for the non-finite check.
   const size_t owned = plan_.owned_size();
   const size_t W = size_t(world());
   std::vector<double> in(6 + size_t(U) + W, 0.0);
-  in[0] = gpt2::sum_of_squares(model_exec_, raw(grad_shard_), owned);
+  in[0] = sum_of_squares(raw(grad_shard_), owned);
   in[1] = loss_sum;
   for (int u = 0; u < U; ++u)
-    for (const train::Segment& g : plan_.unit(u).seg)
-      if (g.shard > 0) in[6 + size_t(u)] += gpt2::sum_of_squares(model_exec_, raw(grad_shard_) + g.owned, g.shard);
+    for (const Segment& g : plan_.unit(u).seg) in[6 + size_t(u)] += sum_of_squares(raw(grad_shard_) + g.owned, g.shard);
   in[6 + size_t(U) + size_t(rank())] = loss_sum;
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s)
@@ -359,35 +421,40 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
         in[2] += double(st.support);
         in[3] += st.load > 0 ? double(st.support) / st.load : 0.0;  // sketch cells
         in[4] += double(st.unresolved);
-        in[5] += train::deferred_entries(st);
+        in[5] += deferred_entries(st);
       }
   all_reduce_sum(std::span<double>(in));
   const double* out = in.data();
   std::vector<std::string> names;
   for (int u = 0; u < U; ++u) names.push_back(plan_.unit(u).name);
-  if (const std::string bad = train::nonfinite_message(step_ + 1, std::span<const double>(in).subspan(6 + size_t(U), W),
-                                                       std::span<const double>(in).subspan(6, size_t(U)), names);
+  if (const std::string bad = nonfinite_message(step_ + 1, std::span<const double>(in).subspan(6 + size_t(U), W),
+                                                std::span<const double>(in).subspan(6, size_t(U)), names);
       !bad.empty())
-    throw train::AgreedError(bad);
+    throw AgreedError(bad);
   const double norm = std::sqrt(out[0]);
   if (args_.clip > 0.0f && norm > double(args_.clip)) {
     const float scale = float(double(args_.clip) / norm);
-    thrust::transform(model_exec_.policy(), grad_shard_.begin(), grad_shard_.end(), grad_shard_.begin(),
-                      detail::times{scale});
+    thrust::transform(model_exec_.policy(), raw(grad_shard_), raw(grad_shard_) + owned, raw(grad_shard_),
+                      trainer_detail::times{scale});
   }
   const float lr = lr_at(step_);
-  gpt2::adamw_update(model_exec_, raw(params_), raw(grad_shard_), raw(m_), raw(v_), owned,
-                     gpt2::AdamW{lr, args_.beta1, args_.beta2, args_.eps, args_.weight_decay}, step_ + 1);
+  const gpt2::AdamW opt{lr, args_.beta1, args_.beta2, args_.eps, args_.weight_decay};
+  // The CPU keeps optim.cpp's vectorized loop; a device space runs the same update as a kernel.
+  if constexpr (std::is_same_v<Exec, tagc::exec::host>)
+    gpt2::adamw_update(std::span<float>(raw(params_), owned), std::span<const float>(raw(grad_shard_), owned),
+                       std::span<float>(raw(m_), owned), std::span<float>(raw(v_), owned), opt, step_ + 1);
+  else
+    gpt2::adamw_update(model_exec_, raw(params_), raw(grad_shard_), raw(m_), raw(v_), owned, opt, step_ + 1);
   ++step_;
 
-  train::StepMetrics m;
+  StepMetrics m;
   m.step = step_;
   m.loss = out[1] / double(K * world());
   m.lr = lr;
   m.grad_norm = norm;
   last_loss_ = m.loss;
   last_norm_ = norm;
-  m.step_ms = detail::ms_since(t0);
+  m.step_ms = trainer_detail::ms_since(t0);
   m.wait_ms = queue_.take_wait_seconds() * 1e3;
   m.comm_ms = queue_.take_busy_seconds() * 1e3;
   m.compute_ms = m.step_ms - m.wait_ms;
@@ -414,30 +481,44 @@ train::StepMetrics DeviceTrainer<Exec, Comm>::train_step() {
 }
 
 template <class Exec, class Comm>
-double DeviceTrainer<Exec, Comm>::evaluate(int batches) {
-  val_loader_->reset();
+double Trainer<Exec, Comm>::evaluate(int batches) {
+  const std::vector<double> losses = evaluate_batches(batches);
   double sum = 0.0;
-  for (int i = 0; i < batches; ++i) {
-    val_loader_->next_batch(inputs_, targets_);
-    sum += forward(inputs_.data(), targets_.data());
-  }
-  return all_reduce_sum(sum) / double(batches * world());
+  for (double l : losses) sum += l;
+  return sum / double(losses.size());
 }
 
 template <class Exec, class Comm>
-std::vector<float> DeviceTrainer<Exec, Comm>::gather_model() {
+std::vector<double> Trainer<Exec, Comm>::evaluate_batches(int batches) {
+  val_loader_->reset();
+  // Each rank fills its own slots (rank-major), the all-reduce sums the zeros away: every
+  // rank gets every batch's loss, for the standard error of the mean (issue 11).
+  const size_t n = size_t(batches) * size_t(world());
+  std::vector<double> all(n, 0.0);
+  for (int i = 0; i < batches; ++i) {
+    val_loader_->next_batch(inputs_, targets_);
+    all[size_t(rank()) * size_t(batches) + size_t(i)] = forward(inputs_.data(), targets_.data());
+  }
+  all_reduce_sum(std::span<double>(all));
+  return all;
+}
+
+template <class Exec, class Comm>
+std::vector<float> Trainer<Exec, Comm>::gather_model() {
   const auto offsets = gpt2::unit_offsets(gpt2::units(cfg_));
   std::vector<float> flat(num_parameters());
   for (int u = 0; u < plan_.num_units(); ++u) {
-    check(queue_.wait(enqueue_gather(u, /*master=*/true)), "");  // the fp32 master, whatever --gather-dtype
-    check(model_exec_.copy_to_host(gathered(u), flat.data() + offsets[size_t(u)], plan_.unit(u).size),
+    // the fp32 master weights, whatever --gather-dtype the model computes with
+    const float* src = local_ ? raw(params_) + plan_.unit(u).seg[0].owned
+                              : (check(queue_.wait(enqueue_gather(u, /*master=*/true)), ""), gathered(u));
+    check(model_exec_.copy_to_host(src, flat.data() + offsets[size_t(u)], plan_.unit(u).size),
           "copy parameters to the host");
   }
   return flat;
 }
 
 template <class Exec, class Comm>
-void DeviceTrainer<Exec, Comm>::init_from_seed() {
+void Trainer<Exec, Comm>::init_from_seed() {
   std::vector<float> owned(plan_.owned_size(), 0.0f);
   for (int u = 0; u < plan_.num_units(); ++u) {
     std::vector<float> full(plan_.unit(u).size);
@@ -448,7 +529,7 @@ void DeviceTrainer<Exec, Comm>::init_from_seed() {
 }
 
 template <class Exec, class Comm>
-void DeviceTrainer<Exec, Comm>::init_from_llmc(const std::string& path) {
+void Trainer<Exec, Comm>::init_from_llmc(const std::string& path) {
   agree("--init-from", [&] {
     const gpt2::Checkpoint ck = gpt2::load_checkpoint(path);
     if (!(ck.config == cfg_))
@@ -468,15 +549,16 @@ void DeviceTrainer<Exec, Comm>::init_from_llmc(const std::string& path) {
 }
 
 template <class Exec, class Comm>
-void DeviceTrainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
-  train::CheckpointData d;
+void Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
+  CheckpointData d;
   agree("checkpoint save", [&] {
-    d.header = train::run_header(cfg_, args_, world(), rank(), plan_.owned_size());
+    d.header = run_header(cfg_, args_, world(), rank(), plan_.owned_size());
     d.header.step = uint64_t(step_);
     d.header.loader_shard = train_loader_->position().shard;
     d.header.loader_offset = train_loader_->position().offset;
     d.header.rng_state = rng_state_;
     d.segment_paths = paths_;
+    if (auto_) d.auto_json = to_json(*auto_).dump();
     const size_t n = plan_.owned_size();
     d.params.resize(n);
     d.m.resize(n);
@@ -485,41 +567,46 @@ void DeviceTrainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
     check(model_exec_.copy_to_host(raw(params_), d.params.data(), n), "copy parameters out");
     check(model_exec_.copy_to_host(raw(m_), d.m.data(), n), "copy AdamW m out");
     check(model_exec_.copy_to_host(raw(v_), d.v.data(), n), "copy AdamW v out");
-    for (const auto& pair : reducers_)
-      for (const auto& r : pair)
-        if (r) d.reducer_states.push_back(r->save_state());
+    for (size_t i = 0; i < paths_.size(); ++i) {
+      if (const auto& r = reducers_[i / 2][i % 2]) d.reducer_states.push_back(r->save_state());
+      else if (segment_local(i)) d.reducer_states.emplace_back();  // what a plain reducer saves
+    }
   });
-  train::RankGroup g = rank_group();
-  train::save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, train::config_json(args_)}, g);
+  RankGroup g = rank_group();
+  save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, config_json(args_)}, g);
 }
 
 template <class Exec, class Comm>
-void DeviceTrainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
-  train::RankGroup g = rank_group();
-  train::Resumed res = train::load_newest(dir, train::run_header(cfg_, args_, world(), rank(), plan_.owned_size()),
-                                          train::config_json(args_), g);
+void Trainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
+  RankGroup g = rank_group();
+  Resumed res = load_newest(dir, run_header(cfg_, args_, world(), rank(), plan_.owned_size()), config_json(args_), g);
   resume_notes_ = res.notes;
   agree("--resume", [&] {
-    train::CheckpointData& d = res.data;
+    CheckpointData& d = res.data;
     const std::string from = res.from.string();
     // The same segments must go through the same paths (error feedback is per path).
     if (!d.segment_paths.empty() && d.segment_paths != paths_) {
       size_t i = 0;
       while (i < paths_.size() && i < d.segment_paths.size() && d.segment_paths[i] == paths_[i]) ++i;
-      throw std::runtime_error("checkpoint in " + from + " was written with a different path for segment " +
-                               (i < paths_.size() ? segment_name(i) : std::string("?")) +
-                               " (a --compress auto run of the CPU trainer?): the device trainer cannot continue it");
+      const auto path = [](size_t k, const std::vector<uint8_t>& p) -> std::string {
+        if (k >= p.size()) return "absent";
+        return p[k] == path_tagc ? "compressed (tagc)" : p[k] == path_plain ? "plain" : "no collective";
+      };
+      throw std::runtime_error(
+          "checkpoint in " + from + " was written with segment " + (i < paths_.size() ? segment_name(i) : "?") + " " +
+          path(i, d.segment_paths) + ", this run has it " + path(i, paths_) +
+          ": a resumed --compress auto run must keep the checkpoint's decision (pass --resume so the trainer "
+          "takes it from the checkpoint instead of measuring)");
     }
     size_t n = 0;
-    for (const auto& pair : reducers_)
-      for (const auto& r : pair) n += r != nullptr;
+    for (size_t i = 0; i < paths_.size(); ++i) n += reducers_[i / 2][i % 2] != nullptr || segment_local(i);
     if (d.reducer_states.size() != n)
       throw std::runtime_error("checkpoint in " + from + " holds " + std::to_string(d.reducer_states.size()) +
                                " reducer states, this run has " + std::to_string(n) + " segments");
-    size_t i = 0;
-    for (auto& pair : reducers_)
-      for (auto& r : pair)
-        if (r) check(r->load_state(d.reducer_states[i++]), ("reducer state in " + from).c_str());
+    for (size_t i = 0, k = 0; i < paths_.size(); ++i) {
+      if (auto& r = reducers_[i / 2][i % 2]) check(r->load_state(d.reducer_states[k++]), ("reducer state in " + from).c_str());
+      else if (segment_local(i)) ++k;  // nothing to restore
+    }
     const size_t owned = plan_.owned_size();
     check(model_exec_.copy_from_host(d.params.data(), raw(params_), owned), "copy parameters in");
     check(model_exec_.copy_from_host(d.m.data(), raw(m_), owned), "copy AdamW m in");
@@ -530,7 +617,10 @@ void DeviceTrainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
   });
 }
 
-}  // namespace train_device
+}  // namespace train
 
-// Explicit instantiation of DeviceTrainer for one (Exec, Comm).
-#define TAGC_GPT2_DEVICE_TRAINER(EXEC, COMM) template class train_device::DeviceTrainer<EXEC, COMM>
+// trainer_auto_impl.hpp: decide_auto (--compress auto), also a member template.
+#include "trainer_auto_impl.hpp"
+
+// Explicit instantiation of Trainer for one (Exec, Comm), in exactly one translation unit.
+#define TAGC_GPT2_TRAINER(EXEC, COMM) template class train::Trainer<EXEC, COMM>

@@ -1,9 +1,10 @@
 // comm_queue.hpp: the order between the model's compute and the collectives, written
 // once for every execution space.
+// defines: train::CommQueue<Exec>, train::StreamOrder<exec::host>
 //
-// The CPU trainer's CommWorker (train/comm_worker.hpp) is a thread that issues every
-// collective in enqueue order; the compute thread waits on a ticket when it needs the
-// result. The device trainer keeps that thread on every space, for two reasons:
+// CommWorker (comm_worker.hpp) is a thread that issues every collective in enqueue
+// order; the compute thread waits on a ticket when it needs the result. The trainer
+// keeps that thread on every space, for two reasons:
 //   - MPI only progresses while some thread drives it (exec::host + MPI), and
 //   - tagc::Reducer reads small results back to the host inside a call (agreement check,
 //     counters): on a GPU those are host syncs, which must block the worker, not the
@@ -35,7 +36,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace train_device {
+namespace train {
 
 // The event edges between the model stream and the side stream (see above). The
 // exec::cuda specialization is in stream_order_cuda.hpp (nvcc only).
@@ -56,7 +57,7 @@ class StreamOrder<tagc::exec::host> {
 template <class Exec>
 class CommQueue {
  public:
-  using Ticket = train::CommWorker::Ticket;
+  using Ticket = CommWorker::Ticket;
   using Task = std::function<tagc::status()>;
 
   // model: the space the compute thread launches on; side: the space of the tasks.
@@ -84,8 +85,10 @@ class CommQueue {
   }
   // The model's later work sees the task's results (device: a stream edge, no host
   // sync; the host only waits for the worker to have issued the task).
+  // Ticket 0 is "nothing to wait for" (a 1-rank gather that needs no collective).
   tagc::status wait(Ticket t) {
     TAGC_TRY(worker_.wait(t));
+    if (t == 0) return {};
     return order_.model_wait_done(t);
   }
   tagc::status wait_all() { return wait(issued_); }
@@ -100,7 +103,7 @@ class CommQueue {
   StreamOrder<Exec> order_;
   Exec side_;
   Ticket issued_ = 0;
-  train::CommWorker worker_;  // last: joined first, before the order's events go
+  CommWorker worker_;  // last: joined first, before the order's events go
 };
 
-}  // namespace train_device
+}  // namespace train

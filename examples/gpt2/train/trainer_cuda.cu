@@ -1,11 +1,11 @@
-// device_trainer_cuda.cu: DeviceTrainer<tagc::exec::cuda, tagc::nccl_communicator> and the
-// CUDA backend of tagc-gpt2-cuda: one MPI rank per GPU, NCCL bootstrapped over MPI.
+// trainer_cuda.cu: Trainer<tagc::exec::cuda, tagc::nccl_communicator> and the backend of
+// tagc-gpt2-cuda: one MPI rank per GPU, NCCL bootstrapped over MPI.
 // Built only with -DTAGC_GPT2_CUDA=ON (nvcc); its reducers are in cuda_reducers_{paper,beyond}.cu.
-// defines: train_device::DeviceTrainer<exec::cuda, nccl_communicator>,
-//          train_device::program_name, train_device::open_session (CUDA backend)
-#include "device_trainer_impl.hpp"
+// defines: train::Trainer<exec::cuda, nccl_communicator>, train::program_name,
+//          train::open_session (CUDA backend)
 #include "stream_order_cuda.hpp"
-#include "train_loop.hpp"
+#include "trainer_impl.hpp"
+#include "session.hpp"
 
 // defines: tagc::nccl_communicator, tagc::nccl_communicator_from_mpi
 #include "tagc/comm/nccl.hpp"
@@ -13,9 +13,9 @@
 
 #include <cuda_runtime.h>
 
-TAGC_GPT2_DEVICE_TRAINER(tagc::exec::cuda, tagc::nccl_communicator);
+TAGC_GPT2_TRAINER(tagc::exec::cuda, tagc::nccl_communicator);
 
-namespace train_device {
+namespace train {
 namespace {
 
 void cuda_check(cudaError_t e, const char* what) {
@@ -23,9 +23,9 @@ void cuda_check(cudaError_t e, const char* what) {
     throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
 }
 
-class CudaSession final : public TrainerSession<DeviceTrainer<tagc::exec::cuda, tagc::nccl_communicator>> {
+class CudaSession final : public TrainerSession<Trainer<tagc::exec::cuda, tagc::nccl_communicator>> {
  public:
-  explicit CudaSession(const train::Args& a) {
+  explicit CudaSession(const Args& a) {
     if (a.check_collectives)
       throw std::invalid_argument("--check-collectives is an MPI option: NCCL cannot compare arguments across ranks");
     // One rank per GPU: the device is the rank's index among the ranks on its host
@@ -41,7 +41,7 @@ class CudaSession final : public TrainerSession<DeviceTrainer<tagc::exec::cuda, 
     // serializes the step's two streams.
     cuda_check(cudaStreamCreateWithFlags(&model_, cudaStreamNonBlocking), "cudaStreamCreate (model)");
     cuda_check(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking), "cudaStreamCreate (side)");
-    t_ = std::make_unique<DeviceTrainer<tagc::exec::cuda, tagc::nccl_communicator>>(a, nccl_, tagc::exec::cuda{model_},
+    t_ = std::make_unique<Trainer<tagc::exec::cuda, tagc::nccl_communicator>>(a, nccl_, tagc::exec::cuda{model_},
                                                                                   tagc::exec::cuda{side_});
   }
   ~CudaSession() override {
@@ -62,6 +62,6 @@ class CudaSession final : public TrainerSession<DeviceTrainer<tagc::exec::cuda, 
 
 const char* program_name() { return "tagc-gpt2-cuda"; }
 
-std::unique_ptr<Session> open_session(const train::Args& a) { return std::make_unique<CudaSession>(a); }
+std::unique_ptr<Session> open_session(const Args& a) { return std::make_unique<CudaSession>(a); }
 
-}  // namespace train_device
+}  // namespace train

@@ -2,7 +2,8 @@
 // the paper part (18 types: sketch values, index 1|4, ratio 2|4|10, every decoder).
 // Two translation units so nvcc builds them in parallel.
 // defines: train::cuda_reducers_paper
-#include "device_reducer.hpp"
+// defines: train::reducer_catalogue_for(exec::cuda) (declared under nvcc)
+#include "reducer_catalogue.hpp"
 
 #include "tagc/builder/default_catalogue.hpp"
 

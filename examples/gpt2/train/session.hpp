@@ -1,14 +1,17 @@
-// train_loop.hpp: the "train" command of the device trainer executables, written once
-// over a type-erased Session (one rank's trainer, whatever its space), so the loop is
-// compiled by the host compiler and nvcc only sees the trainer itself.
+// session.hpp: one rank's trainer behind a type-erased Session, so the "train" command
+// (cmd_train.cpp) is written once and compiled by the host compiler for every backend;
+// nvcc only sees the trainer itself (trainer_cuda.cu).
+// defines: train::Session, train::TrainerSession, train::program_name, train::open_session
 //
-//   tagc-gpt2-cuda train ...         one rank per GPU over NCCL (device_trainer_cuda.cu)
-//   tagc-gpt2-device-host train ...  the same trainer on exec::host + MPI (device_trainer_host.cpp)
-// Both take tagc-gpt2's flags (train/args.hpp) and write the same log lines (train/metrics.hpp)
-// and checkpoints (train/checkpoint.hpp).
+//   tagc-gpt2 train ...       Trainer<exec::host, mpi_communicator>  (trainer_host.cpp)
+//   tagc-gpt2-cuda train ...  Trainer<exec::cuda, nccl_communicator>, one rank per GPU
+//                             (trainer_cuda.cu)
+// Both take the same flags (args.hpp) and write the same log lines (metrics.hpp) and
+// checkpoints (checkpoint.hpp).
 #pragma once
 
 #include "args.hpp"
+#include "auto_select.hpp"
 #include "trainer.hpp"  // train::StepMetrics
 
 #include "gpt2/config.hpp"
@@ -18,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace train_device {
+namespace train {
 
 class Session {
  public:
@@ -29,21 +32,22 @@ class Session {
   virtual int step() const = 0;
   virtual const gpt2::Config& config() const = 0;
   virtual size_t num_parameters() const = 0;
+  virtual const AutoPlan* auto_plan() const = 0;
   virtual void init_from_seed() = 0;
   virtual void init_from_llmc(const std::string& path) = 0;
   virtual void save_checkpoint(const std::string& dir) = 0;
   virtual void load_checkpoint(const std::string& dir) = 0;
   virtual const std::vector<std::string>& resume_notes() const = 0;
-  virtual train::StepMetrics train_step() = 0;
-  virtual double evaluate(int batches) = 0;
+  virtual StepMetrics train_step() = 0;
+  virtual std::vector<double> evaluate_batches(int batches) = 0;
   virtual std::vector<float> gather_model() = 0;
   virtual void agree(const char* what, const std::function<void()>& fn) = 0;
 };
 
-// The Session of one DeviceTrainer instantiation. A backend derives from it, owns the
+// The Session of one Trainer instantiation. A backend derives from it, owns the
 // communicator (and streams), constructs t_ last and resets it first in its destructor
 // (the trainer's worker uses the communicator until it is joined).
-template <class Trainer>
+template <class T>
 class TrainerSession : public Session {
  public:
   int rank() const override { return t_->rank(); }
@@ -51,29 +55,24 @@ class TrainerSession : public Session {
   int step() const override { return t_->step(); }
   const gpt2::Config& config() const override { return t_->config(); }
   size_t num_parameters() const override { return t_->num_parameters(); }
+  const AutoPlan* auto_plan() const override { return t_->auto_plan(); }
   void init_from_seed() override { t_->init_from_seed(); }
   void init_from_llmc(const std::string& path) override { t_->init_from_llmc(path); }
   void save_checkpoint(const std::string& dir) override { t_->save_checkpoint(dir); }
   void load_checkpoint(const std::string& dir) override { t_->load_checkpoint(dir); }
   const std::vector<std::string>& resume_notes() const override { return t_->resume_notes(); }
-  train::StepMetrics train_step() override { return t_->train_step(); }
-  double evaluate(int batches) override { return t_->evaluate(batches); }
+  StepMetrics train_step() override { return t_->train_step(); }
+  std::vector<double> evaluate_batches(int batches) override { return t_->evaluate_batches(batches); }
   std::vector<float> gather_model() override { return t_->gather_model(); }
   void agree(const char* what, const std::function<void()>& fn) override { t_->agree(what, fn); }
 
  protected:
-  std::unique_ptr<Trainer> t_;
+  std::unique_ptr<T> t_;
 };
 
-// This build's backend (device_trainer_host.cpp or device_trainer_cuda.cu): the program
-// name for messages, and a session on MPI_COMM_WORLD (MPI initialised by the caller).
+// This executable's backend (trainer_host.cpp or trainer_cuda.cu): the program name for
+// messages, and a session on MPI_COMM_WORLD (MPI initialised by the caller).
 const char* program_name();
-std::unique_ptr<Session> open_session(const train::Args& a);
+std::unique_ptr<Session> open_session(const Args& a);
 
-// cmd_train's loop over a session: start-up checks (train/run_guard.hpp), run info,
-// steps, validation, checkpoints, final validation/checkpoint, --save-model. Errors: a
-// message on stderr and exit code 1 (train::report_failure: an error past setup that
-// not every rank agreed on, or a timeout, ends every rank with MPI_Abort).
-int cmd_train_device(const train::Args& a);
-
-}  // namespace train_device
+}  // namespace train

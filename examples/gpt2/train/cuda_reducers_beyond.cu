@@ -2,7 +2,8 @@
 // the beyond-paper part (13 types: exact reduce-scattered index, 16-bit values, packed values, bf16 residual, plain fp32/bf16), and the whole CUDA catalogue.
 // Two translation units so nvcc builds them in parallel.
 // defines: train::reducer_catalogue_for(exec::cuda)
-#include "device_reducer.hpp"
+// defines: train::reducer_catalogue_for(exec::cuda) (declared under nvcc)
+#include "reducer_catalogue.hpp"
 
 #include "tagc/builder/default_catalogue.hpp"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace train_device {
+namespace train {
 
 template <>
 class StreamOrder<tagc::exec::cuda> {
@@ -78,4 +78,4 @@ class StreamOrder<tagc::exec::cuda> {
   std::vector<cudaEvent_t> ready_, done_;
 };
 
-}  // namespace train_device
+}  // namespace train
