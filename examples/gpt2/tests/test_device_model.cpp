@@ -187,6 +187,58 @@ TEST_CASE("gpt2_device_model checks the step order, token ids and shapes as the 
   CHECK_THROWS_WITH_AS(m.forward_head(P(0), bad.data()), doctest::Contains("targets[0] = 1000"), std::out_of_range);
 }
 
+// What `tagc-gpt2 sample` reads: the softmax of the last forward_head. Against the CPU
+// model's probs() (same kernels, other summation orders in the attention and column sums:
+// fp32 rounding only, measured max 9.4e-7 of the row's largest probability; a wrong row,
+// a stale buffer or dlogits instead of probabilities is off by O(1)), with and without
+// targets; copy_probs copies row (b, t) exactly; outside forward_head..backward_head and
+// for positions outside [0,B)x[0,T) it refuses.
+TEST_CASE("gpt2_device_model probs/copy_probs after forward_head match gpt2::Model<float>::probs") {
+  for (const DeviceCase& k : device_cases()) {
+    CAPTURE(k.name);
+    const MicroBatches m = make_micro_batches(k);
+    const int V = k.cfg.vocab_size, Vp = k.cfg.padded_vocab_size;
+    gpt2::Model<float> cpu(k.cfg, k.B, k.T);
+    HostModel dev(k.cfg, k.B, k.T);
+    CHECK_THROWS_WITH_AS(dev.probs(), doctest::Contains("from forward_head until backward_head"), std::logic_error);
+    double worst = 0;
+    for (const int* tg : {static_cast<const int*>(nullptr), m.tg1.data()}) {
+      cpu.forward(m.params.data(), m.in1.data(), tg);
+      dev.forward(m.params.data(), m.in1.data(), tg);
+      const float* pd = dev.probs();
+      std::vector<float> row(static_cast<size_t>(V));
+      for (int b = 0; b < k.B; ++b)
+        for (int t = 0; t < k.T; ++t) {
+          const size_t r = static_cast<size_t>(b) * k.T + t;
+          const float* ref = cpu.probs() + r * Vp;
+          const double e = tensor_error(pd + r * Vp, ref, static_cast<size_t>(V));
+          worst = std::max(worst, e);
+          double sum = 0;
+          for (int v = 0; v < V; ++v) sum += pd[r * Vp + v];
+          if (e > 1e-5 || std::fabs(sum - 1.0) > 1e-4) {
+            CHECK(e <= 1e-5);
+            CHECK(std::fabs(sum - 1.0) <= 1e-4);
+          }
+          dev.copy_probs(b, t, row.data());
+          if (std::memcmp(row.data(), pd + r * Vp, row.size() * sizeof(float)) != 0) {
+            CAPTURE(b);
+            CAPTURE(t);
+            FAIL_CHECK("copy_probs(b, t) differs from row b*T+t of probs()");
+          }
+        }
+    }
+    std::vector<float> row(static_cast<size_t>(V));
+    CHECK_THROWS_AS(dev.copy_probs(k.B, 0, row.data()), std::out_of_range);
+    CHECK_THROWS_WITH_AS(dev.copy_probs(0, -1, row.data()), doctest::Contains("outside [0, B=2) x [0, T="),
+                         std::out_of_range);
+    std::vector<float> g = m.grads0;
+    dev.backward_head(m.params.data(), g.data());  // probabilities -> dlogits in place
+    CHECK_THROWS_AS(dev.probs(), std::logic_error);
+    CHECK_THROWS_AS(dev.copy_probs(0, 0, row.data()), std::logic_error);
+    MESSAGE(k.name, ": max probability difference to the CPU model (relative to the row's largest) ", worst);
+  }
+}
+
 TEST_CASE("gpt2_device_model adamw_update and sum_of_squares on exec::host match gpt2/optim.hpp") {
   const tagc::exec::host exec;
   const size_t n = 100003;  // odd, and above optim.cpp's OpenMP thresholds
