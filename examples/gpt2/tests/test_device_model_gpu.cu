@@ -94,22 +94,15 @@ TEST_CASE("gpt2_device_model on exec::cuda: copy_probs rows match gpt2::Model<fl
   for (const DeviceCase& k : device_cases()) {
     CAPTURE(k.name);
     const MicroBatches m = make_micro_batches(k);
-    const int V = k.cfg.vocab_size, Vp = k.cfg.padded_vocab_size;
     gpt2::Model<float> cpu(k.cfg, k.B, k.T);
     cpu.forward(m.params.data(), m.in1.data(), nullptr);
     dvec<float> params(m.params.begin(), m.params.end());
     dvec<int> in1(m.in1.begin(), m.in1.end());
     CudaModel dev(k.cfg, k.B, k.T);
     dev.forward(raw(params), raw(in1), nullptr);
-    std::vector<float> row(static_cast<size_t>(V));
-    double worst = 0;
-    for (int b = 0; b < k.B; ++b)
-      for (int t = 0; t < k.T; ++t) {
-        dev.copy_probs(b, t, row.data());
-        const float* ref = cpu.probs() + (static_cast<size_t>(b) * k.T + t) * Vp;
-        worst = std::max(worst, tensor_error(row.data(), ref, row.size()));
-      }
+    const double worst = max_probs_error(k, cpu, [&](int b, int t, float* out) { dev.copy_probs(b, t, out); });
     CHECK(worst <= kProbTol);
+    std::vector<float> row(static_cast<size_t>(k.cfg.vocab_size));
     CHECK_THROWS_AS(dev.copy_probs(0, k.T, row.data()), std::out_of_range);
     MESSAGE(k.name, ": max probability difference to the CPU model (relative to the row's largest) ", worst);
   }
