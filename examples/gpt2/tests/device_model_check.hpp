@@ -1,5 +1,5 @@
 #pragma once
-// defines: gpt2_test::DeviceCase, device_cases(), MicroBatches, StepResult,
+// defines: gpt2_test::DeviceCase, device_cases(), MicroBatches, StepResult, max_probs_error,
 // run_reference, run_per_unit, check_against_reference — the comparison of a
 // DeviceModel<Exec> with gpt2::Model<float> shared by the CPU test (exec::host,
 // test_device_model.cpp) and the GPU test (exec::cuda, test_device_model_gpu.cu), so
@@ -167,6 +167,28 @@ inline double check_against_reference(const DeviceCase& k, const MicroBatches& m
       CHECK(e <= grad_tol);
       worst = std::max(worst, e);
     }
+  return worst;
+}
+
+// The sampling check: the largest scale-relative difference, over every position (b, t),
+// between the V probabilities a DeviceModel hands out for it (row_of(b, t, out), e.g.
+// through copy_probs) and row b*T+t of the CPU model's probs(), both after a
+// forward_head on the same inputs; each row must also sum to 1.
+template <class RowOf>
+double max_probs_error(const DeviceCase& k, const gpt2::Model<float>& cpu, RowOf row_of) {
+  const int V = k.cfg.vocab_size, Vp = k.cfg.padded_vocab_size;
+  std::vector<float> row(static_cast<size_t>(V));
+  double worst = 0, worst_sum = 0;
+  for (int b = 0; b < k.B; ++b)
+    for (int t = 0; t < k.T; ++t) {
+      row_of(b, t, row.data());
+      const float* ref = cpu.probs() + (static_cast<size_t>(b) * k.T + t) * Vp;
+      worst = std::max(worst, tensor_error(row.data(), ref, row.size()));
+      double sum = 0;
+      for (float p : row) sum += p;
+      worst_sum = std::max(worst_sum, std::fabs(sum - 1.0));
+    }
+  CHECK(worst_sum <= 1e-4);
   return worst;
 }
 

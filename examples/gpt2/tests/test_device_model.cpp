@@ -187,6 +187,48 @@ TEST_CASE("gpt2_device_model checks the step order, token ids and shapes as the 
   CHECK_THROWS_WITH_AS(m.forward_head(P(0), bad.data()), doctest::Contains("targets[0] = 1000"), std::out_of_range);
 }
 
+// What `tagc-gpt2 sample` reads: the softmax of the last forward_head. Against the CPU
+// model's probs() (same kernels, other summation orders in the attention and column sums:
+// fp32 rounding only, measured max 9.4e-7 of the row's largest probability; a wrong row,
+// a stale buffer or dlogits instead of probabilities is off by O(1)), with and without
+// targets; copy_probs copies row (b, t) exactly; outside forward_head..backward_head and
+// for positions outside [0,B)x[0,T) it refuses.
+TEST_CASE("gpt2_device_model probs/copy_probs after forward_head match gpt2::Model<float>::probs") {
+  for (const DeviceCase& k : device_cases()) {
+    CAPTURE(k.name);
+    const MicroBatches m = make_micro_batches(k);
+    gpt2::Model<float> cpu(k.cfg, k.B, k.T);
+    HostModel dev(k.cfg, k.B, k.T);
+    CHECK_THROWS_WITH_AS(dev.probs(), doctest::Contains("from forward_head until backward_head"), std::logic_error);
+    double worst = 0;
+    size_t copies_differ = 0;
+    for (const int* tg : {static_cast<const int*>(nullptr), m.tg1.data()}) {
+      cpu.forward(m.params.data(), m.in1.data(), tg);
+      dev.forward(m.params.data(), m.in1.data(), tg);
+      // probs() rows, each also fetched through copy_probs (which must copy it exactly)
+      const double e = max_probs_error(k, cpu, [&](int b, int t, float* out) {
+        const float* p = dev.probs() + (static_cast<size_t>(b) * k.T + t) * k.cfg.padded_vocab_size;
+        std::copy_n(p, k.cfg.vocab_size, out);
+        std::vector<float> copied(static_cast<size_t>(k.cfg.vocab_size));
+        dev.copy_probs(b, t, copied.data());
+        copies_differ += std::memcmp(copied.data(), p, copied.size() * sizeof(float)) != 0;
+      });
+      CHECK(e <= 1e-5);
+      worst = std::max(worst, e);
+    }
+    CHECK(copies_differ == 0);
+    std::vector<float> row(static_cast<size_t>(k.cfg.vocab_size));
+    CHECK_THROWS_AS(dev.copy_probs(k.B, 0, row.data()), std::out_of_range);
+    CHECK_THROWS_WITH_AS(dev.copy_probs(0, -1, row.data()), doctest::Contains("outside [0, B=2) x [0, T="),
+                         std::out_of_range);
+    std::vector<float> g = m.grads0;
+    dev.backward_head(m.params.data(), g.data());  // probabilities -> dlogits in place
+    CHECK_THROWS_AS(dev.probs(), std::logic_error);
+    CHECK_THROWS_AS(dev.copy_probs(0, 0, row.data()), std::logic_error);
+    MESSAGE(k.name, ": max probability difference to the CPU model (relative to the row's largest) ", worst);
+  }
+}
+
 TEST_CASE("gpt2_device_model adamw_update and sum_of_squares on exec::host match gpt2/optim.hpp") {
   const tagc::exec::host exec;
   const size_t n = 100003;  // odd, and above optim.cpp's OpenMP thresholds

@@ -43,9 +43,9 @@ T* raw(dvec<T>& d) { return thrust::raw_pointer_cast(d.data()); }
 // exec::host tolerance. With GPT2_CUDA_TF32 the gemm inputs are rounded to 10-bit
 // mantissas (~5e-4 relative each); 3e-2 is a guess, not yet measured on a GPU.
 #ifdef GPT2_CUDA_TF32
-constexpr double kGradTol = 3e-2, kLossTol = 1e-3;
+constexpr double kGradTol = 3e-2, kLossTol = 1e-3, kProbTol = 1e-2;
 #else
-constexpr double kGradTol = 1e-4, kLossTol = 1e-5;
+constexpr double kGradTol = 1e-4, kLossTol = 1e-5, kProbTol = 1e-5;  // kProbTol: the exec::host test's
 #endif
 
 }  // namespace
@@ -85,6 +85,26 @@ TEST_CASE("gpt2_device_model on exec::cuda matches gpt2::Model<float>: loss, eve
               "; max scale-relative gradient error ", worst);
     }
     cudaStreamDestroy(stream);
+  }
+}
+
+// What `sample` would read on a GPU: copy_probs copies one row of the device softmax to
+// the host, equal to the CPU model's probs() within the exec::host test's tolerance.
+TEST_CASE("gpt2_device_model on exec::cuda: copy_probs rows match gpt2::Model<float>::probs") {
+  for (const DeviceCase& k : device_cases()) {
+    CAPTURE(k.name);
+    const MicroBatches m = make_micro_batches(k);
+    gpt2::Model<float> cpu(k.cfg, k.B, k.T);
+    cpu.forward(m.params.data(), m.in1.data(), nullptr);
+    dvec<float> params(m.params.begin(), m.params.end());
+    dvec<int> in1(m.in1.begin(), m.in1.end());
+    CudaModel dev(k.cfg, k.B, k.T);
+    dev.forward(raw(params), raw(in1), nullptr);
+    const double worst = max_probs_error(k, cpu, [&](int b, int t, float* out) { dev.copy_probs(b, t, out); });
+    CHECK(worst <= kProbTol);
+    std::vector<float> row(static_cast<size_t>(k.cfg.vocab_size));
+    CHECK_THROWS_AS(dev.copy_probs(0, k.T, row.data()), std::out_of_range);
+    MESSAGE(k.name, ": max probability difference to the CPU model (relative to the row's largest) ", worst);
   }
 }
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# test_train_cli.sh TAGC_GPT2 [MAKE_TEST_SHARDS] -- command-line errors of tagc-gpt2: each
-# bad input must give a message naming the problem and a nonzero exit code (2: usage,
-# 1: runtime). With MAKE_TEST_SHARDS (gpt2_make_test_shards), also short 1-rank runs
-# of the tiny model: --val-every's step-0 validation, --init-from's model shape.
+# test_train_cli.sh TAGC_GPT2 [MAKE_TEST_SHARDS [TOKENIZER_DIR]] -- command-line errors of
+# tagc-gpt2: each bad input must give a message naming the problem and a nonzero exit
+# code (2: usage, 1: runtime). With MAKE_TEST_SHARDS (gpt2_make_test_shards), also short
+# 1-rank runs of the tiny model: --val-every's step-0 validation, --init-from's model
+# shape, `eval` of the saved model (= the trainer's own val loss); with TOKENIZER_DIR
+# (data/gpt2, scripts/fetch_data.sh), `sample` of it.
 set -u
 exe="$1"
 shards="${2:-}"
+tokenizer="${3:-}"
 fail=0
 # expect CODE PATTERN -- ARGS...: run, compare exit code and stderr.
 expect() {
@@ -59,6 +62,7 @@ expect 1 "divisible" -- train --C 100 --NH 3
 expect 1 "max_seq_len" -- train --T 2048
 expect 1 "missing_dir" -- train --train-data /nonexistent/missing_dir --steps 1
 expect 1 "model-file is required" -- eval
+expect 1 "model-file is required" -- sample
 "$exe" help >/dev/null || { echo "FAIL: help"; fail=1; }
 # <command> --help: that command's flags only, exit 0, whatever else is on the line
 help_has() {  # help_has COMMAND PRESENT ABSENT
@@ -115,6 +119,33 @@ if train1 g16 "${shape[@]}" --steps 4 --gather-dtype bf16 --log "$work/g16.jsonl
   echo "ok: --gather-dtype bf16 is in the run line and the log, and its losses are its own"
 else
   echo "FAIL: --gather-dtype bf16 run: $(cat "$work/g16.out")"; fail=1
+fi
+# eval computes with the trainers' model (DeviceModel<exec::host>): on the batch the run
+# validated on (same B, T, first val batch), the saved model's loss is the run's last
+# val loss (eval prints 6 decimals)
+eval_out="$(timeout 60 "$exe" eval --model-file "$work/tiny.bin" --data "$work/data/t_val.bin" --B 2 --T 32 --val-batches 1 2>&1)"
+if python3 - "$eval_out" "$(lines "$work/plain.jsonl" val | tail -n1 | cut -d' ' -f2)" <<'PY'
+import re, sys
+m = re.search(r"loss (\S+) over 1 batches of 2x32 tokens", sys.argv[1])
+sys.exit(0 if m and sys.argv[2] and abs(float(m.group(1)) - float(sys.argv[2])) <= 1.5e-6 else 1)
+PY
+then
+  echo "ok: eval of the saved model = the run's last val loss ($eval_out)"
+else
+  echo "FAIL: eval of the saved model: '$eval_out', the run's last val loss: $(lines "$work/plain.jsonl" val | tail -n1)"; fail=1
+fi
+# sample: the prompt, then --tokens tokens; greedy (--top-k 0) ignores the seed, top-k
+# sampling repeats itself for one seed
+if [[ -n $tokenizer ]]; then
+  smp() { timeout 60 "$exe" sample --model-file "$work/tiny.bin" --tokenizer "$tokenizer" --prompt "The Congress" --tokens 8 "$@"; }
+  if [[ ! -f $tokenizer/encoder.json ]]; then
+    echo "FAIL: no tokenizer in $tokenizer (run scripts/fetch_data.sh)"; fail=1
+  elif g1="$(smp --top-k 0 --seed 1)" && g2="$(smp --top-k 0 --seed 2)" && k1="$(smp --top-k 40 --seed 3)" &&
+       k2="$(smp --top-k 40 --seed 3)" && [[ $g1 == "The Congress"?* && $g1 == "$g2" && $k1 == "The Congress"?* && $k1 == "$k2" ]]; then
+    echo "ok: sample greedy: '$g1', top-k 40: '$k1'"
+  else
+    echo "FAIL: sample: greedy '${g1:-}' / '${g2:-}', top-k 40 seed 3 '${k1:-}' / '${k2:-}'"; fail=1
+  fi
 fi
 grep -q "step 0: val loss" "$work/val.out" || { echo "FAIL: no 'step 0: val loss' line: $(cat "$work/val.out")"; fail=1; }
 # --init-from: the model shape is the checkpoint's (L=2 C=64 NH=2 maxT=64 here, not d2's)

@@ -1,5 +1,8 @@
 // cmd_tools.cpp: the single-process commands — prepare, eval, sample, tokenize.
 // defines: train::cmd_prepare, train::cmd_eval, train::cmd_sample, train::cmd_tokenize
+//
+// eval and sample compute with the trainers' model, gpt2::DeviceModel, on exec::host
+// (the CPU, in both executables: one process, no communicator).
 #include "commands.hpp"
 
 // defines: gpt2::Tokenizer
@@ -10,8 +13,11 @@
 #include "data_loader.hpp"
 // defines: gpt2::load_checkpoint
 #include "gpt2/checkpoint.hpp"
-// defines: gpt2::Gpt2
-#include "gpt2/model.hpp"
+// defines: gpt2::DeviceModel
+#include "gpt2/device_model.hpp"
+
+// defines: tagc::exec::host
+#include <tagc/exec/host.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -46,7 +52,7 @@ int cmd_eval(const Args& a) {
   const int T = std::min(a.T, ck.config.max_seq_len);
   gpt2::DataLoader loader(gpt2::list_shards(data, "val"), size_t(a.B), size_t(T), 0, 1);
   const int batches = int(std::min<uint64_t>(uint64_t(a.val_batches), loader.total_batches()));
-  gpt2::Gpt2 model(ck.config, a.B, T);
+  gpt2::DeviceModel<tagc::exec::host> model(ck.config, a.B, T);
   std::vector<int32_t> x(size_t(a.B) * size_t(T)), y(x.size());
   double sum = 0.0;
   for (int i = 0; i < batches; ++i) {
@@ -66,9 +72,10 @@ int cmd_sample(const Args& a) {
   if (ids.empty()) ids.push_back(tok.eot_token());
   const auto& cfg = ck.config;
   const int T = std::min<int>(cfg.max_seq_len, int(ids.size()) + a.tokens);
-  gpt2::Gpt2 model(cfg, 1, T);
+  gpt2::DeviceModel<tagc::exec::host> model(cfg, 1, T);
   std::mt19937_64 rng(a.seed);
   std::vector<int32_t> x(static_cast<size_t>(T));
+  std::vector<float> probs(static_cast<size_t>(cfg.vocab_size));
   std::fputs(a.prompt.c_str(), stdout);
   for (int n = 0; n < a.tokens; ++n) {
     // The last T tokens are the context; causal attention ignores the padding after them.
@@ -77,7 +84,8 @@ int cmd_sample(const Args& a) {
     std::fill(x.begin(), x.end(), int32_t(tok.eot_token()));
     for (size_t i = 0; i < len; ++i) x[i] = int32_t(ids[start + i]);
     model.forward(ck.params.data(), x.data(), nullptr);
-    const float* p = model.probs() + (len - 1) * size_t(cfg.padded_vocab_size);
+    model.copy_probs(0, int(len - 1), probs.data());
+    const float* p = probs.data();
     uint32_t next;
     if (a.top_k <= 1) {
       next = uint32_t(std::max_element(p, p + cfg.vocab_size) - p);

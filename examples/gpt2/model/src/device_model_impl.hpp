@@ -484,6 +484,25 @@ void DeviceModel<Exec>::backward_unit(int u, const float* unit_params, float* un
   impl_->backward_unit(u, unit_params, unit_grads);
 }
 template <class Exec>
+const float* DeviceModel<Exec>::probs() const {
+  if (impl_->phase != Impl::Phase::backward_head)
+    throw std::logic_error("gpt2::DeviceModel::probs: no probabilities now; they exist from forward_head until "
+                           "backward_head (which turns them into dlogits)");
+  return Impl::raw(impl_->logits);
+}
+template <class Exec>
+void DeviceModel<Exec>::copy_probs(int b, int t, float* out) const {
+  const float* p = probs();
+  if (b < 0 || b >= impl_->B || t < 0 || t >= impl_->T)
+    throw std::out_of_range("gpt2::DeviceModel::copy_probs: position (b=" + std::to_string(b) + ", t=" +
+                            std::to_string(t) + ") is outside [0, B=" + std::to_string(impl_->B) + ") x [0, T=" +
+                            std::to_string(impl_->T) + ")");
+  const size_t row = static_cast<size_t>(b) * impl_->T + static_cast<size_t>(t);
+  device_detail::check_status(
+      impl_->exec.copy_to_host(p + row * impl_->cfg.padded_vocab_size, out, static_cast<size_t>(impl_->cfg.vocab_size)),
+      "copying probabilities to the host");
+}
+template <class Exec>
 float DeviceModel<Exec>::forward(const float* params, const int* inputs, const int* targets) {
   for (int u = 0; u < num_units(); ++u) forward_unit(u, params + impl_->offsets[u], u == 0 ? inputs : nullptr);
   return forward_head(params, targets);

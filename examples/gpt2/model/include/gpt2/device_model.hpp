@@ -50,6 +50,16 @@ class DeviceModel {
   float forward(const float* params, const int* inputs, const int* targets);
   void backward(const float* params, float* grads, float loss_scale = 1.0f);
 
+  // The softmax of the last forward_head (with or without targets), [B,T,Vp] in Exec
+  // memory, row b*T + t = the next-token distribution after position t of sequence b;
+  // columns >= V are unspecified. Valid until backward_head, which turns it into dlogits
+  // in place: outside that window std::logic_error (what `sample` reads; as
+  // gpt2::Model<float>::probs()).
+  const float* probs() const;
+  // Row (b, t) of probs(), its V probabilities copied into host memory out[0, V) (waits
+  // for Exec); std::out_of_range for b, t outside [0, B) x [0, T).
+  void copy_probs(int b, int t, float* out) const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
