@@ -22,6 +22,7 @@ time split per rank (TagcState(profile=True), the library's stage clock): codec
 bucket first waits for the other).
 """
 import argparse
+import functools
 import json
 import math
 import os
@@ -62,6 +63,15 @@ def lr_at(step, a):
     return a.lr_min + 0.5 * (a.lr - a.lr_min) * (1 + math.cos(math.pi * p))
 
 
+def timed_hook(hook, calls):
+    """The DDP comm hook `hook`, noting in `calls` when DDP called it (the exposed time
+    per step is measured from the last call of a step to backward's return)."""
+    def call(st, bucket):
+        calls.append(time.perf_counter())
+        return hook(st, bucket)
+    return call
+
+
 def lo_tx_bytes():
     with open("/sys/class/net/lo/statistics/tx_bytes") as f:
         return int(f.read())
@@ -82,12 +92,7 @@ def worker(rank, a, port):
     ddp = DDP(model, bucket_cap_mb=bucket_mb, broadcast_buffers=False)
     state = None
     hook_calls = []  # when DDP called the hook (every bucket, every step)
-
-    def timed(hook):
-        def call(st, bucket):
-            hook_calls.append(time.perf_counter())
-            return hook(st, bucket)
-        return call
+    timed = functools.partial(timed_hook, calls=hook_calls)
     if cfg == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(None, timed(default_hooks.fp16_compress_hook))

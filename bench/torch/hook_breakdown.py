@@ -20,6 +20,7 @@ Two measurements, one JSON line each (rank 0):
     /usr/bin/python3 bench/torch/hook_breakdown.py --data build-py/bench-tokens [--mode fixed,ddp]
 """
 import argparse
+import functools
 import json
 import os
 import socket
@@ -91,17 +92,12 @@ def fixed(rank, a, tt):
 
 def ddp(rank, a, tt):
     import gpt2
-    from ddp_bench import batches, read_shard
+    from ddp_bench import batches, read_shard, timed_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(1337)
     model = gpt2.GPT2(2)
     hook_calls = []  # when DDP called the hook (each bucket, each step)
-
-    def timed(hook):
-        def call(st, bucket):
-            hook_calls.append(time.perf_counter())
-            return hook(st, bucket)
-        return call
+    timed = functools.partial(timed_hook, calls=hook_calls)
 
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     if a.config in CONFIGS:
