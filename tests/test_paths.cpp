@@ -69,12 +69,7 @@ void compare_paths(int world, std::size_t n, double theta, int steps, input kind
       std::lock_guard<std::mutex> lock(m);
       failures.push_back("rank " + std::to_string(comm.rank()) + " step " + std::to_string(step) + ": " + what);
     };
-    reducer_arguments a;
-    a.length = n;
-    a.world_size = world;
-    a.rank = comm.rank();
-    a.sparsity = theta;
-    a.topo = topo;
+    reducer_arguments a{.length = n, .world_size = world, .rank = comm.rank(), .topo = topo, .sparsity = theta};
     a.adapt.enabled = adapt;  // theta moves at the agreement check: the host marks after it, not in pass 0
     fast_t fast;
     portable_t port;

@@ -312,9 +312,7 @@ TEST_CASE("bad input: a clear error on every rank, no hang, residual untouched")
   using R = reducer_t<4, 4>;
   SUBCASE("NaN or Inf in one rank's gradient") {
     for (float bad : {std::nanf(""), INFINITY}) {
-      std::mutex m;
-      std::vector<status> got;
-      on_ranks(world, [&](local_communicator& comm) {
+      const auto got = statuses_on_ranks(world, [&](local_communicator& comm) -> std::optional<status> {
         R red;
         REQUIRE(red.initialize({.length = n, .world_size = world, .rank = comm.rank()}).ok());
         std::vector<float> out(red.output_size());
@@ -328,8 +326,7 @@ TEST_CASE("bad input: a clear error on every rank, no hang, residual untouched")
         // The reducer stays usable after the error.
         g[123] = 0.0f;
         CHECK(red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out)).ok());
-        std::lock_guard lk(m);
-        got.push_back(s);
+        return s;
       });
       REQUIRE(got.size() == std::size_t(world));
       for (const auto& s : got) {
@@ -339,35 +336,29 @@ TEST_CASE("bad input: a clear error on every rank, no hang, residual untouched")
     }
   }
   SUBCASE("mismatched lengths across ranks") {
-    std::mutex m;
-    std::vector<status> got;
-    on_ranks(world, [&](local_communicator& comm) {
+    const auto got = statuses_on_ranks(world, [&](local_communicator& comm) -> std::optional<status> {
       R red;
       REQUIRE(red.initialize({.length = n, .world_size = world, .rank = comm.rank()}).ok());
       const auto g = gradient(comm.rank() == 2 ? n - 1 : n, 1, comm.rank(), 0);
       std::vector<float> out(red.output_size());
       const status s = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
       for (float x : red.residual_to_host()) CHECK(x == 0.0f);
-      std::lock_guard lk(m);
-      got.push_back(s);
+      return s;
     });
+    REQUIRE(got.size() == std::size_t(world));
     for (const auto& s : got) {
       CHECK(s.code() == errc::size_mismatch);
       CHECK(s.message().find("rank 2 passed a gradient of 4999 elements") != std::string::npos);
     }
   }
   SUBCASE("a rank that never joins: the others time out instead of hanging") {
-    std::mutex m;
-    std::vector<status> got;
-    on_ranks(world, [&](local_communicator& comm) {
-      if (comm.rank() == 0) return;  // dies before the collective
+    const auto got = statuses_on_ranks(world, [&](local_communicator& comm) -> std::optional<status> {
+      if (comm.rank() == 0) return std::nullopt;  // dies before the collective
       R red;
       REQUIRE(red.initialize({.length = n, .world_size = world, .rank = comm.rank()}).ok());
       const auto g = gradient(n, 1, comm.rank(), 0);
       std::vector<float> out(red.output_size());
-      const status s = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
-      std::lock_guard lk(m);
-      got.push_back(s);
+      return red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
     }, std::chrono::milliseconds(300));
     REQUIRE(got.size() == 2);
     for (const auto& s : got) CHECK((s.code() == errc::timeout || s.code() == errc::communication));

@@ -30,11 +30,7 @@ saved make_state(std::size_t n) {
   saved out;
   std::mutex m;
   on_ranks(2, [&](local_communicator& comm) {
-    reducer_arguments a;
-    a.length = n;
-    a.world_size = 2;
-    a.rank = comm.rank();
-    a.sparsity = 0.9;
+    const reducer_arguments a{.length = n, .world_size = 2, .rank = comm.rank(), .sparsity = 0.9};
     state_reducer red;
     REQUIRE(red.initialize(a).ok());
     std::vector<float> out_v(red.output_size());
@@ -144,11 +140,7 @@ TEST_CASE("state: a non-finite gradient is reported with the unit, the step and 
   std::mutex m;
   std::vector<std::string> messages;
   on_ranks(2, [&](local_communicator& comm) {
-    reducer_arguments a;
-    a.length = n;
-    a.world_size = 2;
-    a.rank = comm.rank();
-    a.name = "mlp.fc";
+    const reducer_arguments a{.length = n, .world_size = 2, .rank = comm.rank(), .name = "mlp.fc"};
     state_reducer red;
     REQUIRE(red.initialize(a).ok());
     std::vector<float> out(red.output_size());
@@ -193,11 +185,7 @@ TEST_CASE("state: a failed collective names the reducer's phase, and the residua
   const std::size_t n = 4001;
   on_ranks(2, [&](local_communicator& lc) {
     failing_values_comm comm{lc};
-    reducer_arguments a;
-    a.length = n;
-    a.world_size = 2;
-    a.rank = lc.rank();
-    a.name = "attn.qkv";
+    const reducer_arguments a{.length = n, .world_size = 2, .rank = lc.rank(), .name = "attn.qkv"};
     state_reducer red;
     REQUIRE(red.initialize(a).ok());
     std::vector<float> out(red.output_size());

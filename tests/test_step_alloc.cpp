@@ -103,12 +103,7 @@ long step_allocations(int world, std::size_t n, double theta, bool with_stats, t
   on_ranks(world, [&](local_communicator& lc) {
     paused_comm<local_communicator> comm{lc};
     static_assert(communicator<paused_comm<local_communicator>>);
-    reducer_arguments a;
-    a.length = n;
-    a.world_size = world;
-    a.rank = lc.rank();
-    a.sparsity = theta;
-    a.topo = topo;
+    const reducer_arguments a{.length = n, .world_size = world, .rank = lc.rank(), .topo = topo, .sparsity = theta};
     R red;
     if (!red.initialize(a).ok()) {
       ++failures;

@@ -5,6 +5,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include "../support/cuda_devices.hpp"
+
 #include <thrust/fill.h>
 #include <thrust/reduce.h>
 #include <thrust/sequence.h>
@@ -86,13 +88,7 @@ TEST_CASE("TAGC_CUDA_TRY returns a status naming the call and the CUDA error") {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::printf("SKIP tagc_gpu_exec: %s\n",
-                e != cudaSuccess ? (std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e)).c_str()
-                                 : "no CUDA device");
-    return 77;
-  }
+  if (tagc_test::cuda_devices_or_skip("tagc_gpu_exec") == 0) return tagc_test::kSkipped;
   doctest::Context context(argc, argv);
   return context.run();
 }

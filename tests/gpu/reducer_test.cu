@@ -11,6 +11,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include "../support/cuda_devices.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -154,13 +156,8 @@ TEST_CASE("Reducer<1-bit index, peel> all_reduce: GPU + NCCL equals host + threa
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::printf("SKIP tagc_gpu_reducer: %s\n",
-                e != cudaSuccess ? (std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e)).c_str()
-                                 : "no CUDA device");
-    return 77;
-  }
+  const int devices = tagc_test::cuda_devices_or_skip("tagc_gpu_reducer");
+  if (devices == 0) return tagc_test::kSkipped;
   g_world = devices;
   if (const char* env = std::getenv("TAGC_GPU_RANKS"); env != nullptr && std::atoi(env) > 0)
     g_world = std::min(devices, std::atoi(env));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -55,6 +56,21 @@ template <class Body>
 void on_ranks(int n, Body&& body, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   tagc::local_world world(n, timeout);
   world.run([&](tagc::local_communicator& comm) { body(comm); });
+}
+
+// Run `body(comm) -> std::optional<status>` on N in-process ranks; returns the statuses
+// the ranks returned (in no set order), leaving out ranks that returned std::nullopt.
+template <class Body>
+std::vector<tagc::status> statuses_on_ranks(int n, Body&& body,
+                                            std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  std::mutex m;
+  std::vector<tagc::status> got;
+  on_ranks(n, [&](tagc::local_communicator& comm) {
+    std::optional<tagc::status> s = body(comm);
+    std::lock_guard lk(m);
+    if (s) got.push_back(std::move(*s));
+  }, timeout);
+  return got;
 }
 
 using namespace tagc;

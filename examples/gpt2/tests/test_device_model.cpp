@@ -16,6 +16,7 @@
 #include "gpt2/layout.hpp"
 #include "gpt2/model.hpp"
 #include "gpt2/optim.hpp"
+#include "per_unit_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -50,15 +51,9 @@ TEST_CASE("gpt2_device_model on exec::host matches gpt2::Model<float>: loss, eve
     const StepResult ref = run_reference(k, m);
 
     // One buffer per unit, as the sharded trainer's gathered parameters / gradients.
-    const auto us = gpt2::units(k.cfg);
-    const auto off = gpt2::unit_offsets(us);
-    std::vector<std::vector<float>> P(us.size()), G(us.size());
-    for (size_t u = 0; u < us.size(); ++u) {
-      P[u].assign(m.params.begin() + off[u], m.params.begin() + off[u] + us[u].size);
-      G[u].assign(m.grads0.begin() + off[u], m.grads0.begin() + off[u] + us[u].size);
-    }
+    auto P = unit_buffers(k.cfg, m.params), G = unit_buffers(k.cfg, m.grads0);
     HostModel dev(k.cfg, k.B, k.T);
-    REQUIRE(dev.num_units() == static_cast<int>(us.size()));
+    REQUIRE(dev.num_units() == static_cast<int>(P.size()));
     CHECK(dev.batch() == k.B);
     CHECK(dev.seq_len() == k.T);
     CHECK(dev.config() == k.cfg);
@@ -67,7 +62,7 @@ TEST_CASE("gpt2_device_model on exec::host matches gpt2::Model<float>: loss, eve
     StepResult got;
     got.loss1 = run_per_unit(dev, params_of, grads_of, m.in1.data(), m.tg1.data(), m.scale1);
     got.loss2 = run_per_unit(dev, params_of, grads_of, m.in2.data(), m.tg2.data(), m.scale2);
-    for (size_t u = 0; u < us.size(); ++u) got.grads.insert(got.grads.end(), G[u].begin(), G[u].end());
+    for (const auto& g : G) got.grads.insert(got.grads.end(), g.begin(), g.end());
 
     const double worst = check_against_reference(k, m, ref, got, kGradTol, kLossTol);
     MESSAGE(k.name, ": loss cpu ", ref.loss1, " / ", ref.loss2, ", exec::host ", got.loss1, " / ", got.loss2,
@@ -78,35 +73,8 @@ TEST_CASE("gpt2_device_model on exec::host matches gpt2::Model<float>: loss, eve
 TEST_CASE("gpt2_device_model whole-model forward/backward == per-unit steps, bit for bit; deterministic") {
   const gpt2::Config c = small_config(2, 64, 4, 97, 16);
   const int B = 2, T = 12;
-  const size_t n = gpt2::num_parameters(c);
-  const auto p = noisy_params(c, 3);
   const auto in = random_tokens(B * T, c.vocab_size, 5), tg = random_tokens(B * T, c.vocab_size, 6);
-
-  HostModel whole(c, B, T);
-  std::vector<float> gw(n, 0.0f);
-  const float lw = whole.forward(p.data(), in.data(), tg.data());
-  whole.backward(p.data(), gw.data());
-  CHECK(whole.forward(p.data(), in.data(), tg.data()) == lw);  // same inputs, same loss bit for bit
-  std::vector<float> gw2(n, 0.0f);
-  whole.backward(p.data(), gw2.data());
-  CHECK(gw2 == gw);
-
-  const auto us = gpt2::units(c);
-  const auto off = gpt2::unit_offsets(us);
-  std::vector<std::vector<float>> P(us.size()), G(us.size());
-  for (size_t u = 0; u < us.size(); ++u) {
-    P[u].assign(p.begin() + off[u], p.begin() + off[u] + us[u].size);
-    G[u].assign(us[u].size, 0.0f);
-  }
-  HostModel split(c, B, T);
-  for (int u = 0; u < split.num_units(); ++u) split.forward_unit(u, P[u].data(), u == 0 ? in.data() : nullptr);
-  CHECK(split.forward_head(P[0].data(), tg.data()) == lw);
-  split.backward_head(P[0].data(), G[0].data());
-  for (int u = split.num_units() - 1; u >= 0; --u) split.backward_unit(u, P[u].data(), G[u].data());
-  for (size_t u = 0; u < us.size(); ++u) {
-    CAPTURE(us[u].name);
-    CHECK(std::memcmp(G[u].data(), gw.data() + off[u], us[u].size * sizeof(float)) == 0);
-  }
+  check_per_unit_matches_whole<HostModel>(c, B, T, noisy_params(c, 3), in, tg);
 }
 
 // exec::host launches column kernels with a block of columns per thread and small loops

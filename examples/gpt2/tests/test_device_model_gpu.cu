@@ -7,12 +7,15 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include "support/cuda_devices.hpp"
+
 #include <tagc/exec/cuda.hpp>
 
 #include "device_model_check.hpp"
 #include "gpt2/device_model.hpp"
 #include "gpt2/init.hpp"
 #include "gpt2/optim.hpp"
+#include "per_unit_check.hpp"
 
 #include <thrust/copy.h>
 
@@ -56,13 +59,9 @@ TEST_CASE("gpt2_device_model on exec::cuda matches gpt2::Model<float>: loss, eve
     const MicroBatches m = make_micro_batches(k);
     const StepResult ref = run_reference(k, m);
 
-    const auto us = gpt2::units(k.cfg);
-    const auto off = gpt2::unit_offsets(us);
     std::vector<dvec<float>> P, G;
-    for (size_t u = 0; u < us.size(); ++u) {
-      P.emplace_back(m.params.begin() + off[u], m.params.begin() + off[u] + us[u].size);
-      G.emplace_back(m.grads0.begin() + off[u], m.grads0.begin() + off[u] + us[u].size);
-    }
+    for (const auto& h : unit_buffers(k.cfg, m.params)) P.emplace_back(h.begin(), h.end());
+    for (const auto& h : unit_buffers(k.cfg, m.grads0)) G.emplace_back(h.begin(), h.end());
     dvec<int> in1(m.in1.begin(), m.in1.end()), tg1(m.tg1.begin(), m.tg1.end());
     dvec<int> in2(m.in2.begin(), m.in2.end()), tg2(m.tg2.begin(), m.tg2.end());
     cudaStream_t stream = nullptr;
@@ -76,8 +75,8 @@ TEST_CASE("gpt2_device_model on exec::cuda matches gpt2::Model<float>: loss, eve
       got.loss2 = run_per_unit(dev, params_of, grads_of, raw(in2), raw(tg2), m.scale2);
       const tagc::status st = dev.exec().synchronize();
       REQUIRE_MESSAGE(st.ok(), st.what());
-      for (size_t u = 0; u < us.size(); ++u) {
-        const auto g = to_host(G[u]);
+      for (const auto& gd : G) {
+        const auto g = to_host(gd);
         got.grads.insert(got.grads.end(), g.begin(), g.end());
       }
       const double worst = check_against_reference(k, m, ref, got, kGradTol, kLossTol);
@@ -170,13 +169,7 @@ TEST_CASE("gpt2_device_model on exec::cuda: d12 step time (printed, not checked)
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::printf("SKIP gpt2_device_model_gpu_test: %s\n",
-                e != cudaSuccess ? (std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e)).c_str()
-                                 : "no CUDA device");
-    return 77;
-  }
+  if (tagc_test::cuda_devices_or_skip("gpt2_device_model_gpu_test") == 0) return tagc_test::kSkipped;
   doctest::Context ctx(argc, argv);
   return ctx.run();
 }

@@ -8,6 +8,7 @@
 #include "gpt2/model.hpp"
 #include "gpt2/optim.hpp"
 #include "kernels.hpp"  // private: the gemm splitter
+#include "per_unit_check.hpp"
 
 #include <omp.h>
 
@@ -32,6 +33,13 @@ gpt2::Config tiny_config() {
   c.num_heads = 4;
   c.with_vocab(50);  // Vp = 128
   return c;
+}
+
+// GPT-2's initial weights for c, from seed (flat layout).
+std::vector<float> initial_params(const gpt2::Config& c, uint64_t seed) {
+  std::vector<float> p(gpt2::num_parameters(c));
+  gpt2::init_params(c, seed, p);
+  return p;
 }
 
 std::vector<int> random_tokens(size_t n, int V, uint32_t seed) {
@@ -213,9 +221,8 @@ TEST_CASE("gpt2_model units: sizes match llm.c, compressible prefixes contiguous
 TEST_CASE("gpt2_model gradient check: finite differences in double, every tensor") {
   const gpt2::Config c = tiny_config();
   const int B = 2, T = 8;
-  const size_t n = gpt2::num_parameters(c);
-  std::vector<float> pf(n);
-  gpt2::init_params(c, 1234, pf);
+  std::vector<float> pf = initial_params(c, 1234);
+  const size_t n = pf.size();
   // Perturb everything (LN weights, biases, padded rows too) so no gradient is trivial.
   std::mt19937 g(7);
   std::normal_distribution<double> nd(0.0, 0.1);
@@ -301,8 +308,7 @@ TEST_CASE("gpt2_model gradient check: finite differences in double, every tensor
 TEST_CASE("gpt2_model loss at init is close to ln(V) (d2, random tokens)") {
   const gpt2::Config c = gpt2::parse_config("d2");
   const int B = 2, T = 64;
-  std::vector<float> p(gpt2::num_parameters(c));
-  gpt2::init_params(c, 42, p);
+  const std::vector<float> p = initial_params(c, 42);
   const auto in = random_tokens(B * T, c.vocab_size, 3);
   const auto tg = random_tokens(B * T, c.vocab_size, 4);
   gpt2::Gpt2 m(c, B, T);
@@ -387,42 +393,19 @@ TEST_CASE("gpt2_model init: deterministic, GPT-2 statistics, per-unit == whole")
 TEST_CASE("gpt2_model per-unit steps with separate buffers == whole-model forward/backward; determinism") {
   const gpt2::Config c = tiny_config();
   const int B = 2, T = 8;
-  const size_t n = gpt2::num_parameters(c);
-  std::vector<float> p(n);
-  gpt2::init_params(c, 11, p);
+  const std::vector<float> p = initial_params(c, 11);
   const auto in = random_tokens(B * T, c.vocab_size, 5);
   const auto tg = random_tokens(B * T, c.vocab_size, 6);
 
-  gpt2::Gpt2 whole(c, B, T);
-  std::vector<float> gw(n, 0.0f);
-  const float lw = whole.forward(p.data(), in.data(), tg.data());
-  whole.backward(p.data(), gw.data());
-  // determinism: same params, same loss bit for bit
-  CHECK(whole.forward(p.data(), in.data(), tg.data()) == lw);
-
-  // Each unit in its own buffer, as a sharded trainer's gather buffers would be.
-  const auto us = gpt2::units(c);
-  const auto off = gpt2::unit_offsets(us);
-  std::vector<std::vector<float>> P(us.size()), G(us.size());
-  for (size_t u = 0; u < us.size(); ++u) {
-    P[u].assign(p.begin() + off[u], p.begin() + off[u] + us[u].size);
-    G[u].assign(us[u].size, 0.0f);
-  }
-  gpt2::Gpt2 split(c, B, T);
-  for (int u = 0; u < split.num_units(); ++u) split.forward_unit(u, P[u].data(), u == 0 ? in.data() : nullptr);
-  const float ls = split.forward_head(P[0].data(), tg.data());
-  CHECK(ls == lw);
-  split.backward_head(P[0].data(), G[0].data());
-  for (int u = split.num_units() - 1; u >= 0; --u) split.backward_unit(u, P[u].data(), G[u].data());
-  for (size_t u = 0; u < us.size(); ++u)
-    CHECK(std::memcmp(G[u].data(), gw.data() + off[u], us[u].size * sizeof(float)) == 0);
+  const auto P = gpt2_test::check_per_unit_matches_whole<gpt2::Gpt2>(c, B, T, p, in, tg);
+  std::vector<float> G0(P[0].size(), 0.0f);
 
   // Order is checked.
   gpt2::Gpt2 m(c, B, T);
   CHECK_THROWS_AS(m.forward_unit(1, P[1].data()), std::logic_error);
   m.forward_unit(0, P[0].data(), in.data());
   CHECK_THROWS_AS(m.forward_head(P[0].data(), tg.data()), std::logic_error);
-  CHECK_THROWS_AS(m.backward_unit(0, P[0].data(), G[0].data()), std::logic_error);
+  CHECK_THROWS_AS(m.backward_unit(0, P[0].data(), G0.data()), std::logic_error);
   std::vector<int> bad = in;
   bad[3] = c.vocab_size;
   CHECK_THROWS_AS(m.forward_unit(0, P[0].data(), bad.data()), std::out_of_range);
@@ -430,9 +413,8 @@ TEST_CASE("gpt2_model per-unit steps with separate buffers == whole-model forwar
 
 TEST_CASE("gpt2_model checkpoint: llm.c layout, bit-exact round trip, bad files rejected") {
   const gpt2::Config c = tiny_config();
-  const size_t n = gpt2::num_parameters(c);
-  std::vector<float> p(n);
-  gpt2::init_params(c, 3, p);
+  std::vector<float> p = initial_params(c, 3);
+  const size_t n = p.size();
   for (size_t i = 0; i < n; ++i) p[i] += 1e-3f * static_cast<float>(i % 17);  // no zero runs
 
   const auto llmc = gpt2::to_llmc_order(c, p);

@@ -2,6 +2,8 @@
 // cover the global batch, deterministic wrap-around, exact save/restore of positions.
 #include <doctest/doctest.h>
 
+#include "text_test_support.hpp"
+
 #include "text/data_loader.hpp"
 #include "text/text_error.hpp"
 #include "text/token_shard.hpp"
@@ -14,15 +16,9 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+using text_test::scratch_dir;
 
-fs::path scratch_dir(const char* name) {
-  fs::path d = fs::temp_directory_path() /
-               ("gpt2_text_test_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+namespace {
 
 // A shard whose token at position i is base + i, so every token says where it came from.
 std::vector<uint32_t> make_shard(const fs::path& path, uint32_t base, uint32_t count) {

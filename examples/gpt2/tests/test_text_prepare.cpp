@@ -3,6 +3,8 @@
 // -> shards -> DataLoader).
 #include <doctest/doctest.h>
 
+#include "text_test_support.hpp"
+
 #include "text/data_loader.hpp"
 #include "text/prepare.hpp"
 #include "text/text_error.hpp"
@@ -19,29 +21,11 @@
 
 namespace fs = std::filesystem;
 
+using text_test::kDataDir;
+using text_test::scratch_dir;
+using text_test::tokenizer;
+
 namespace {
-
-const fs::path kDataDir = GPT2_DATA_DIR;
-
-fs::path scratch_dir(const char* name) {
-  fs::path d = fs::temp_directory_path() /
-               ("gpt2_text_test_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-const gpt2::Tokenizer& tokenizer() {
-  static const gpt2::Tokenizer tok = [] {
-    const fs::path dir = kDataDir / "gpt2";
-    if (!fs::exists(dir / "encoder.json") || !fs::exists(dir / "vocab.bpe")) {
-      FAIL("GPT-2 tokenizer files not found in " << dir.string()
-           << ": run scripts/fetch_data.sh " << kDataDir.string() << " first");
-    }
-    return gpt2::Tokenizer::load_dir(dir);
-  }();
-  return tok;
-}
 
 std::vector<uint32_t> widen(const std::vector<uint16_t>& v) { return {v.begin(), v.end()}; }
 

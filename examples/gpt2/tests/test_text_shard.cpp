@@ -2,6 +2,8 @@
 // every way a bad file is rejected (with a message naming the file and the problem).
 #include <doctest/doctest.h>
 
+#include "text_test_support.hpp"
+
 #include "text/text_error.hpp"
 #include "text/token_shard.hpp"
 
@@ -16,14 +18,9 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+using text_test::scratch_dir;
 
-fs::path scratch_dir(const char* name) {
-  fs::path d = fs::temp_directory_path() /
-               ("gpt2_text_test_" + std::to_string(::getpid()) + "_" + name);
-  fs::create_directories(d);
-  return d;
-}
+namespace {
 
 // Writes a shard byte by byte the way llm.c's dev/data scripts lay it out (a numpy
 // int32[256] header, then numpy uint16 tokens), independently of write_shard.

@@ -5,6 +5,8 @@
 // If either is missing the tests FAIL saying so: a green run must mean we compared.
 #include <doctest/doctest.h>
 
+#include "text_test_support.hpp"
+
 #include "text/text_error.hpp"
 #include "text/tokenizer.hpp"
 
@@ -21,34 +23,17 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+using text_test::kDataDir;
+using text_test::scratch_dir;
+using text_test::tokenizer;
 
-const fs::path kDataDir = GPT2_DATA_DIR;
+namespace {
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-fs::path scratch_dir(const char* name) {
-  fs::path d = fs::temp_directory_path() /
-               ("gpt2_text_test_" + std::to_string(::getpid()) + "_" + name);
-  fs::create_directories(d);
-  return d;
-}
-
-const gpt2::Tokenizer& tokenizer() {
-  static const gpt2::Tokenizer tok = [] {
-    const fs::path dir = kDataDir / "gpt2";
-    if (!fs::exists(dir / "encoder.json") || !fs::exists(dir / "vocab.bpe")) {
-      FAIL("GPT-2 tokenizer files not found in " << dir.string()
-           << ": run scripts/fetch_data.sh " << kDataDir.string() << " first");
-    }
-    return gpt2::Tokenizer::load_dir(dir);
-  }();
-  return tok;
 }
 
 // Encodes all `texts` with the node reference in one call.

@@ -20,12 +20,8 @@ namespace fs = std::filesystem;
 using train::Args;
 using train::CompressMode;
 using Trainer = train::HostTrainer;  // the one trainer on exec::host + MPI
-using train_test::Run;
-using train_test::check_resume_continues;
-using train_test::run;
-using train_test::scratch;
-using train_test::tiny;
-using train_test::world_rank;
+// Run, run, check_resume_continues (trainer_runs.hpp); scratch, tiny, world_rank (train_test_harness.hpp)
+using namespace train_test;
 
 namespace {
 

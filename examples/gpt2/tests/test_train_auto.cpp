@@ -45,6 +45,18 @@ std::vector<double> train_steps(Trainer& t, int n) {
   return loss;
 }
 
+// A trainer on MPI_COMM_WORLD started from the seed, and the plan --compress auto made.
+struct Started {
+  tagc::mpi_communicator mpi{MPI_COMM_WORLD};
+  Trainer t;
+  const train::AutoPlan* plan;
+  explicit Started(const Args& a) : t(a, mpi) {
+    t.init_from_seed();
+    plan = t.auto_plan();
+    REQUIRE(plan != nullptr);
+  }
+};
+
 void check_learns(const std::vector<double>& loss) {
   INFO("first " << loss.front() << " last " << loss.back());
   for (double l : loss) CHECK(std::isfinite(l));
@@ -56,11 +68,9 @@ void check_learns(const std::vector<double>& loss) {
 TEST_CASE("gpt2_train auto: a slow link compresses the large segments, not the norms and biases") {
   Args a = tiny_auto(10.0, 8);
   a.link_latency_us = 100.0;  // fixed too, so the middle-sized segments do not depend on the machine
-  tagc::mpi_communicator mpi(MPI_COMM_WORLD);
-  Trainer t(a, mpi);
-  t.init_from_seed();
-  const train::AutoPlan* p = t.auto_plan();
-  REQUIRE(p != nullptr);
+  Started run(a);
+  Trainer& t = run.t;
+  const train::AutoPlan* p = run.plan;
   CHECK(p->source == "measured");
   CHECK(p->bandwidth_from == "--link-mbps");
   CHECK(p->bytes_per_second == doctest::Approx(10e6 / 8));
@@ -90,11 +100,9 @@ TEST_CASE("gpt2_train auto: a slow link compresses the large segments, not the n
 
 TEST_CASE("gpt2_train auto: a fast link compresses nothing") {
   Args a = tiny_auto(100000.0, 8);  // latency measured
-  tagc::mpi_communicator mpi(MPI_COMM_WORLD);
-  Trainer t(a, mpi);
-  t.init_from_seed();
-  const train::AutoPlan* p = t.auto_plan();
-  REQUIRE(p != nullptr);
+  Started run(a);
+  Trainer& t = run.t;
+  const train::AutoPlan* p = run.plan;
   CHECK(p->latency_from == "measured");
   CHECK(p->latency_seconds > 0);
   for (const auto& s : p->segments) {

@@ -63,16 +63,10 @@ struct CheckpointData {
 
 // The file is damaged or missing (truncated, a checksum fails, unreadable): another
 // save may still be good. The message names the file and what is wrong.
-class CheckpointDamaged : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+struct CheckpointDamaged : std::runtime_error { using std::runtime_error::runtime_error; };
 // The file is intact but belongs to another configuration (world size, model, batch,
 // compression, --sparsity ...): no older save of the same directory will fit either.
-class CheckpointMismatch : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+struct CheckpointMismatch : std::runtime_error { using std::runtime_error::runtime_error; };
 
 // Size and CRC-32C of a whole file, as the manifest records them.
 struct FileDigest {

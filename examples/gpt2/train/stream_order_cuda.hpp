@@ -45,28 +45,21 @@ class StreamOrder<tagc::exec::cuda> {
   StreamOrder& operator=(const StreamOrder&) = delete;
 
   // The current device is per host thread: the worker must use the trainer's GPU.
-  tagc::status on_worker_start() {
-    TAGC_CUDA_TRY(cudaSetDevice(device_));
-    return {};
-  }
-  tagc::status record_ready(uint64_t k) {
-    TAGC_CUDA_TRY(cudaEventRecord(ready_[k % ring], model_));
-    return {};
-  }
+  tagc::status on_worker_start() { return checked(cudaSetDevice(device_), "cudaSetDevice"); }
+  tagc::status record_ready(uint64_t k) { return checked(cudaEventRecord(ready_[k % ring], model_), "record ready"); }
   tagc::status side_wait_ready(uint64_t k) {
-    TAGC_CUDA_TRY(cudaStreamWaitEvent(side_, ready_[k % ring], 0));
-    return {};
+    return checked(cudaStreamWaitEvent(side_, ready_[k % ring], 0), "side stream waits for ready");
   }
-  tagc::status record_done(uint64_t k) {
-    TAGC_CUDA_TRY(cudaEventRecord(done_[k % ring], side_));
-    return {};
-  }
+  tagc::status record_done(uint64_t k) { return checked(cudaEventRecord(done_[k % ring], side_), "record done"); }
   tagc::status model_wait_done(uint64_t k) {
-    TAGC_CUDA_TRY(cudaStreamWaitEvent(model_, done_[k % ring], 0));
-    return {};
+    return checked(cudaStreamWaitEvent(model_, done_[k % ring], 0), "model stream waits for done");
   }
 
  private:
+  // ok, or the error of `what` naming the CUDA error.
+  static tagc::status checked(cudaError_t e, const char* what) {
+    return e == cudaSuccess ? tagc::status{} : tagc::detail::cuda_status(e, what);
+  }
   void destroy() {
     for (auto* v : {&ready_, &done_})
       for (cudaEvent_t& e : *v)

@@ -20,17 +20,11 @@
 
 namespace train {
 
-class CollectiveTimeout : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+struct CollectiveTimeout : std::runtime_error { using std::runtime_error::runtime_error; };
 // An error every rank throws at the same point, from the same agreed data (an
 // all-reduced flag or value): no rank waits in a collective, so the job ends cleanly
 // (no MPI_Abort) with this message on every rank.
-class AgreedError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+struct AgreedError : std::runtime_error { using std::runtime_error::runtime_error; };
 
 // Throws CollectiveTimeout for errc::timeout, AgreedError for errc::non_finite (the
 // Reducer's verdict is the same on every rank), std::runtime_error for any other error:

@@ -48,7 +48,7 @@
 //    4.1's AVX reduction component saturates 8-bit sums (see wrapping_sum_u8).
 //  - bfloat16 and float16 travel as MPI_UINT16_T with user-defined commutative
 //    ops that add in float and round to the 16-bit type at every reduction step
-//    (see bf16_sum, fp16_sum). The ops are created once per communicator.
+//    (see half_sum). The ops are created once per communicator.
 //  - Element counts must fit in int (MPI-3; OpenMPI 4.1 has no MPI-4 "_c"
 //    large-count variants): a larger span is a local argument error.
 //  - In place: all_reduce, reduce, broadcast (send == recv) and all_gather
@@ -102,7 +102,7 @@ TAGC_MPI_TYPE_(std::int32_t, 3, "int32", MPI_INT32_T)
 TAGC_MPI_TYPE_(std::uint32_t, 4, "uint32", MPI_UINT32_T)
 TAGC_MPI_TYPE_(std::int64_t, 5, "int64", MPI_INT64_T)
 TAGC_MPI_TYPE_(std::uint64_t, 6, "uint64", MPI_UINT64_T)
-// bf16 travels as 16-bit words; only the user-defined op (bf16_sum) reads them as bf16.
+// bf16 travels as 16-bit words; only the user-defined op (half_sum) reads them as bf16.
 TAGC_MPI_TYPE_(bfloat16, 7, "bfloat16", MPI_UINT16_T)
 TAGC_MPI_TYPE_(float16, 8, "float16", MPI_UINT16_T)
 #undef TAGC_MPI_TYPE_
@@ -135,24 +135,16 @@ inline void wrapping_sum_u8(void* in, void* inout, int* len, MPI_Datatype*) {
   for (; i < n; ++i) b[i] = static_cast<unsigned char>(b[i] + a[i]);
 }
 
-// bf16 sum for the 16-bit words bfloat16 travels as (MPI has no bf16 type in
-// MPI-3): inout[i] = bf16(float(in[i]) + float(inout[i])), round-to-nearest-even.
-// MPI applies the op once per reduction step, so each hop of a ring / butterfly
-// rounds, as NCCL's ncclBfloat16 sum does.
-inline void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+// The sum of a 16-bit float type H (bfloat16, float16) over the 16-bit words it travels
+// as (MPI-3 has neither a bf16 nor a half type): inout[i] = H(float(in[i]) + float(inout[i])),
+// round-to-nearest-even. MPI applies the op once per reduction step, so each hop of a
+// ring / butterfly rounds, as NCCL's ncclBfloat16 / ncclFloat16 sums do.
+template <class H>
+void half_sum(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const std::uint16_t*>(in);
   auto* b = static_cast<std::uint16_t*>(inout);
   const std::size_t n = std::size_t(*len);
-  for (std::size_t i = 0; i < n; ++i)
-    b[i] = bf16_bits_from_float(float_from_bf16_bits(a[i]) + float_from_bf16_bits(b[i]));
-}
-// The same for IEEE binary16 (MPI-3 has no half type either).
-inline void fp16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  const std::size_t n = std::size_t(*len);
-  for (std::size_t i = 0; i < n; ++i)
-    b[i] = fp16_bits_from_float(float_from_fp16_bits(a[i]) + float_from_fp16_bits(b[i]));
+  for (std::size_t i = 0; i < n; ++i) b[i] = H(float(H::from_bits(a[i])) + float(H::from_bits(b[i]))).bits;
 }
 
 inline std::string error_string(int code) {
@@ -249,8 +241,8 @@ struct state {
   MPI_Comm comm = MPI_COMM_NULL;        // collectives
   MPI_Comm check_comm = MPI_COMM_NULL;  // argument checks (own matching order)
   MPI_Op u8_sum = MPI_OP_NULL;          // wrapping_sum_u8
-  MPI_Op bf16_op = MPI_OP_NULL;         // bf16_sum
-  MPI_Op fp16_op = MPI_OP_NULL;         // fp16_sum
+  MPI_Op bf16_op = MPI_OP_NULL;         // half_sum<bfloat16>
+  MPI_Op fp16_op = MPI_OP_NULL;         // half_sum<float16>
   int rank = -1;
   int size = 0;
   bool checked = true;
@@ -495,47 +487,23 @@ class mpi_communicator {
       s_->init = {errc::communication, "mpi_communicator: MPI is not initialized (call MPI_Init first)"};
       return;
     }
-    const auto fail = [&](const char* call, int code) {
-      s_->init = {errc::communication, std::string("mpi_communicator: ") + call + ": " +
-                                           detail::mpi::error_string(code)};
+    // Each set-up call in turn; the first that fails is recorded in init and ends set-up.
+    const auto ok = [&](const char* call, int rc) {
+      if (rc != MPI_SUCCESS)
+        s_->init = {errc::communication,
+                    std::string("mpi_communicator: ") + call + ": " + detail::mpi::error_string(rc)};
+      return rc == MPI_SUCCESS;
     };
-    int rc = MPI_Comm_dup(comm, &s_->comm);
-    if (rc != MPI_SUCCESS) {
-      fail("MPI_Comm_dup", rc);
-      return;
-    }
-    rc = MPI_Comm_set_errhandler(s_->comm, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-      fail("MPI_Comm_set_errhandler", rc);
-      return;
-    }
-    rc = MPI_Comm_dup(s_->comm, &s_->check_comm);
-    if (rc != MPI_SUCCESS) {
-      fail("MPI_Comm_dup", rc);
-      return;
-    }
-    rc = MPI_Comm_set_errhandler(s_->check_comm, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-      fail("MPI_Comm_set_errhandler", rc);
-      return;
-    }
-    rc = MPI_Op_create(&detail::mpi::wrapping_sum_u8, /*commute=*/1, &s_->u8_sum);
-    if (rc != MPI_SUCCESS) {
-      fail("MPI_Op_create", rc);
-      return;
-    }
-    // Commutative: float addition is, and rounding a commutative sum keeps it so
+    // Commutative ops: float addition is, and rounding a commutative sum keeps it so
     // (it is not associative: the reduction order decides the roundings).
-    rc = MPI_Op_create(&detail::mpi::bf16_sum, /*commute=*/1, &s_->bf16_op);
-    if (rc != MPI_SUCCESS) {
-      fail("MPI_Op_create", rc);
+    if (!ok("MPI_Comm_dup", MPI_Comm_dup(comm, &s_->comm)) ||
+        !ok("MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(s_->comm, MPI_ERRORS_RETURN)) ||
+        !ok("MPI_Comm_dup", MPI_Comm_dup(s_->comm, &s_->check_comm)) ||
+        !ok("MPI_Comm_set_errhandler", MPI_Comm_set_errhandler(s_->check_comm, MPI_ERRORS_RETURN)) ||
+        !ok("MPI_Op_create", MPI_Op_create(&detail::mpi::wrapping_sum_u8, /*commute=*/1, &s_->u8_sum)) ||
+        !ok("MPI_Op_create", MPI_Op_create(&detail::mpi::half_sum<bfloat16>, /*commute=*/1, &s_->bf16_op)) ||
+        !ok("MPI_Op_create", MPI_Op_create(&detail::mpi::half_sum<float16>, /*commute=*/1, &s_->fp16_op)))
       return;
-    }
-    rc = MPI_Op_create(&detail::mpi::fp16_sum, /*commute=*/1, &s_->fp16_op);
-    if (rc != MPI_SUCCESS) {
-      fail("MPI_Op_create", rc);
-      return;
-    }
     MPI_Comm_rank(s_->comm, &s_->rank);
     MPI_Comm_size(s_->comm, &s_->size);
   }

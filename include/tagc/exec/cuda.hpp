@@ -85,15 +85,17 @@ struct cuda {
   // complete before returning (as exec::host's do). Not for the step loop.
   template <class T>
   status copy_to_host(const T* src, T* dst, std::size_t n) const {
-    if (n == 0) return {};
-    TAGC_CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
-    TAGC_CUDA_TRY(cudaStreamSynchronize(stream));
-    return {};
+    return copy_and_wait(src, dst, n * sizeof(T), cudaMemcpyDeviceToHost);
   }
   template <class T>
   status copy_from_host(const T* src, T* dst, std::size_t n) const {
-    if (n == 0) return {};
-    TAGC_CUDA_TRY(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, stream));
+    return copy_and_wait(src, dst, n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+
+ private:  // a member function only: the struct stays an aggregate (exec::cuda{stream})
+  status copy_and_wait(const void* src, void* dst, std::size_t bytes, cudaMemcpyKind kind) const {
+    if (bytes == 0) return {};
+    TAGC_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, stream));
     TAGC_CUDA_TRY(cudaStreamSynchronize(stream));
     return {};
   }

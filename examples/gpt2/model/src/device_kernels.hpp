@@ -103,6 +103,18 @@ struct EncoderBackwardPositions {
 constexpr int kRowsPerChunk = 128;
 inline int row_chunks(int N) { return (N + kRowsPerChunk - 1) / kRowsPerChunk; }
 
+// What pass-1 thread idx of row_chunks(N) * column_blocks(W, cols) sums: rows [i0, i1) of
+// row chunk `chunk`, in columns cb.
+struct ChunkCell {
+  int chunk, i0, i1;
+  ColumnBlock cb;
+  TAGC_HOST_DEVICE ChunkCell(size_t idx, int N, int W, int cols)
+      : chunk(static_cast<int>(idx / column_blocks(W, cols))),
+        i0(chunk * kRowsPerChunk),
+        i1(i0 + kRowsPerChunk < N ? i0 + kRowsPerChunk : N),
+        cb(idx % column_blocks(W, cols), cols, W) {}
+};
+
 // Pass 2: dst[j] += sum over chunks of partial[chunk * W + j], chunks in order. Columns
 // [0, split) go to dst_lo, [split, W) to dst_hi (LayerNorm: dw then db); one thread per j.
 struct AddColumnPartials {
@@ -188,14 +200,12 @@ struct LayerNormParamsPartial {
   const float* rstd;
   int N, C, cols;
   TAGC_HOST_DEVICE void operator()(size_t idx) const {
-    const int nblk = column_blocks(C, cols);
-    const int chunk = static_cast<int>(idx / nblk);
-    const ColumnBlock cb(idx % nblk, cols, C);
-    const int i0 = chunk * kRowsPerChunk, i1 = i0 + kRowsPerChunk < N ? i0 + kRowsPerChunk : N;
-    float* pw = partial + static_cast<size_t>(chunk) * 2 * C;
+    const ChunkCell cell(idx, N, C, cols);
+    const ColumnBlock& cb = cell.cb;
+    float* pw = partial + static_cast<size_t>(cell.chunk) * 2 * C;
     float* pb = pw + C;
     for (int c = cb.c0; c < cb.c1; ++c) pw[c] = pb[c] = 0.0f;
-    for (int i = i0; i < i1; ++i) {
+    for (int i = cell.i0; i < cell.i1; ++i) {
       const float* d = dout + static_cast<size_t>(i) * C;
       const float* x = inp + static_cast<size_t>(i) * C;
       const float m = mean[i], s = rstd[i];
@@ -229,13 +239,11 @@ struct BiasGradPartial {
   const float* dout;
   int N, OC, cols;
   TAGC_HOST_DEVICE void operator()(size_t idx) const {
-    const int nblk = column_blocks(OC, cols);
-    const int chunk = static_cast<int>(idx / nblk);
-    const ColumnBlock cb(idx % nblk, cols, OC);
-    const int i0 = chunk * kRowsPerChunk, i1 = i0 + kRowsPerChunk < N ? i0 + kRowsPerChunk : N;
-    float* p = partial + static_cast<size_t>(chunk) * OC;
+    const ChunkCell cell(idx, N, OC, cols);
+    const ColumnBlock& cb = cell.cb;
+    float* p = partial + static_cast<size_t>(cell.chunk) * OC;
     for (int c = cb.c0; c < cb.c1; ++c) p[c] = 0.0f;
-    for (int i = i0; i < i1; ++i) {
+    for (int i = cell.i0; i < cell.i1; ++i) {
       const float* d = dout + static_cast<size_t>(i) * OC;
       for (int c = cb.c0; c < cb.c1; ++c) p[c] += d[c];
     }

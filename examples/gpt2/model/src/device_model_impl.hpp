@@ -21,7 +21,9 @@
 // the CPU model's kernels do (on a loaded 2-core machine an OpenMP fork/join can cost a
 // scheduler slice; at d2 every per-layer loop is below it), and column kernels give each
 // thread a block of columns (kHostCols) instead of one.
+#include "gpt2/call_order.hpp"
 #include "gpt2/device_model.hpp"
+#include "gpt2/tensor_offsets.hpp"
 
 #include "device_blas.hpp"
 #include "device_kernels.hpp"
@@ -44,16 +46,6 @@ namespace gpt2 {
 
 namespace device_detail {
 
-inline size_t find_offset(const UnitInfo& u, const std::string& suffix) {
-  for (const TensorInfo& t : u.tensors) {
-    const std::string& n = t.name;
-    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-        (n.size() == suffix.size() || n[n.size() - suffix.size() - 1] == '.'))
-      return t.offset;
-  }
-  throw std::logic_error("gpt2::DeviceModel: unit " + u.name + " has no tensor " + suffix);
-}
-
 // A status from tagc's space (synchronize, copies) as an exception naming what failed.
 template <class Status>
 void check_status(const Status& st, const char* what) {
@@ -66,9 +58,6 @@ template <class Exec>
 struct DeviceModel<Exec>::Impl {
   template <class T>
   using vec = typename Exec::template vector<T>;
-  struct AttnOff { size_t attprojw, ln1w, ln1b, qkvw, qkvb, attprojb; };
-  struct MlpOff { size_t fcw, fcprojw, ln2w, ln2b, fcb, fcprojb; };
-  enum class Phase { forward, head, backward_head, backward };
 
   Config cfg;
   int B, T;
@@ -76,13 +65,8 @@ struct DeviceModel<Exec>::Impl {
   device_blas::Blas<Exec> blas;
   std::vector<UnitInfo> units;
   std::vector<size_t> offsets;
-  AttnOff ao{};
-  MlpOff mo{};
-  size_t wpe_off = 0, lnfw_off = 0, lnfb_off = 0;
-
-  Phase phase = Phase::forward;
-  int next = 0;
-  bool have_targets = false;
+  TensorOffsets at;  // where each tensor sits inside its unit
+  CallOrder order;   // progress through the step sequence
   float loss = 0.0f;
 
   // Exec memory; shapes as model.hpp (per layer l at [l * size]).
@@ -129,17 +113,8 @@ struct DeviceModel<Exec>::Impl {
 
   Impl(const Config& c, int B_, int T_, Exec e)
       : cfg(checked(c, B_, T_)), B(B_), T(T_), exec(e), blas(exec), units(gpt2::units(cfg)),
-        offsets(unit_offsets(units)) {
-    using device_detail::find_offset;
-    wpe_off = find_offset(units[0], "wpe");
-    const UnitInfo& a = units[attn_unit(0)];
-    ao = {find_offset(a, "attprojw"), find_offset(a, "ln1w"), find_offset(a, "ln1b"),
-          find_offset(a, "qkvw"),     find_offset(a, "qkvb"), find_offset(a, "attprojb")};
-    const UnitInfo& m = units[mlp_unit(0)];
-    mo = {find_offset(m, "fcw"),  find_offset(m, "fcprojw"), find_offset(m, "ln2w"),
-          find_offset(m, "ln2b"), find_offset(m, "fcb"),     find_offset(m, "fcprojb")};
-    lnfw_off = find_offset(units[lnf_unit(cfg)], "lnfw");
-    lnfb_off = find_offset(units[lnf_unit(cfg)], "lnfb");
+        offsets(unit_offsets(units)), order("gpt2::DeviceModel", gpt2::num_units(cfg)) {
+    at = tensor_offsets(cfg, units);
 
     const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, N = bt();
     const size_t TT = static_cast<size_t>(T) * T;
@@ -204,16 +179,6 @@ struct DeviceModel<Exec>::Impl {
       }
     }
     thrust::fill_n(exec.policy(), p, n, 0.0f);
-  }
-
-  void expect(bool ok, const char* what) const {
-    if (!ok) {
-      static const char* phases[] = {"forward_unit", "forward_head", "backward_head", "backward_unit"};
-      throw std::logic_error(std::string("gpt2::DeviceModel: out-of-order call to ") + what + "; expected " +
-                             phases[static_cast<int>(phase)] +
-                             (phase == Phase::forward || phase == Phase::backward ? "(" + std::to_string(next) + ")"
-                                                                                   : std::string()));
-    }
   }
 
   // Copies n token ids (Exec memory) into dst after checking them on the space: the
@@ -334,26 +299,25 @@ struct DeviceModel<Exec>::Impl {
 
   // ---- the step sequence (model.cpp) ---------------------------------------------------
   void forward_unit(int u, const float* p, const int* in) {
-    if (u == 0) { phase = Phase::forward; next = 0; }
-    expect(phase == Phase::forward && u == next, "forward_unit");
+    order.check_forward_unit(u);
     const int C = cfg.channels, NH = cfg.num_heads, L = cfg.num_layers;
     const size_t NC = bt() * C;
     if (u == 0) {
       if (!in) throw std::invalid_argument("gpt2::DeviceModel::forward_unit(0): inputs must not be null");
       take_tokens(in, inputs, "inputs");
-      launch(NC, device_kernels::EncoderForward{raw(encoded), raw(inputs), p, p + wpe_off, T, C});
+      launch(NC, device_kernels::EncoderForward{raw(encoded), raw(inputs), p, p + at.wpe, T, C});
     } else if (u == lnf_unit(cfg)) {
-      layernorm_forward(raw(lnf), raw(lnf_mean), raw(lnf_rstd), raw(res3) + (L - 1) * NC, p + lnfw_off, p + lnfb_off);
+      layernorm_forward(raw(lnf), raw(lnf_mean), raw(lnf_rstd), raw(res3) + (L - 1) * NC, p + at.lnfw, p + at.lnfb);
     } else if ((u - 1) % 2 == 0) {  // attention block of layer l
       const int l = (u - 1) / 2;
       float* l1 = raw(ln1) + l * NC;
       float* q = raw(qkv) + l * NC * 3;
       float* y = raw(atty) + l * NC;
-      layernorm_forward(l1, raw(ln1_mean) + l * bt(), raw(ln1_rstd) + l * bt(), layer_input(l), p + ao.ln1w,
-                        p + ao.ln1b);
-      matmul_forward(q, l1, p + ao.qkvw, p + ao.qkvb, C, 3 * C);
+      layernorm_forward(l1, raw(ln1_mean) + l * bt(), raw(ln1_rstd) + l * bt(), layer_input(l), p + at.attn.ln1w,
+                        p + at.attn.ln1b);
+      matmul_forward(q, l1, p + at.attn.qkvw, p + at.attn.qkvb, C, 3 * C);
       attention_forward(y, raw(att) + static_cast<size_t>(l) * B * NH * T * T, q);
-      matmul_forward(raw(scratch), y, p + ao.attprojw, p + ao.attprojb, C, C);
+      matmul_forward(raw(scratch), y, p + at.attn.attprojw, p + at.attn.attprojb, C, C);
       launch(NC, device_kernels::ResidualForward{raw(res2) + l * NC, layer_input(l), raw(scratch)});
     } else {  // MLP block of layer l
       const int l = (u - 2) / 2;
@@ -361,25 +325,24 @@ struct DeviceModel<Exec>::Impl {
       float* h = raw(fch) + l * NC * 4;
       float* hg = raw(fch_gelu) + l * NC * 4;
       const float* r2 = raw(res2) + l * NC;
-      layernorm_forward(l2, raw(ln2_mean) + l * bt(), raw(ln2_rstd) + l * bt(), r2, p + mo.ln2w, p + mo.ln2b);
-      matmul_forward(h, l2, p + mo.fcw, p + mo.fcb, C, 4 * C);
+      layernorm_forward(l2, raw(ln2_mean) + l * bt(), raw(ln2_rstd) + l * bt(), r2, p + at.mlp.ln2w, p + at.mlp.ln2b);
+      matmul_forward(h, l2, p + at.mlp.fcw, p + at.mlp.fcb, C, 4 * C);
       launch(NC * 4, device_kernels::GeluForward{hg, h}, 8);
-      matmul_forward(raw(scratch), hg, p + mo.fcprojw, p + mo.fcprojb, 4 * C, C);
+      matmul_forward(raw(scratch), hg, p + at.mlp.fcprojw, p + at.mlp.fcprojb, 4 * C, C);
       launch(NC, device_kernels::ResidualForward{raw(res3) + l * NC, r2, raw(scratch)});
     }
-    if (++next == static_cast<int>(units.size())) phase = Phase::head;
+    order.forward_unit_done();
   }
 
   float forward_head(const float* p, const int* tg) {
-    expect(phase == Phase::head || phase == Phase::backward_head, "forward_head");
+    order.check_forward_head();
     const int N = static_cast<int>(bt()), C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     if (tg) take_tokens(tg, targets, "targets");
     // Only the first V rows of wte make logits: the padded rows never count.
     blas.gemm(false, true, N, V, C, 1.0f, raw(lnf), C, p, C, 0.0f, raw(logits), Vp);
     launch(bt(), device_kernels::SoftmaxCrossEntropyForward{raw(logits), raw(losses), tg ? raw(targets) : nullptr, V, Vp},
            8 * static_cast<size_t>(V));
-    have_targets = tg != nullptr;
-    phase = Phase::backward_head;
+    order.forward_head_done(tg != nullptr);
     if (!tg) return 0.0f;
     // the mean in double, as the CPU model; reduce returns to the host, i.e. waits. On the
     // host, in the CPU model's order (B*T values: no fork).
@@ -395,8 +358,7 @@ struct DeviceModel<Exec>::Impl {
   }
 
   void backward_head(const float* p, float* g, float loss_scale) {
-    expect(phase == Phase::backward_head, "backward_head");
-    if (!have_targets) throw std::logic_error("gpt2::DeviceModel::backward_head: the last forward_head had no targets");
+    order.check_backward_head();
     const int N = static_cast<int>(bt()), C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     // d(loss_scale * mean loss)/d(logits) = s * (probs - onehot), s = loss_scale / N in the
     // gemm alpha. dlnf = dlogits @ wte[:V];  dwte[:V] += dlogits^T @ lnf
@@ -404,47 +366,46 @@ struct DeviceModel<Exec>::Impl {
     const float s = loss_scale / N;
     blas.gemm(false, false, N, C, V, s, raw(logits), Vp, p, C, 0.0f, raw(dln), C);
     blas.gemm(true, false, V, C, N, s, raw(logits), Vp, raw(lnf), C, 1.0f, g, C);
-    phase = Phase::backward;
-    next = static_cast<int>(units.size()) - 1;
+    order.backward_head_done();
   }
 
   void backward_unit(int u, const float* p, float* g) {
-    expect(phase == Phase::backward && u == next, "backward_unit");
+    order.check_backward_unit(u);
     const int C = cfg.channels, NH = cfg.num_heads, L = cfg.num_layers;
     const size_t NC = bt() * C;
     float* dr = raw(dres);
     if (u == lnf_unit(cfg)) {
       zero(dr, NC);
-      layernorm_backward(dr, g + lnfw_off, g + lnfb_off, raw(dln), raw(res3) + (L - 1) * NC, p + lnfw_off,
+      layernorm_backward(dr, g + at.lnfw, g + at.lnfb, raw(dln), raw(res3) + (L - 1) * NC, p + at.lnfw,
                          raw(lnf_mean), raw(lnf_rstd));
     } else if (u == 0) {
       const int cols = column_width();
       launch(device_kernels::column_blocks(C, cols),
              device_kernels::EncoderBackwardTokens{g, dr, raw(inputs), static_cast<int>(bt()), C, cols},
              bt() * cols);
-      launch(static_cast<size_t>(T) * C, device_kernels::EncoderBackwardPositions{g + wpe_off, dr, B, T, C}, B);
+      launch(static_cast<size_t>(T) * C, device_kernels::EncoderBackwardPositions{g + at.wpe, dr, B, T, C}, B);
     } else if ((u - 1) % 2 == 0) {  // attention block: res2 = x + proj(attn(ln1(x)))
       const int l = (u - 1) / 2;
       const float* l1 = raw(ln1) + l * NC;
       const float* q = raw(qkv) + l * NC * 3;
       const float* y = raw(atty) + l * NC;
-      matmul_backward(raw(datty), g + ao.attprojw, g + ao.attprojb, dr, y, p + ao.attprojw, C, C);
+      matmul_backward(raw(datty), g + at.attn.attprojw, g + at.attn.attprojb, dr, y, p + at.attn.attprojw, C, C);
       attention_backward(raw(dqkv), raw(datt), raw(datty), q, raw(att) + static_cast<size_t>(l) * B * NH * T * T);
-      matmul_backward(raw(dln), g + ao.qkvw, g + ao.qkvb, raw(dqkv), l1, p + ao.qkvw, C, 3 * C);
-      layernorm_backward(dr, g + ao.ln1w, g + ao.ln1b, raw(dln), layer_input(l), p + ao.ln1w,
+      matmul_backward(raw(dln), g + at.attn.qkvw, g + at.attn.qkvb, raw(dqkv), l1, p + at.attn.qkvw, C, 3 * C);
+      layernorm_backward(dr, g + at.attn.ln1w, g + at.attn.ln1b, raw(dln), layer_input(l), p + at.attn.ln1w,
                          raw(ln1_mean) + l * bt(), raw(ln1_rstd) + l * bt());
     } else {  // MLP block: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
       const int l = (u - 2) / 2;
       const float* l2 = raw(ln2) + l * NC;
       const float* h = raw(fch) + l * NC * 4;
       const float* hg = raw(fch_gelu) + l * NC * 4;
-      matmul_backward(raw(dfch), g + mo.fcprojw, g + mo.fcprojb, dr, hg, p + mo.fcprojw, 4 * C, C);
+      matmul_backward(raw(dfch), g + at.mlp.fcprojw, g + at.mlp.fcprojb, dr, hg, p + at.mlp.fcprojw, 4 * C, C);
       launch(NC * 4, device_kernels::GeluBackward{raw(dfch), h, raw(dfch)}, 8);
-      matmul_backward(raw(dln), g + mo.fcw, g + mo.fcb, raw(dfch), l2, p + mo.fcw, C, 4 * C);
-      layernorm_backward(dr, g + mo.ln2w, g + mo.ln2b, raw(dln), raw(res2) + l * NC, p + mo.ln2w,
+      matmul_backward(raw(dln), g + at.mlp.fcw, g + at.mlp.fcb, raw(dfch), l2, p + at.mlp.fcw, C, 4 * C);
+      layernorm_backward(dr, g + at.mlp.ln2w, g + at.mlp.ln2b, raw(dln), raw(res2) + l * NC, p + at.mlp.ln2w,
                          raw(ln2_mean) + l * bt(), raw(ln2_rstd) + l * bt());
     }
-    if (--next < 0) { phase = Phase::forward; next = 0; }
+    order.backward_unit_done();
   }
 };
 
@@ -485,7 +446,7 @@ void DeviceModel<Exec>::backward_unit(int u, const float* unit_params, float* un
 }
 template <class Exec>
 const float* DeviceModel<Exec>::probs() const {
-  if (impl_->phase != Impl::Phase::backward_head)
+  if (!impl_->order.after_forward_head())
     throw std::logic_error("gpt2::DeviceModel::probs: no probabilities now; they exist from forward_head until "
                            "backward_head (which turns them into dlogits)");
   return Impl::raw(impl_->logits);

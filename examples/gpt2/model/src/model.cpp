@@ -12,16 +12,6 @@ namespace gpt2 {
 namespace k = kernels;
 
 namespace {
-size_t find_offset(const UnitInfo& u, const std::string& suffix) {
-  for (const TensorInfo& t : u.tensors) {
-    const std::string& n = t.name;
-    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-        (n.size() == suffix.size() || n[n.size() - suffix.size() - 1] == '.'))
-      return t.offset;
-  }
-  throw std::logic_error("gpt2::Model: unit " + u.name + " has no tensor " + suffix);
-}
-
 void check_tokens(const int* tok, size_t n, int V, const char* what) {
   for (size_t i = 0; i < n; ++i)
     if (tok[i] < 0 || tok[i] >= V)
@@ -31,7 +21,8 @@ void check_tokens(const int* tok, size_t n, int V, const char* what) {
 }  // namespace
 
 template <class Real>
-Model<Real>::Model(const Config& cfg, int B, int T) : cfg_(cfg), B_(B), T_(T) {
+Model<Real>::Model(const Config& cfg, int B, int T)
+    : cfg_(cfg), B_(B), T_(T), order_("gpt2::Model", gpt2::num_units(cfg)) {
   cfg_.validate();
   k::set_blas_single_threaded();  // process-wide: our OpenMP threads split the gemms instead
   if (B < 1) throw std::invalid_argument("gpt2::Model: batch size B (" + std::to_string(B) + ") must be >= 1");
@@ -40,15 +31,7 @@ Model<Real>::Model(const Config& cfg, int B, int T) : cfg_(cfg), B_(B), T_(T) {
                                 std::to_string(cfg_.max_seq_len) + "]");
   units_ = units(cfg_);
   offsets_ = unit_offsets(units_);
-  wpe_off_ = find_offset(units_[0], "wpe");
-  const UnitInfo& a = units_[attn_unit(0)];
-  ao_ = {find_offset(a, "attprojw"), find_offset(a, "ln1w"), find_offset(a, "ln1b"),
-         find_offset(a, "qkvw"),     find_offset(a, "qkvb"), find_offset(a, "attprojb")};
-  const UnitInfo& m = units_[mlp_unit(0)];
-  mo_ = {find_offset(m, "fcw"),  find_offset(m, "fcprojw"), find_offset(m, "ln2w"),
-         find_offset(m, "ln2b"), find_offset(m, "fcb"),     find_offset(m, "fcprojb")};
-  lnfw_off_ = find_offset(units_[lnf_unit(cfg_)], "lnfw");
-  lnfb_off_ = find_offset(units_[lnf_unit(cfg_)], "lnfb");
+  at_ = tensor_offsets(cfg_, units_);
 
   const size_t L = cfg_.num_layers, C = cfg_.channels, NH = cfg_.num_heads, N = bt();
   inputs_.assign(N, 0);
@@ -82,16 +65,6 @@ Model<Real>::Model(const Config& cfg, int B, int T) : cfg_(cfg), B_(B), T_(T) {
 }
 
 template <class Real>
-void Model<Real>::expect(bool ok, const char* what) const {
-  if (!ok) {
-    static const char* phases[] = {"forward_unit", "forward_head", "backward_head", "backward_unit"};
-    throw std::logic_error(std::string("gpt2::Model: out-of-order call to ") + what + "; expected " +
-                           phases[static_cast<int>(phase_)] +
-                           (phase_ == Phase::forward || phase_ == Phase::backward ? "(" + std::to_string(next_) + ")" : std::string()));
-  }
-}
-
-template <class Real>
 const Real* Model<Real>::layer_input(int l) const {
   return l == 0 ? encoded_.data() : res3_.data() + static_cast<size_t>(l - 1) * bt() * cfg_.channels;
 }
@@ -99,8 +72,7 @@ const Real* Model<Real>::layer_input(int l) const {
 template <class Real>
 void Model<Real>::forward_unit(int u, const Real* p, const int* inputs) {
   // A forward may restart at unit 0 from any phase (e.g. evaluation between steps).
-  if (u == 0) { phase_ = Phase::forward; next_ = 0; }
-  expect(phase_ == Phase::forward && u == next_, "forward_unit");
+  order_.check_forward_unit(u);
   const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers;
   const int N = static_cast<int>(bt());
   const size_t NC = bt() * C;
@@ -108,20 +80,20 @@ void Model<Real>::forward_unit(int u, const Real* p, const int* inputs) {
     if (!inputs) throw std::invalid_argument("gpt2::Model::forward_unit(0): inputs must not be null");
     check_tokens(inputs, bt(), cfg_.vocab_size, "inputs");
     std::copy(inputs, inputs + bt(), inputs_.begin());
-    k::encoder_forward(encoded_.data(), inputs_.data(), p, p + wpe_off_, B, T, C);
+    k::encoder_forward(encoded_.data(), inputs_.data(), p, p + at_.wpe, B, T, C);
   } else if (u == lnf_unit(cfg_)) {
     k::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), res3_.data() + (L - 1) * NC,
-                         p + lnfw_off_, p + lnfb_off_, N, C);
+                         p + at_.lnfw, p + at_.lnfb, N, C);
   } else if ((u - 1) % 2 == 0) {  // attention block of layer l
     const int l = (u - 1) / 2;
     Real* ln1 = ln1_.data() + l * NC;
     Real* qkv = qkv_.data() + l * NC * 3;
     Real* atty = atty_.data() + l * NC;
     k::layernorm_forward(ln1, ln1_mean_.data() + l * bt(), ln1_rstd_.data() + l * bt(), layer_input(l),
-                         p + ao_.ln1w, p + ao_.ln1b, N, C);
-    k::matmul_forward(qkv, ln1, p + ao_.qkvw, p + ao_.qkvb, N, C, 3 * C);
+                         p + at_.attn.ln1w, p + at_.attn.ln1b, N, C);
+    k::matmul_forward(qkv, ln1, p + at_.attn.qkvw, p + at_.attn.qkvb, N, C, 3 * C);
     k::attention_forward(atty, att_.data() + static_cast<size_t>(l) * B * NH * T * T, qkv, B, T, C, NH);
-    k::matmul_forward(scratch_.data(), atty, p + ao_.attprojw, p + ao_.attprojb, N, C, C);
+    k::matmul_forward(scratch_.data(), atty, p + at_.attn.attprojw, p + at_.attn.attprojb, N, C, C);
     k::residual_forward(res2_.data() + l * NC, layer_input(l), scratch_.data(), NC);
   } else {  // MLP block of layer l
     const int l = (u - 2) / 2;
@@ -129,19 +101,19 @@ void Model<Real>::forward_unit(int u, const Real* p, const int* inputs) {
     Real* fch = fch_.data() + l * NC * 4;
     Real* fchg = fch_gelu_.data() + l * NC * 4;
     const Real* res2 = res2_.data() + l * NC;
-    k::layernorm_forward(ln2, ln2_mean_.data() + l * bt(), ln2_rstd_.data() + l * bt(), res2, p + mo_.ln2w,
-                         p + mo_.ln2b, N, C);
-    k::matmul_forward(fch, ln2, p + mo_.fcw, p + mo_.fcb, N, C, 4 * C);
+    k::layernorm_forward(ln2, ln2_mean_.data() + l * bt(), ln2_rstd_.data() + l * bt(), res2, p + at_.mlp.ln2w,
+                         p + at_.mlp.ln2b, N, C);
+    k::matmul_forward(fch, ln2, p + at_.mlp.fcw, p + at_.mlp.fcb, N, C, 4 * C);
     k::gelu_forward(fchg, fch, NC * 4);
-    k::matmul_forward(scratch_.data(), fchg, p + mo_.fcprojw, p + mo_.fcprojb, N, 4 * C, C);
+    k::matmul_forward(scratch_.data(), fchg, p + at_.mlp.fcprojw, p + at_.mlp.fcprojb, N, 4 * C, C);
     k::residual_forward(res3_.data() + l * NC, res2, scratch_.data(), NC);
   }
-  if (++next_ == num_units()) phase_ = Phase::head;
+  order_.forward_unit_done();
 }
 
 template <class Real>
 float Model<Real>::forward_head(const Real* p, const int* targets) {
-  expect(phase_ == Phase::head || phase_ == Phase::backward_head, "forward_head");
+  order_.check_forward_head();
   const int N = static_cast<int>(bt()), C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
   if (targets) {
     check_tokens(targets, bt(), V, "targets");
@@ -150,19 +122,17 @@ float Model<Real>::forward_head(const Real* p, const int* targets) {
   // Only the first V rows of wte make logits: the padded rows never count.
   k::gemm(false, true, N, V, C, Real(1), lnf_.data(), C, p, C, Real(0), logits_.data(), Vp);
   k::softmax_ce_forward(logits_.data(), losses_.data(), targets ? targets_.data() : nullptr, N, V, Vp);
-  have_targets_ = targets != nullptr;
   double sum = 0;
   if (targets)
     for (int i = 0; i < N; ++i) sum += losses_[i];
   loss_ = static_cast<float>(sum / N);
-  phase_ = Phase::backward_head;
+  order_.forward_head_done(targets != nullptr);
   return targets ? loss_ : 0.0f;
 }
 
 template <class Real>
 void Model<Real>::backward_head(const Real* p, Real* g, float loss_scale) {
-  expect(phase_ == Phase::backward_head, "backward_head");
-  if (!have_targets_) throw std::logic_error("gpt2::Model::backward_head: the last forward_head had no targets");
+  order_.check_backward_head();
   const int N = static_cast<int>(bt()), C = cfg_.channels, V = cfg_.vocab_size, Vp = cfg_.padded_vocab_size;
   // d(loss_scale * mean loss)/d(logits) = s * (probs - onehot), s = loss_scale / N; s goes
   // into the gemm alpha. dlnf = dlogits @ wte[:V];  dwte[:V] += dlogits^T @ lnf
@@ -170,47 +140,46 @@ void Model<Real>::backward_head(const Real* p, Real* g, float loss_scale) {
   const Real s = static_cast<Real>(loss_scale) / N;
   k::gemm(false, false, N, C, V, s, logits_.data(), Vp, p, C, Real(0), dln_.data(), C);
   k::gemm(true, false, V, C, N, s, logits_.data(), Vp, lnf_.data(), C, Real(1), g, C);
-  phase_ = Phase::backward;
-  next_ = num_units() - 1;
+  order_.backward_head_done();
 }
 
 template <class Real>
 void Model<Real>::backward_unit(int u, const Real* p, Real* g) {
-  expect(phase_ == Phase::backward && u == next_, "backward_unit");
+  order_.check_backward_unit(u);
   const int B = B_, T = T_, C = cfg_.channels, NH = cfg_.num_heads, L = cfg_.num_layers;
   const int N = static_cast<int>(bt());
   const size_t NC = bt() * C;
   Real* dres = dres_.data();
   if (u == lnf_unit(cfg_)) {
     std::fill(dres_.begin(), dres_.end(), Real(0));
-    k::layernorm_backward(dres, g + lnfw_off_, g + lnfb_off_, dln_.data(), res3_.data() + (L - 1) * NC,
-                          p + lnfw_off_, lnf_mean_.data(), lnf_rstd_.data(), N, C);
+    k::layernorm_backward(dres, g + at_.lnfw, g + at_.lnfb, dln_.data(), res3_.data() + (L - 1) * NC,
+                          p + at_.lnfw, lnf_mean_.data(), lnf_rstd_.data(), N, C);
   } else if (u == 0) {
-    k::encoder_backward(g, g + wpe_off_, dres, inputs_.data(), B, T, C);
+    k::encoder_backward(g, g + at_.wpe, dres, inputs_.data(), B, T, C);
   } else if ((u - 1) % 2 == 0) {  // attention block: res2 = x + proj(attn(ln1(x)))
     const int l = (u - 1) / 2;
     const Real* ln1 = ln1_.data() + l * NC;
     const Real* qkv = qkv_.data() + l * NC * 3;
     const Real* atty = atty_.data() + l * NC;
-    k::matmul_backward(datty_.data(), g + ao_.attprojw, g + ao_.attprojb, dres, atty, p + ao_.attprojw, N, C, C);
+    k::matmul_backward(datty_.data(), g + at_.attn.attprojw, g + at_.attn.attprojb, dres, atty, p + at_.attn.attprojw, N, C, C);
     std::fill(dqkv_.begin(), dqkv_.end(), Real(0));
     k::attention_backward(dqkv_.data(), datt_.data(), datty_.data(), qkv,
                           att_.data() + static_cast<size_t>(l) * B * NH * T * T, B, T, C, NH);
-    k::matmul_backward(dln_.data(), g + ao_.qkvw, g + ao_.qkvb, dqkv_.data(), ln1, p + ao_.qkvw, N, C, 3 * C);
-    k::layernorm_backward(dres, g + ao_.ln1w, g + ao_.ln1b, dln_.data(), layer_input(l), p + ao_.ln1w,
+    k::matmul_backward(dln_.data(), g + at_.attn.qkvw, g + at_.attn.qkvb, dqkv_.data(), ln1, p + at_.attn.qkvw, N, C, 3 * C);
+    k::layernorm_backward(dres, g + at_.attn.ln1w, g + at_.attn.ln1b, dln_.data(), layer_input(l), p + at_.attn.ln1w,
                           ln1_mean_.data() + l * bt(), ln1_rstd_.data() + l * bt(), N, C);
   } else {  // MLP block: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
     const int l = (u - 2) / 2;
     const Real* ln2 = ln2_.data() + l * NC;
     const Real* fch = fch_.data() + l * NC * 4;
     const Real* fchg = fch_gelu_.data() + l * NC * 4;
-    k::matmul_backward(dfch_.data(), g + mo_.fcprojw, g + mo_.fcprojb, dres, fchg, p + mo_.fcprojw, N, 4 * C, C);
+    k::matmul_backward(dfch_.data(), g + at_.mlp.fcprojw, g + at_.mlp.fcprojb, dres, fchg, p + at_.mlp.fcprojw, N, 4 * C, C);
     k::gelu_backward(dfch_.data(), fch, dfch_.data(), NC * 4);
-    k::matmul_backward(dln_.data(), g + mo_.fcw, g + mo_.fcb, dfch_.data(), ln2, p + mo_.fcw, N, C, 4 * C);
-    k::layernorm_backward(dres, g + mo_.ln2w, g + mo_.ln2b, dln_.data(), res2_.data() + l * NC, p + mo_.ln2w,
+    k::matmul_backward(dln_.data(), g + at_.mlp.fcw, g + at_.mlp.fcb, dfch_.data(), ln2, p + at_.mlp.fcw, N, C, 4 * C);
+    k::layernorm_backward(dres, g + at_.mlp.ln2w, g + at_.mlp.ln2b, dln_.data(), res2_.data() + l * NC, p + at_.mlp.ln2w,
                           ln2_mean_.data() + l * bt(), ln2_rstd_.data() + l * bt(), N, C);
   }
-  if (--next_ < 0) { phase_ = Phase::forward; next_ = 0; }
+  order_.backward_unit_done();
 }
 
 template <class Real>

@@ -24,7 +24,9 @@
 // the B*T positions. All matmuls are BLAS gemm (sgemm for float, dgemm for double; the
 // double instantiation exists for gradient checks), the rest is OpenMP.
 #include "gpt2/config.hpp"
+#include "gpt2/call_order.hpp"
 #include "gpt2/layout.hpp"
+#include "gpt2/tensor_offsets.hpp"
 
 #include <cstddef>
 #include <vector>
@@ -68,11 +70,6 @@ class Model {
   const Real* losses() const { return losses_.data(); }
 
  private:
-  struct AttnOff { size_t attprojw, ln1w, ln1b, qkvw, qkvb, attprojb; };
-  struct MlpOff { size_t fcw, fcprojw, ln2w, ln2b, fcb, fcprojb; };
-  enum class Phase { forward, head, backward_head, backward };
-
-  void expect(bool ok, const char* what) const;
   const Real* layer_input(int l) const;
   size_t bt() const { return static_cast<size_t>(B_) * T_; }
 
@@ -80,14 +77,8 @@ class Model {
   int B_, T_;
   std::vector<UnitInfo> units_;
   std::vector<size_t> offsets_;
-  AttnOff ao_{};
-  MlpOff mo_{};
-  size_t wpe_off_ = 0, lnfw_off_ = 0, lnfb_off_ = 0;
-
-  // progress through the step sequence
-  Phase phase_ = Phase::forward;
-  int next_ = 0;  // next unit expected in forward / backward
-  bool have_targets_ = false;
+  TensorOffsets at_;  // where each tensor sits inside its unit
+  CallOrder order_;   // progress through the step sequence
   float loss_ = 0.0f;
 
   std::vector<int> inputs_, targets_;
