@@ -10,6 +10,7 @@
 # Usage: bench/e2e/long.sh quality [--configs a,b] [--steps 1000] [--val-every 50]
 #                                  [--val-batches 16] [--out results/long] [--parallel] [--resume]
 #                                  [--model d2] [--gather-dtype fp32|bf16] [--seed 1337]
+#                                  [--shuffle] [--shuffle-seed 1337]
 #        bench/e2e/long.sh timing  [--configs a,b] [--rates 200mbit,1gbit,10gbit]
 #                                  [--steps 25] [--skip 5] [--out results/long-timing]
 #                                  [--gather-dtype fp32|bf16]
@@ -55,7 +56,9 @@ while [[ $# -gt 0 ]]; do
     --resume) RESUME=1; shift ;;
     --gather-dtype) GATHER="$2"; shift 2 ;;
     --seed) SEED="$2"; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    --shuffle) SHUFFLE=1; shift ;;
+    --shuffle-seed) SHUFFLE=1; SHUFFLE_SEED="$2"; shift 2 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "long.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -79,6 +82,10 @@ NICE="${NICE:-10}"
 # The initialisation seed (the data order does not depend on it): a second seed measures how
 # far two runs of one configuration drift apart, the noise the paired SE does not see.
 SEED="${SEED:-1337}"
+# --shuffle: the training batches in a seeded random order (tagc-gpt2 --shuffle), each once
+# per epoch. Off, the corpus is read in order (speeches by date, then a novel) and the
+# validation loss drifts with the topic; the order is independent of --seed either way.
+SHUFFLE="${SHUFFLE:-0}" SHUFFLE_SEED="${SHUFFLE_SEED:-1337}"
 
 # The learning-rate warm-up and the sparsity warm-up have the same length: the steps where
 # the weights move fastest and AdamW's moment estimates are still settling, which is where
@@ -120,6 +127,7 @@ export OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_reduce_scatte
 common() {  # steps
   echo train --model "$MODEL" --B 4 --T 64 --lr 1e-3 --warmup $WARMUP --schedule cosine --lr-min 1e-4 \
     --clip 1.0 --seed "$SEED" --print-every 25 --steps "$1" \
+    $( ((SHUFFLE)) && echo --shuffle-seed "$SHUFFLE_SEED") \
     --train-data "$TOKENS_DIR/corpus_train.bin" --val-data "$TOKENS_DIR/corpus_val.bin"
 }
 
@@ -132,7 +140,7 @@ meta() {  # dir
 quality() {
   : "${STEPS:=1000}" "${OUT:=results/long}"
   mkdir -p "$OUT"; meta "$OUT"
-  echo "model: $MODEL seed: $SEED steps: $STEPS val_every: $VAL_EVERY val_batches: $VAL_BATCHES configs: $CONFIGS" >>"$OUT/meta.txt"
+  echo "model: $MODEL seed: $SEED shuffle: $SHUFFLE ($SHUFFLE_SEED) steps: $STEPS val_every: $VAL_EVERY val_batches: $VAL_BATCHES configs: $CONFIGS" >>"$OUT/meta.txt"
   local pids=()
   for c in ${CONFIGS//,/ }; do
     local f; f="$(flags_of "$c") --checkpoint-dir $OUT/ckpt/$c --checkpoint-every $VAL_EVERY"
@@ -189,5 +197,5 @@ case "$cmd" in
   timing) prepare; timing ;;
   report) report ;;
   all) prepare; quality; STEPS=""; timing; report ;;
-  *) sed -n '2,36p' "$0"; exit 2 ;;
+  *) sed -n '2,37p' "$0"; exit 2 ;;
 esac
