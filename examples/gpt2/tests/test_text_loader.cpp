@@ -1,5 +1,6 @@
 // test_text_loader.cpp: gpt2::DataLoader: shifted targets, disjoint rank slices that
-// cover the global batch, deterministic wrap-around, exact save/restore of positions.
+// cover the global batch, deterministic wrap-around, exact save/restore of positions, in
+// the sequential and the shuffled order.
 #include <doctest/doctest.h>
 
 #include "text_test_support.hpp"
@@ -10,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -62,7 +64,7 @@ TEST_CASE("gpt2_text loader: targets are inputs shifted by one; shards wrap dete
     }
   }
   // After one pass it starts over, identically.
-  CHECK(dl.position() == gpt2::LoaderPosition{0, 0});
+  CHECK(dl.position() == gpt2::LoaderPosition{0, 0, 8});
   for (const Batch& b : epoch) CHECK(next(dl) == b);
   fs::remove_all(dir);
 }
@@ -117,6 +119,91 @@ TEST_CASE("gpt2_text loader: a saved position restores the exact next batches") 
     const Batch first = next(fresh);
     b.reset();
     CHECK(next(b) == first);
+  }
+  fs::remove_all(dir);
+}
+
+// The first input token of each of the next n batches: with make_shard's tokens it names
+// the shard (1000s or 5000s) and the offset the batch starts at.
+std::vector<int32_t> starts(gpt2::DataLoader& dl, uint64_t n) {
+  std::vector<int32_t> out;
+  for (uint64_t k = 0; k < n; ++k) out.push_back(next(dl).x[0]);
+  return out;
+}
+
+TEST_CASE("gpt2_text loader: shuffled, every global batch once per epoch, in an order fixed by the seed") {
+  const fs::path dir = scratch_dir("loader_shuffled");
+  // B=2, T=8, world=1: shard 0 holds 6 global batches, shard 1 holds 2 (as above)
+  make_shard(dir / "c_train_000.bin", 1000, 100);
+  make_shard(dir / "c_train_001.bin", 5000, 40);
+  const auto shards = gpt2::list_shards(dir, "train");
+  gpt2::DataLoader seq(shards, 2, 8, 0, 1);
+  gpt2::DataLoader shuf(shards, 2, 8, 0, 1, gpt2::DataOrder::shuffle(7));
+  REQUIRE(shuf.total_batches() == 8);
+  std::vector<int32_t> in_order = starts(seq, 8);
+  std::sort(in_order.begin(), in_order.end());
+  std::vector<std::vector<int32_t>> epochs;
+  for (int e = 0; e < 4; ++e) {
+    epochs.push_back(starts(shuf, 8));
+    std::vector<int32_t> sorted = epochs.back();
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(sorted == in_order);  // each global batch exactly once
+    // a shard is visited as one block (its batches in a row), so it is read once per epoch
+    int blocks = 1;
+    for (size_t k = 1; k < 8; ++k) blocks += (epochs.back()[k] >= 5000) != (epochs.back()[k - 1] >= 5000);
+    CHECK(blocks == 2);
+    CHECK(shuf.position().batch == uint64_t(8 * (e + 1)));
+  }
+  std::vector<int32_t> sequential = starts(seq, 8);  // seq has wrapped: its second epoch
+  CHECK(epochs[0] != sequential);
+  CHECK(epochs[0] != epochs[1]);
+  CHECK(epochs[1] != epochs[2]);
+  // the same seed gives the same order in a new loader; another seed another order
+  gpt2::DataLoader again(shards, 2, 8, 0, 1, gpt2::DataOrder::shuffle(7));
+  gpt2::DataLoader other(shards, 2, 8, 0, 1, gpt2::DataOrder::shuffle(8));
+  std::vector<int32_t> again_all, other_all, shuf_all;
+  for (const auto& e : epochs) shuf_all.insert(shuf_all.end(), e.begin(), e.end());
+  again_all = starts(again, 32);
+  other_all = starts(other, 32);
+  CHECK(again_all == shuf_all);
+  CHECK(other_all != shuf_all);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("gpt2_text loader: shuffled, ranks take disjoint slices of the same global batch") {
+  const fs::path dir = scratch_dir("loader_shuffled_ranks");
+  make_shard(dir / "d_train.bin", 0, 1000);
+  const int world = 3;
+  const size_t B = 2, T = 5, bt = B * T;
+  std::vector<gpt2::DataLoader> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back(std::vector{dir / "d_train.bin"}, B, T, r, world, gpt2::DataOrder::shuffle(11));
+  for (int k = 0; k < 40; ++k) {  // more than one epoch ((1000 - 1) / 30 = 33 global batches)
+    const Batch r0 = next(ranks[0]);
+    CHECK(r0.x[0] % int32_t(world * bt) == 0);  // a global batch boundary
+    for (int r = 1; r < world; ++r) CHECK(next(ranks[size_t(r)]).x[0] == r0.x[0] + r * int32_t(bt));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("gpt2_text loader: shuffled, a saved position restores the exact next batches") {
+  const fs::path dir = scratch_dir("loader_shuffled_resume");
+  make_shard(dir / "e_train_0.bin", 0, 300);
+  make_shard(dir / "e_train_1.bin", 10000, 250);
+  const auto shards = gpt2::list_shards(dir, "train");
+  for (int rank = 0; rank < 2; ++rank) {
+    gpt2::DataLoader a(shards, 2, 16, rank, 2, gpt2::DataOrder::shuffle(3));
+    const uint64_t epoch = a.total_batches();
+    for (uint64_t k = 0; k < epoch - 2; ++k) (void)next(a);
+    const gpt2::LoaderPosition saved = a.position();
+    CHECK(saved.batch == epoch - 2);
+    std::vector<Batch> expected;
+    for (uint64_t k = 0; k < 2 * epoch; ++k) expected.push_back(next(a));  // into two new epochs
+
+    gpt2::DataLoader b(shards, 2, 16, rank, 2, gpt2::DataOrder::shuffle(3));
+    b.seek({0, 0, saved.batch});  // the batch count alone decides: shard and offset follow
+    CHECK(b.position() == saved);
+    for (const Batch& e : expected) CHECK(next(b) == e);
   }
   fs::remove_all(dir);
 }

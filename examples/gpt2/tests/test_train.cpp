@@ -161,6 +161,27 @@ TEST_CASE("gpt2_train: a sparsity warm-up ramps theta to the target, resumes bit
                   train::ArgsError);
 }
 
+TEST_CASE("gpt2_train: --shuffle trains on another order, resumes bit-identically, is checked on resume") {
+  Args a = tiny(2, 6);
+  a.compress = CompressMode::non_attention;
+  a.shuffle = true;
+  a.shuffle_seed = 5;
+  Args in_order = a;
+  in_order.shuffle = false;
+  const Run shuffled = run(a, MPI_COMM_WORLD, 2);
+  const Run sequential = run(in_order, MPI_COMM_WORLD, 2);
+  CHECK(shuffled.loss[0] != sequential.loss[0]);  // another first batch
+  const std::string dir = (scratch() / "ckpt_shuffle").string();
+  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
+  Args other_seed = a;
+  other_seed.shuffle_seed = 6;
+  CHECK_THROWS_WITH(run(other_seed, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--shuffle-seed 5, this run 6"));
+  CHECK_THROWS_WITH(run(in_order, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--shuffle on, this run off"));
+  const Args parsed = train::parse_args(4, std::array<const char*, 4>{"x", "train", "--shuffle-seed", "9"}.data());
+  CHECK(parsed.shuffle);
+  CHECK(parsed.shuffle_seed == 9);
+}
+
 TEST_CASE("gpt2_train: errors — bad config, mismatched checkpoint, missing data") {
   Args bad = tiny(2, 1);
   bad.C = 100;

@@ -7,10 +7,44 @@
 #include <string>
 
 namespace gpt2 {
+namespace {
+
+// splitmix64 (Steele, Lea, Flood 2014): a tiny generator whose every output is fixed by
+// its definition, unlike std::shuffle and std::uniform_int_distribution, whose results
+// differ between standard libraries; a shuffled run must replay the same on any build.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The generator state for one permutation: the run's seed, the epoch and which
+// permutation of that epoch (a shard's index, or kShardOrder for the order of the shards).
+constexpr uint64_t kShardOrder = ~uint64_t(0);
+uint64_t permutation_stream(uint64_t seed, uint64_t epoch, uint64_t which) {
+  uint64_t s = seed;
+  uint64_t e = splitmix64(s) ^ epoch;
+  uint64_t w = splitmix64(e) ^ which;
+  return splitmix64(w);
+}
+
+// out = a uniformly random permutation of 0..n-1 (Fisher-Yates; the index for each swap is
+// a 64-bit draw scaled to the range by a 128-bit multiply, bias below 2^-40 for any n here).
+void draw_permutation(std::vector<uint64_t>& out, uint64_t n, uint64_t state) {
+  out.resize(n);
+  for (uint64_t i = 0; i < n; ++i) out[i] = i;
+  for (uint64_t i = n; i > 1; --i) {
+    const uint64_t j = uint64_t((unsigned __int128)splitmix64(state) * i >> 64);
+    std::swap(out[i - 1], out[j]);
+  }
+}
+
+}  // namespace
 
 DataLoader::DataLoader(std::vector<std::filesystem::path> shards, size_t B, size_t T, int rank,
-                       int world)
-    : shards_(std::move(shards)), B_(B), T_(T), rank_(rank), world_(world) {
+                       int world, DataOrder order)
+    : shards_(std::move(shards)), B_(B), T_(T), rank_(rank), world_(world), order_(order) {
   if (shards_.empty()) throw TextError("gpt2::DataLoader: no shard files given");
   if (B == 0 || T == 0) {
     throw TextError("gpt2::DataLoader: batch size B=" + std::to_string(B) +
@@ -57,7 +91,31 @@ void DataLoader::ensure_loaded(uint64_t shard) {
   loaded_shard_ = shard;
 }
 
+void DataLoader::locate_shuffled() {
+  const uint64_t epoch = pos_.batch / total_batches_;
+  uint64_t rest = pos_.batch % total_batches_;
+  if (perm_epoch_ != epoch) {
+    draw_permutation(shard_order_, shards_.size(), permutation_stream(order_.seed, epoch, kShardOrder));
+    perm_epoch_ = epoch;
+    perm_shard_ = UINT64_MAX;
+  }
+  size_t k = 0;
+  while (rest >= shard_batches(shard_order_[k])) rest -= shard_batches(shard_order_[k++]);
+  const uint64_t shard = shard_order_[k];
+  if (perm_shard_ != shard) {
+    draw_permutation(batch_order_, shard_batches(shard), permutation_stream(order_.seed, epoch, shard));
+    perm_shard_ = shard;
+  }
+  pos_.shard = shard;
+  pos_.offset = batch_order_[rest] * global_batch_tokens();
+}
+
 void DataLoader::seek(LoaderPosition pos) {
+  if (order_.shuffled) {
+    pos_.batch = pos.batch;
+    locate_shuffled();
+    return;
+  }
   if (pos.shard >= shards_.size()) {
     throw TextError("gpt2::DataLoader: position names shard " + std::to_string(pos.shard) +
                     " but there are only " + std::to_string(shards_.size()) + " shards");
@@ -67,7 +125,7 @@ void DataLoader::seek(LoaderPosition pos) {
                     " is beyond the end of " + shards_[pos.shard].string() + " (" +
                     std::to_string(shard_tokens_[pos.shard]) + " tokens)");
   }
-  if (!batch_fits(pos.shard, pos.offset)) pos = {(pos.shard + 1) % shards_.size(), 0};
+  if (!batch_fits(pos.shard, pos.offset)) pos = {(pos.shard + 1) % shards_.size(), 0, pos.batch};
   pos_ = pos;
 }
 
@@ -84,8 +142,9 @@ void DataLoader::next_batch(std::span<int32_t> inputs, std::span<int32_t> target
     inputs[i] = slice[i];
     targets[i] = slice[i + 1];
   }
-  // Advance to the next global batch; if it would not fit, the next shard (wrapping).
-  seek({pos_.shard, pos_.offset + global_batch_tokens()});
+  // Advance to the next global batch; sequential: if it would not fit, the next shard
+  // (wrapping); shuffled: the next in the epoch's order.
+  seek({pos_.shard, pos_.offset + global_batch_tokens(), pos_.batch + 1});
 }
 
 std::vector<std::filesystem::path> list_shards(const std::filesystem::path& where,

@@ -18,6 +18,16 @@
 // Evaluation uses the same class on the val shard(s): reset(), then next_batch() a
 // fixed number of times (at most total_batches(), or it wraps and repeats).
 //
+// Order: sequential (the default, llm.c's train_gpt2.c order: the stream as written,
+// which for a corpus of documents in order means the topic drifts batch by batch) or
+// shuffled (DataOrder::shuffle(seed)): every pass over the data ("epoch") visits the shards
+// in a seeded random order and, within each shard, its global batches in a seeded random
+// order; every global batch is still seen exactly once per epoch, ranks still take
+// disjoint slices of the same global batch, and the order depends only on the seed, the
+// shard list, B, T and world (a splitmix64 stream and a hand-written Fisher-Yates, so it is
+// the same with every standard library). The position is then the count of batches served
+// (LoaderPosition::batch), from which the epoch, the shard and the batch within it follow.
+//
 // Usage:
 //   gpt2::DataLoader train(gpt2::list_shards("data/shards", "train"), B, T, rank, world);
 //   std::vector<int32_t> x(B * T), y(B * T);
@@ -33,12 +43,23 @@
 
 namespace gpt2 {
 
-// Where the next global batch starts: shards[shard], token offset within it. Plain data,
-// so a checkpoint can store it as two integers.
+// Where the next global batch starts: shards[shard], token offset within it, and how many
+// global batches were served before it. Sequential order continues from (shard, offset);
+// shuffled order from `batch` alone (shard and offset then only say where that batch lies).
+// Plain data, so a checkpoint can store it as three integers.
 struct LoaderPosition {
   uint64_t shard = 0;
   uint64_t offset = 0;
+  uint64_t batch = 0;
   friend bool operator==(const LoaderPosition&, const LoaderPosition&) = default;
+};
+
+// The order in which global batches are served (see the file comment).
+struct DataOrder {
+  bool shuffled = false;
+  uint64_t seed = 0;  // shuffled only
+  static DataOrder sequential() { return {}; }
+  static DataOrder shuffle(uint64_t seed) { return {true, seed}; }
 };
 
 class DataLoader {
@@ -46,7 +67,8 @@ class DataLoader {
   // Validates every shard's header up front (read_shard_header) and requires each to
   // hold at least one global batch (world*B*T + 1 tokens); throws TextError naming the
   // offending shard otherwise. Requires B, T >= 1 and 0 <= rank < world.
-  DataLoader(std::vector<std::filesystem::path> shards, size_t B, size_t T, int rank, int world);
+  DataLoader(std::vector<std::filesystem::path> shards, size_t B, size_t T, int rank, int world,
+             DataOrder order = DataOrder::sequential());
 
   // Fills this rank's slice of the next global batch; both spans must hold B*T values.
   // Allocates nothing except when it moves to another shard (the shard is read whole).
@@ -54,9 +76,11 @@ class DataLoader {
 
   // The position of the batch the next call to next_batch() returns.
   LoaderPosition position() const { return pos_; }
-  // Continues from a saved position. Throws TextError if the shard index or offset is
-  // beyond the shard list / shard; a position where no full global batch fits any more
-  // (e.g. saved with a smaller world size) moves on to the next shard, as next_batch would.
+  // Continues from a saved position. Sequential: throws TextError if the shard index or
+  // offset is beyond the shard list / shard; a position where no full global batch fits
+  // any more (e.g. saved with a smaller world size) moves on to the next shard, as
+  // next_batch would. Shuffled: continues with batch number pos.batch (any count is valid:
+  // it is a number of batches served, epochs included); shard and offset are recomputed.
   void seek(LoaderPosition pos);
   // Back to the first batch of the first shard.
   void reset() { seek(LoaderPosition{}); }
@@ -71,6 +95,7 @@ class DataLoader {
   // Number of global batches in one pass over all shards (the same on every rank).
   uint64_t total_batches() const { return total_batches_; }
   size_t batch_size() const { return B_; }
+  const DataOrder& order() const { return order_; }
   size_t seq_len() const { return T_; }
   const std::vector<std::filesystem::path>& shards() const { return shards_; }
 
@@ -80,6 +105,9 @@ class DataLoader {
     return offset + global_batch_tokens() + 1 <= shard_tokens_[shard];
   }
   void ensure_loaded(uint64_t shard);
+  // Shuffled order: points pos_ at batch number pos_.batch (epoch, shard, batch in shard).
+  void locate_shuffled();
+  uint64_t shard_batches(uint64_t shard) const { return (shard_tokens_[shard] - 1) / global_batch_tokens(); }
 
   std::vector<std::filesystem::path> shards_;
   std::vector<uint64_t> shard_tokens_;  // token count of each shard, from its header
@@ -87,7 +115,13 @@ class DataLoader {
   int rank_, world_;
   uint32_t vocab_size_ = 0;
   uint64_t total_batches_ = 0;
+  DataOrder order_;
   LoaderPosition pos_;
+  // Shuffled order: the permutations of the epoch / shard they were drawn for (drawn when
+  // the loader enters an epoch or a shard, never per batch)
+  uint64_t perm_epoch_ = UINT64_MAX, perm_shard_ = UINT64_MAX;
+  std::vector<uint64_t> shard_order_;   // epoch perm_epoch_: the shards in visiting order
+  std::vector<uint64_t> batch_order_;   // shard perm_shard_ in that epoch: its batches in order
   std::vector<uint16_t> tokens_;        // the shard being read, whole
   uint64_t loaded_shard_ = UINT64_MAX;
 };

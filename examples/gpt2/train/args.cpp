@@ -155,6 +155,10 @@ const std::map<std::string, Flag>& flags() {
       {"check-collectives", {true, [](A& a, S) { a.check_collectives = true; }, "MPI cross-rank argument check per collective"}},
       {"train-data", {false, [](A& a, S v) { a.train_data = v; }, "train shard file or dir"}},
       {"val-data", {false, [](A& a, S v) { a.val_data = v; }, "val shard file or dir"}},
+      {"shuffle", {true, [](A& a, S) { a.shuffle = true; }, "train batches in a seeded random order, each once per epoch "
+                                                                "(default: in the order of the data, as llm.c)"}},
+      {"shuffle-seed", {false, [](A& a, S v) { a.shuffle_seed = number<uint64_t>("shuffle-seed", v); a.shuffle = true; },
+                        "--shuffle's seed (1337); implies --shuffle"}},
       {"val-every", {false, [](A& a, S v) { a.val_every = positive("val-every", v, 0); }, "val loss before step 1 (logged as step 0) and every K steps (0: at the end only)"}},
       {"val-batches", {false, [](A& a, S v) { a.val_batches = positive("val-batches", v, 0); }, "val batches (4; 0: none)"}},
       {"log", {false, [](A& a, S v) { a.log = v; }, "JSON-lines metrics file"}},

@@ -89,6 +89,10 @@ struct Args {
   std::string train_data = "data/tokens/corpus_train.bin";
   std::string val_data = "data/tokens/corpus_val.bin";
   int val_every = 0, val_batches = 4;
+  // --shuffle: each epoch visits the shards and the global batches within them in a
+  // seeded random order (gpt2::DataOrder); off: the stream in order, as llm.c reads it
+  bool shuffle = false;
+  uint64_t shuffle_seed = 1337;
 
   // output
   std::string log;         // JSON lines

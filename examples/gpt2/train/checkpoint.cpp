@@ -40,6 +40,8 @@ CheckpointHeader run_header(const gpt2::Config& cfg, const Args& a, int world, i
   h.sparsity_warmup = a.sparsity_warmup;
   h.sparsity_linear = a.sparsity_linear ? 1 : 0;
   h.sparsity_start = a.sparsity_start;
+  h.shuffle = a.shuffle ? 1 : 0;
+  h.shuffle_seed = a.shuffle ? a.shuffle_seed : 0;
   h.owned_size = owned_size;
   return h;
 }
@@ -106,6 +108,10 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
       return "--sparsity " + sparsity_name(got.sparsity) + ", this run " + sparsity_name(want.sparsity) +
              " (resume with the checkpoint's value)";
   }
+  if (got.shuffle != want.shuffle)
+    return std::string("--shuffle ") + (got.shuffle ? "on" : "off") + ", this run " + (want.shuffle ? "on" : "off");
+  if (got.shuffle && got.shuffle_seed != want.shuffle_seed)
+    return num("--shuffle-seed", got.shuffle_seed, want.shuffle_seed);
   if (got.owned_size != want.owned_size) return num("owned shard size", got.owned_size, want.owned_size);
   return {};
 }
@@ -237,10 +243,13 @@ CheckpointData parse_checkpoint(std::istream& in, const std::string& name, const
   if (d.header.version < 1 || d.header.version > want.version)
     throw CheckpointDamaged(name + ": checkpoint version " + std::to_string(d.header.version) +
                             ", this program reads versions 1 to " + std::to_string(want.version));
-  const bool v4 = d.header.version >= 4;
+  const bool v4 = d.header.version >= 4;  // version 4 on: the checksum trailer
+  const size_t header_size = d.header.version >= 5 ? sizeof d.header
+                             : v4                  ? checkpoint_header_v4_size
+                                                   : checkpoint_header_v3_size;
   if (d.header.version >= 3)
-    r.get(reinterpret_cast<char*>(&d.header) + checkpoint_header_v2_size,
-          (v4 ? sizeof d.header : checkpoint_header_v3_size) - checkpoint_header_v2_size, "the header");
+    r.get(reinterpret_cast<char*>(&d.header) + checkpoint_header_v2_size, header_size - checkpoint_header_v2_size,
+          "the header");
   crcs.push_back(r.end_section());
   if (!v4) {  // no sparsity schedule before version 4
     d.header.sparsity_warmup = 0;

@@ -4,7 +4,7 @@
 // How the files of all ranks form one save (step directories, manifest, fallback) is
 // checkpoint_store.hpp's business.
 //
-// File layout (little-endian), version 4:
+// File layout (little-endian), version 5 (4 without the data order in the header):
 //   CheckpointHeader (magic "TGPT2CK\0", version, the run's shape: model config, batch,
 //   compression, world size, rank, step, loader position, RNG state)
 //   | segment plan: u64 count + one byte per segment (train::SegmentPath), u64 bytes +
@@ -32,7 +32,7 @@ namespace train {
 
 struct CheckpointHeader {
   char magic[8] = {'T', 'G', 'P', 'T', '2', 'C', 'K', '\0'};
-  uint32_t version = 4;
+  uint32_t version = 5;
   int32_t world = 1, rank = 0;
   int32_t L = 0, C = 0, NH = 0, maxT = 0, V = 0, Vp = 0;
   int32_t B = 0, T = 0, accum = 1;
@@ -48,10 +48,16 @@ struct CheckpointHeader {
   // version 4: the sparsity schedule (older files: none); version 4 files also end in the CRC trailer
   int32_t sparsity_warmup = 0, sparsity_linear = 0;
   double sparsity_start = 0.75;
+  // version 5: the order of the training batches (older files: in order) and the count
+  // of global batches served, from which a shuffled order continues
+  int32_t shuffle = 0, reserved = 0;
+  uint64_t shuffle_seed = 0;
+  uint64_t loader_batch = 0;
 };
 // The header as versions 1 and 2 wrote it: everything before `values`.
 inline constexpr size_t checkpoint_header_v2_size = offsetof(CheckpointHeader, values);
 inline constexpr size_t checkpoint_header_v3_size = offsetof(CheckpointHeader, sparsity_warmup);
+inline constexpr size_t checkpoint_header_v4_size = offsetof(CheckpointHeader, shuffle);
 
 struct CheckpointData {
   CheckpointHeader header;

@@ -17,6 +17,7 @@ nlohmann::json compression_info(const Args& a) {
   // the parameter all-gather's format: recorded when it is not the default fp32 (it must
   // match on resume, and it changes the numerics of every configuration alike)
   if (a.gather_dtype != "fp32") j["gather_dtype"] = a.gather_dtype;
+  if (a.shuffle) j["shuffle_seed"] = a.shuffle_seed;
   if (a.compress == CompressMode::none) return j;
   const tagc::reducer_description d = compress_options(a).reducer;
   j["values"] = std::string(tagc::to_string(d.values));

@@ -92,6 +92,8 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"check-collectives", {sw(a.check_collectives), may}},
       {"train-data", {bounded(a.train_data), may}},
       {"val-data", {bounded(a.val_data), may}},
+      {"shuffle", {sw(a.shuffle), must}},
+      {"shuffle-seed", {a.shuffle ? num(a.shuffle_seed) : "", must}},
       {"val-every", {num(a.val_every), may}},
       {"val-batches", {num(a.val_batches), may}},
       {"checkpoint-dir", {bounded(a.checkpoint_dir), may}},

@@ -83,7 +83,9 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
   scratch_.assign(2 * (16 + size_t(U) + 2 * size_t(world())), 0.0);
   agree("data", [&] {
     train_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.train_data, "train"), size_t(args_.B),
-                                                       size_t(args_.T), rank(), world());
+                                                       size_t(args_.T), rank(), world(),
+                                                       args_.shuffle ? gpt2::DataOrder::shuffle(args_.shuffle_seed)
+                                                                     : gpt2::DataOrder::sequential());
     val_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.val_data, "val"), size_t(args_.B),
                                                      size_t(args_.T), rank(), world());
     for (auto* l : {train_loader_.get(), val_loader_.get()}) {
@@ -556,6 +558,7 @@ void Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
     d.header.step = uint64_t(step_);
     d.header.loader_shard = train_loader_->position().shard;
     d.header.loader_offset = train_loader_->position().offset;
+    d.header.loader_batch = train_loader_->position().batch;
     d.header.rng_state = rng_state_;
     d.segment_paths = paths_;
     if (auto_) d.auto_json = to_json(*auto_).dump();
@@ -613,7 +616,7 @@ void Trainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
     check(model_exec_.copy_from_host(d.v.data(), raw(v_), owned), "copy AdamW v in");
     step_ = int(d.header.step);
     rng_state_ = d.header.rng_state;
-    train_loader_->seek({d.header.loader_shard, d.header.loader_offset});
+    train_loader_->seek({d.header.loader_shard, d.header.loader_offset, d.header.loader_batch});
   });
 }
 
