@@ -241,9 +241,3 @@ TEST_CASE("paths: NaN/Inf counted by the fused marking pass (AVX2 and SSE2 loops
     check_nonfinite_count<fp16_t>(40001);
   });
 }
-TEST_CASE("paths: an acc buffer the marking pass streams to memory (16 MB and up)") {
-  // threshold_marker::stream_min_bytes: from 4M entries the summing pass writes acc
-  // with non-temporal stores; the same bits as the portable path all the same.
-  const std::size_t n = detail::host::threshold_marker::stream_min_bytes / sizeof(float) + 9;
-  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<10>>(2, n, 0.99, 2);
-}

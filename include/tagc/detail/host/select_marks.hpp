@@ -210,8 +210,6 @@ inline bool host_avx2() {
 class threshold_marker {
  public:
   static constexpr std::uint32_t none = 0xffffffffu;
-  // From this size of acc on, the summing pass streams it (see pass()).
-  static constexpr std::size_t stream_min_bytes = std::size_t(16) << 20;
 
   // Sizes the sample and the bracket's pool for buffers of `length` entries.
   void initialize(const layout& l) {
@@ -414,10 +412,9 @@ class threshold_marker {
     std::uint64_t* seg = nullptr;
     std::size_t fill = 0, seg_id = 0;
     bool overflow = false;
-    // `group`: the values of entries first .. first + 7.
-    __attribute__((noinline)) void add(unsigned in, std::size_t first, const float* group) {
+    __attribute__((noinline)) void add(unsigned in, std::size_t first, const float* acc) {
       for (unsigned m = in; m; m &= m - 1) {
-        const std::size_t k = std::size_t(__builtin_ctz(m)), p = first + k;
+        const std::size_t p = first + std::size_t(__builtin_ctz(m));
         if (fill == self->segment_ || !seg) {
           if (seg) self->seg_fill_[seg_id] = std::uint32_t(fill);
           seg = overflow ? nullptr : self->grab_segment();
@@ -428,7 +425,7 @@ class threshold_marker {
           seg_id = std::size_t(seg - self->pool_.data()) / self->segment_;
           fill = 0;
         }
-        seg[fill++] = (std::uint64_t(abs_bits(group[k])) << 32) | std::uint64_t(p);
+        seg[fill++] = (std::uint64_t(abs_bits(acc[p])) << 32) | std::uint64_t(p);
       }
     }
     void close() {
@@ -449,11 +446,6 @@ class threshold_marker {
     bool overflow = false;
     kept_[0] = 0;
     [[maybe_unused]] const bool avx2 = bits == 1 && host_avx2();
-    // Summing into an acc buffer too large to stay in cache: stream it to memory
-    // (no read of the lines it overwrites) where a shard's entries are 16-byte aligned.
-    [[maybe_unused]] bool stream = false;
-    if constexpr (!std::is_same_v<Src, acc_source>)
-      stream = l.length * sizeof(float) >= stream_min_bytes;
 #pragma omp parallel for schedule(static) reduction(|| : overflow) if (l.length >= host_inline_below)
     for (int c = 0; c < host_chunks; ++c) {
       Src src = src0;
@@ -470,12 +462,8 @@ class threshold_marker {
           const std::size_t full = std::min(j1, std::max(j0, v / 8));
           unsigned long long k = 0;
 #if defined(TAGC_HOST_AVX2)
-          if constexpr (avx2_source<Src>) {
-            // streamed stores need 16-byte alignment: shards start anywhere (shard_size = ceil(n / shards))
-            if (avx2 && stream && reinterpret_cast<std::uintptr_t>(src.acc + base) % 16 == 0)
-              j = marks_avx2<true>(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool);
-            else if (avx2) j = marks_avx2<false>(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool);
-          }
+          if constexpr (avx2_source<Src>)
+            if (avx2) j = marks_avx2(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool);
 #endif
           for (; j < full; ++j) {
             unsigned above, in;
@@ -484,7 +472,7 @@ class threshold_marker {
             k += mask8_count[above];
             if (in) [[unlikely]] {
               in_bracket += mask8_count[in];
-              pool.add(in, base + 8 * j, src.acc + base + 8 * j);
+              pool.add(in, base + 8 * j, src.acc);
             }
           }
           kept += k;
@@ -512,7 +500,7 @@ class threshold_marker {
           kept += mask8_count[above];
           if (in) {
             in_bracket += mask8_count[in];
-            pool.add(in, base + e, src.acc + base + e);
+            pool.add(in, base + e, src.acc);
           }
         }
         gi += j1 - j0;
@@ -542,7 +530,7 @@ class threshold_marker {
   // max |acc| kept when summing; index byte, kept count, bracket entries pooled).
   // Returns `full`. Pointers are copied to locals: the index byte stores may alias
   // anything, and would otherwise reload them every iteration.
-  template <bool Stream, class Src>
+  template <class Src>
   __attribute__((target("avx2"))) static std::size_t marks_avx2(Src& src, std::size_t base, std::size_t j,
                                                                  std::size_t full, std::int32_t hi, std::int32_t lo_m1,
                                                                  std::uint8_t* ix, unsigned long long& kept,
@@ -566,12 +554,7 @@ class threshold_marker {
       __m256 a;
       if constexpr (sum) {
         a = _mm256_add_ps(_mm256_loadu_ps(g + p), _mm256_loadu_ps(r + p));
-        if constexpr (Stream) {
-          _mm_stream_ps(acc_out + p, _mm256_castps256_ps128(a));
-          _mm_stream_ps(acc_out + p + 4, _mm256_extractf128_ps(a, 1));
-        } else {
-          _mm256_storeu_ps(acc_out + p, a);
-        }
+        _mm256_storeu_ps(acc_out + p, a);
       } else {
         a = _mm256_loadu_ps(acc_in + p);
       }
@@ -586,12 +569,9 @@ class threshold_marker {
       k += mask8_count[above];
       if (in) [[unlikely]] {
         b += mask8_count[in];
-        alignas(32) float group[8];  // from the register: a streamed line is not read back
-        _mm256_store_ps(group, a);
-        pool.add(in, p, group);
+        pool.add(in, p, acc_in);
       }
     }
-    if constexpr (Stream) _mm_sfence();  // streamed stores visible before the region's barrier
     kept += k;
     in_bracket += b;
     if constexpr (sum) {
