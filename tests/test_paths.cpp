@@ -8,6 +8,8 @@
 // the counters; decoded values within float tolerance.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "support/harness.hpp"
@@ -168,4 +170,69 @@ TEST_CASE("paths: the host's sampled bracket missing the threshold, and marking 
   compare_paths<SparsifyBf16ResidualPolicy, IndexPolicy<1>, SketchPolicy<10, 64>>(2, 100003, 0.9875, 3,
                                                                                  input::gradient, topology::sharded,
                                                                                  true);
+}
+
+namespace {
+// Runs `body` with the host marking pass held to its SSE2 loop (restored after,
+// whatever happens): on a CPU with AVX2 the other tests take the AVX2 loop.
+template <class F>
+void with_sse2_marking(F body) {
+  auto& allowed = detail::host::host_avx2_allowed();
+  struct restore {
+    std::atomic<bool>& a;
+    ~restore() { a = true; }
+  } r{allowed};
+  allowed = false;
+  body();
+}
+
+// A NaN/Inf count as pass 0 makes it (fused with the marking pass from 32K
+// entries on): every rank refuses the call and names rank 1's 5 entries, in
+// whole 8-entry groups (the vector loops) and in the tail group.
+template <class R>
+void check_nonfinite_count(std::size_t n) {
+  CAPTURE(n);
+  std::mutex m;
+  std::vector<std::string> messages;
+  on_ranks(2, [&](local_communicator& comm) {
+    R red;
+    REQUIRE(red.initialize({.length = n, .world_size = 2, .rank = comm.rank(), .sparsity = 0.9}).ok());
+    std::vector<float> out(red.output_size());
+    auto g = gradient(n, 17, comm.rank(), 0);
+    if (comm.rank() == 1)
+      for (std::size_t at : {std::size_t(77), n / 2, n / 2 + 9, n - 8, n - 1})
+        g[at] = at == n / 2 ? INFINITY : at == n - 8 ? -INFINITY : std::nanf("");
+    const status st = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
+    std::lock_guard lk(m);
+    CHECK(st.code() == errc::non_finite);
+    messages.push_back(st.message());
+  });
+  REQUIRE(messages.size() == 2);
+  for (const auto& msg : messages) {
+    CAPTURE(msg);
+    CHECK(msg.find("rank 1 has 5 NaN/Inf") != std::string::npos);
+  }
+}
+}  // namespace
+
+TEST_CASE("paths: the SSE2 marking loop (AVX2 switched off) against the portable path") {
+  with_sse2_marking([] {
+    compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(40001, 0.90);
+    compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchFp16Policy<4, 64>>(40001, 0.90);
+    compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, PackedPolicy>(40001, 0.95);
+    compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::off_sample);
+  });
+}
+TEST_CASE("paths: 1-bit index with fp16 cells (the marking pass keeps max |acc| for the scale)") {
+  compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchFp16Policy<4, 64>>(40001, 0.90);
+}
+TEST_CASE("paths: NaN/Inf counted by the fused marking pass (AVX2 and SSE2 loops)") {
+  using sketch_t = Reducer<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>, DecodePolicy<>>;
+  using fp16_t = Reducer<SparsifyPolicy, IndexPolicy<1>, SketchFp16Policy<4, 64>, DecodePolicy<>>;
+  check_nonfinite_count<sketch_t>(40001);
+  check_nonfinite_count<fp16_t>(40001);
+  with_sse2_marking([] {
+    check_nonfinite_count<sketch_t>(40001);
+    check_nonfinite_count<fp16_t>(40001);
+  });
 }

@@ -170,14 +170,17 @@ template <class Value>
 inline void host_sketch_from_kept(const float* kept_values, const std::uint32_t* kept, std::size_t m,
                                   const layout& l, const std::uint8_t* sender_check, float* sketch, float wire_scale) {
   const std::size_t shards = std::size_t(l.shards), cells = l.cells;
+  const std::size_t part_cells = l.part_rows * l.lanes;  // partition h owns cells [h, h + 1) * part_cells
   [[maybe_unused]] const bool par = shards * cells >= host_inline_below || m >= host_inline_below;
-#pragma omp parallel for schedule(static) if (par)
-  for (std::size_t i = 0; i < shards * cells; ++i) sketch[i] = 0.0f;
   const int tasks = int(shards) * 3;
 #pragma omp parallel for schedule(dynamic, 1) if (par)
   for (int t = 0; t < tasks; ++t) {
     const std::size_t s = std::size_t(t) / 3;
     const int h = t % 3;
+    // A task owns its partition's cells: it clears them itself (one parallel
+    // region per sketch, and the cells are in cache for the additions).
+    std::fill(sketch + s * cells + std::size_t(h) * part_cells, sketch + s * cells + std::size_t(h + 1) * part_cells,
+              0.0f);
     const std::size_t first = s * l.shard_size;
     const std::uint32_t* b = std::lower_bound(kept, kept + m, std::uint32_t(first));
     const std::uint32_t* e = std::lower_bound(b, kept + m, std::uint32_t(std::min(first + l.shard_size, l.length)));

@@ -18,16 +18,25 @@
 // Cells hold a count and the XOR of the *support positions* of their entries, so
 // a lone cell names its entry's cached edges directly; count, XOR and the cell's
 // value share one 12-byte record (peeling is bound by cache misses at high load:
-// one line per cell touched, not three). The hashes are computed
+// one line per cell touched, not three). An entry's three edges and its peeled
+// value share one 16-byte record too: peeling writes the value there, in the line
+// it has just read the edges from, and touches neither the support list nor `out`
+// nor `state` (three more random misses per queued peel near the threshold). One
+// pass after peeling writes `out` and `state` front to back from the records (in
+// parallel, zeros / absent between support entries, estimates for what is left).
+// The hashes are computed
 // once per sketch block (support entries come sorted, 1024 to a block), not per
 // entry. Every buffer is sized in initialize(); run() allocates nothing.
 
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "../../core/bits.hpp"
 #include "../../core/status.hpp"
 #include "../../exec/host.hpp"
 #include "../../shard/layout.hpp"
@@ -44,18 +53,16 @@ class shard_decoder {
   status initialize(const layout& l, std::size_t own_shard, exec::host = {}) {
     lay_ = l;
     valid_ = shard_entries(l, own_shard);
-    last_state_ = nullptr;
-    last_support_ = 0;
     list_.reserve(l.index_bytes);
     support_.assign(l.shard_size, 0u);
-    edges_.assign(3 * l.shard_size, 0u);
+    entry_.assign(l.shard_size, entry_record{});
     cell_.assign(l.cells, cell_record{});
     queue_.assign(l.cells, 0u);
     return {};
   }
   std::size_t workspace_bytes() const {
-    return list_.workspace_bytes() +
-           (support_.size() + edges_.size() + queue_.size()) * sizeof(std::uint32_t) + cell_.size() * sizeof(cell_record);
+    return list_.workspace_bytes() + (support_.size() + queue_.size()) * sizeof(std::uint32_t) +
+           entry_.size() * sizeof(entry_record) + cell_.size() * sizeof(cell_record);
   }
 
   // Decode into `out` (every entry written: 0 off the support), consuming `cells`
@@ -64,20 +71,14 @@ class shard_decoder {
   status run(float* cells, const std::uint8_t* own_index, float* out, std::uint8_t* state, bool peels, bool estimates,
              decode_counts& d) {
     const std::size_t S = lay_.shard_size, C = lay_.cells;
-    // Peeling writes `out` and `state` front to back as it sweeps the support
-    // (zeros / absent between support entries): no separate pass to clear them.
-    if (!peels) clear(out, state, S);
     d = {};
-    last_state_ = state;
-    last_support_ = 0;
     const std::size_t m = list_.build(own_index, lay_.index_bytes, lay_.index_bits, valid_, support_.data());
     d.support = m;
-    last_support_ = m;
     build_edges(m);
     count_cells(m, C, cells);
-    if (peels) d.peeled = peel(out, state, m, S);
+    if (peels) d.peeled = peel(m);
     d.unresolved = m - d.peeled;
-    if (d.unresolved) finish_unresolved(out, state, m, estimates);
+    write_out(out, state, m, S, estimates);
     return {};
   }
 
@@ -86,36 +87,18 @@ class shard_decoder {
   static constexpr std::size_t parallel_from = std::size_t(1) << 15;  // below: one thread (fork/join costs more)
   static constexpr std::size_t prefetch_ahead = 16;  // support entries ahead whose cell records are fetched
 
-  std::size_t cell(std::size_t i, int h) const { return edges_[3 * i + std::size_t(h)] & cell_mask; }
-  float sign(std::size_t i, int h) const { return (edges_[3 * i + std::size_t(h)] & sign_bit) ? -1.0f : 1.0f; }
+  // Not peeled (yet): an entry record's value bits. A NaN no arithmetic produces
+  // (x86's default NaN is 0xffc00000); the cells hold finite sums.
+  static constexpr std::uint32_t unpeeled = 0xffffffffu;
 
-  // out = 0 everywhere; state = entry_absent everywhere (without peeling: the sweep
-  // does both otherwise). The state buffer of the previous call (the same one,
-  // written by nothing else) is absent but at that call's support entries: only
-  // those are reset, not the whole shard.
-  void clear(float* out, std::uint8_t* state, std::size_t S) const {
-    constexpr std::size_t chunk = std::size_t(1) << 16;
-    const std::size_t chunks = (S + chunk - 1) / chunk;
-    const bool sparse = state == last_state_;
-    if (sparse) {
-      const std::uint32_t* support = support_.data();
-      const std::size_t m = last_support_;
-#pragma omp parallel for schedule(static) if (m >= parallel_from)
-      for (std::size_t i = 0; i < m; ++i) state[support[i]] = entry_absent;
-    }
-#pragma omp parallel for schedule(static) if (S >= parallel_from)
-    for (std::size_t c = 0; c < chunks; ++c) {
-      const std::size_t b = c * chunk, n = S - b < chunk ? S - b : chunk;
-      std::memset(out + b, 0, n * sizeof(float));
-      if (!sparse) std::memset(state + b, entry_absent, n);
-    }
-  }
+  std::size_t cell(std::size_t i, int h) const { return entry_[i].edge[h] & cell_mask; }
+  float sign(std::size_t i, int h) const { return (entry_[i].edge[h] & sign_bit) ? -1.0f : 1.0f; }
 
   // Cells and signs of every support entry, hashing once per block of lanes.
   void build_edges(std::size_t m) {
     const layout l = lay_;
     const std::uint32_t* support = support_.data();
-    std::uint32_t* edges = edges_.data();
+    entry_record* entries = entry_.data();
 #pragma omp parallel if (m >= parallel_from)
     {
       // Support entries ascend: a block's hashes are computed when an entry passes
@@ -138,11 +121,13 @@ class shard_decoder {
           }
         }
         const std::size_t lane = e - block_begin;
+        entry_record& rec = entries[i];
         for (int h = 0; h < 3; ++h) {
           std::size_t in_row = lane + rot[h];  // = (lane + rot) % lanes
           if (in_row >= lanes) in_row -= lanes;
-          edges[3 * i + std::size_t(h)] = std::uint32_t(row_base[h] + in_row) | sign[h];  // = sketch_cell(l, e, h)
+          rec.edge[h] = std::uint32_t(row_base[h] + in_row) | sign[h];  // = sketch_cell(l, e, h)
         }
+        rec.value = unpeeled;
       }
     }
   }
@@ -152,15 +137,15 @@ class shard_decoder {
   // partitions own disjoint cells, so they are counted in parallel without atomics.
   void count_cells(std::size_t m, std::size_t C, const float* cells) {
     cell_record* rec = cell_.data();
-    const std::uint32_t* edges = edges_.data();
+    const entry_record* entries = entry_.data();
 #pragma omp parallel for schedule(static) if (C >= parallel_from)
     for (std::size_t c = 0; c < C; ++c) rec[c] = {0u, 0u, cells[c]};
 #pragma omp parallel for schedule(static, 1) if (m >= parallel_from)
     for (int h = 0; h < 3; ++h)
       for (std::size_t i = 0; i < m; ++i) {
         // the records are scattered over the cells: fetch ahead (a hint only)
-        if (i + prefetch_ahead < m) __builtin_prefetch(&rec[edges[3 * (i + prefetch_ahead) + std::size_t(h)] & cell_mask], 1);
-        cell_record& r = rec[edges[3 * i + std::size_t(h)] & cell_mask];
+        if (i + prefetch_ahead < m) __builtin_prefetch(&rec[entries[i + prefetch_ahead].edge[h] & cell_mask], 1);
+        cell_record& r = rec[entries[i].edge[h] & cell_mask];
         ++r.count;
         r.ids ^= std::uint32_t(i);
       }
@@ -176,11 +161,10 @@ class shard_decoder {
   // would chain values in entry order (one peel feeding the next, chains as long as
   // the sweep), and with 16-bit cells those errors exceeded 4 ulps (tagc_lowprec's
   // fp16 range case); queued, that cell is peeled in the rounds' order instead.
-  // Why a sweep first: out and state are written front to back (streamed, zeroed /
-  // absent between support entries on the way, so no clearing pass), the records
-  // an entry needs are fetched ahead from its edges, and at the loads a sketch
-  // runs at most entries peel in the sweep; the queue used to start from a scan
-  // of every cell and visit entries in cell order (random writes to out/state).
+  // Why a sweep first: the records an entry needs are fetched ahead from its
+  // edges, and at the loads a sketch runs at most entries peel in the sweep; the
+  // queue used to start from a scan of every cell and visit entries in cell order.
+  // A peeled value goes into the entry's record (write_out copies it to `out`).
   // Each cell is queued at most once (when its count first reaches 1), so the
   // queue needs C slots. FIFO, not a stack: a value peeled from a cell carries
   // the rounding of every value subtracted from that cell before, so the error
@@ -188,113 +172,113 @@ class shard_decoder {
   // the rounds' order (breadth first: chains as short as the portable rounds make
   // them); a stack follows one chain deep, and near the threshold (ratio 4, load
   // 0.8) its errors reached 1e-4 of unit values after ~9,000 peels.
-  std::size_t peel(float* out, std::uint8_t* state, std::size_t m, std::size_t S) {
+  std::size_t peel(std::size_t m) {
     cell_record* rec = cell_.data();
+    entry_record* entries = entry_.data();
     std::uint32_t* queue = queue_.data();
-    const std::uint32_t* support = support_.data();
-    const std::uint32_t* edges = edges_.data();
     std::size_t head = 0, tail = 0, peeled = 0;
     const std::size_t part_cells = lay_.part_rows * lay_.lanes;  // partition h owns cells [h, h + 1) * part_cells
-    // Subtract entry i (value v) from its three cells, marking them touched; queue
-    // a cell it leaves lone.
-    const auto release = [&](std::size_t i, float v) {
+    // Entry i takes value v (kept in its record) and is subtracted from its three
+    // cells, marking them touched; a cell it leaves lone is queued.
+    const auto take = [&](std::size_t i, float v) {
+      entry_record& en = entries[i];
+      en.value = std::bit_cast<std::uint32_t>(v);
+      ++peeled;
       for (int h = 0; h < 3; ++h) {
-        cell_record& r = rec[cell(i, h)];
-        r.value -= sign(i, h) * v;
+        cell_record& r = rec[en.edge[h] & cell_mask];
+        r.value -= ((en.edge[h] & sign_bit) ? -1.0f : 1.0f) * v;
         r.ids ^= std::uint32_t(i);
         const std::uint32_t left = (r.count & count_bits) - 1;
         r.count = left | touched_bit;
         if (left == 1) queue[tail++] = std::uint32_t(&r - rec);
       }
     };
-    std::size_t zeroed = 0;  // out[0, zeroed) and state[0, zeroed) written
     for (std::size_t i = 0; i < m; ++i) {
       if (i + prefetch_ahead < m) {
-        const std::uint32_t* ed = &edges[3 * (i + prefetch_ahead)];
-        for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[ed[h] & cell_mask], 1);
+        const entry_record& ahead = entries[i + prefetch_ahead];
+        for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[ahead.edge[h] & cell_mask], 1);
       }
-      const std::uint32_t e = support[i];
-      if (e > zeroed) {
-        std::memset(out + zeroed, 0, (e - zeroed) * sizeof(float));
-        std::memset(state + zeroed, entry_absent, e - zeroed);
-      }
-      zeroed = std::size_t(e) + 1;
       int lone = -1;
       for (int h = 2; h >= 0; --h)
         if (rec[cell(i, h)].count == 1) lone = h;  // the first partition holding it alone, untouched
-      if (lone < 0) {
-        out[e] = 0.0f;  // for now: the queue may peel it, else finish_unresolved sets both
-        state[e] = entry_absent;
-        continue;
-      }
-      const float v = sign(i, lone) * rec[cell(i, lone)].value;
-      out[e] = v;
-      state[e] = entry_applied;
-      ++peeled;
-      release(i, v);
-    }
-    if (S > zeroed) {
-      std::memset(out + zeroed, 0, (S - zeroed) * sizeof(float));
-      std::memset(state + zeroed, entry_absent, S - zeroed);
+      if (lone >= 0) take(i, sign(i, lone) * rec[cell(i, lone)].value);
     }
     while (head != tail) {
-      // Cells here come in random order and each visit waits on three misses in a
-      // row (the cell, its entry's edges, the entry's other cells). Prefetch them
-      // for the visits 16, 8 and 4 ahead (hints only: the order and the results are unchanged).
+      // Cells here come in random order and each visit waits on misses in a row
+      // (the cell, its entry's record, the entry's other cells). Prefetch them for
+      // the visits 16, 8 and 4 ahead (hints only: the order and the results are unchanged).
       if (head + 16 < tail) __builtin_prefetch(&rec[queue[head + 16]]);
       if (head + 8 < tail) {
         const cell_record& ahead = rec[queue[head + 8]];
-        if ((ahead.count & count_bits) == 1) {
-          __builtin_prefetch(&edges[3 * std::size_t(ahead.ids)]);
-          __builtin_prefetch(&support[ahead.ids]);
-        }
+        if ((ahead.count & count_bits) == 1) __builtin_prefetch(&entries[ahead.ids], 1);
       }
       if (head + 4 < tail) {
         const cell_record& ahead = rec[queue[head + 4]];
         if ((ahead.count & count_bits) == 1) {
-          const std::uint32_t* ed = &edges[3 * std::size_t(ahead.ids)];
-          for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[ed[h] & cell_mask], 1);
-          __builtin_prefetch(&out[support[ahead.ids]], 1);
-          __builtin_prefetch(&state[support[ahead.ids]], 1);
+          const entry_record& en = entries[ahead.ids];
+          for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[en.edge[h] & cell_mask], 1);
         }
       }
       const std::size_t c = queue[head++];
       if ((rec[c].count & count_bits) != 1) continue;  // emptied since it was queued
       const std::size_t i = rec[c].ids;
       const int hc = c < part_cells ? 0 : c < 2 * part_cells ? 1 : 2;  // c / part_cells
-      const float v = sign(i, hc) * rec[c].value;
-      const std::uint32_t e = support[i];
-      out[e] = v;
-      state[e] = entry_applied;
-      ++peeled;
-      release(i, v);
+      take(i, sign(i, hc) * rec[c].value);
     }
     return peeled;
   }
 
-  // Entries peeling left: marked unresolved (they are retransmitted), and given
-  // the conservative estimate from their three signed cells when the policy estimates.
-  void finish_unresolved(float* out, std::uint8_t* state, std::size_t m, bool estimates) {
+  // `out` and `state` for the whole shard, front to back, in parallel over ranges
+  // of the support: 0 / entry_absent off the support (cleared in blocks, which
+  // stay in cache for the support entries written into them next), the peeled
+  // value / entry_applied, else entry_unresolved (retransmitted) and, when the
+  // policy estimates, the conservative estimate from the entry's three signed cells.
+  static constexpr std::size_t zero_block = 2048;  // entries cleared at a time (8 KB of out, 2 KB of state)
+  static constexpr int out_chunks = 16;
+  void write_out(float* out, std::uint8_t* state, std::size_t m, std::size_t S, bool estimates) const {
     const std::uint32_t* support = support_.data();
+    const entry_record* entries = entry_.data();
     const cell_record* rec = cell_.data();
-#pragma omp parallel for schedule(static) if (m >= parallel_from)
-    for (std::size_t i = 0; i < m; ++i) {
-      const std::uint32_t e = support[i];
-      if (state[e] == entry_applied) continue;
-      state[e] = entry_unresolved;
-      if (estimates)
-        out[e] = conservative_estimate(sign(i, 0) * rec[cell(i, 0)].value, sign(i, 1) * rec[cell(i, 1)].value,
-                                       sign(i, 2) * rec[cell(i, 2)].value);
+#pragma omp parallel for schedule(static) if (S >= parallel_from)
+    for (int c = 0; c < out_chunks; ++c) {
+      const std::size_t i0 = m * std::size_t(c) / out_chunks, i1 = m * std::size_t(c + 1) / out_chunks;
+      // positions [p0, p1): from this range's first entry to the next range's first
+      const std::size_t p0 = c == 0 ? 0 : i0 < m ? support[i0] : S;
+      const std::size_t p1 = c + 1 == out_chunks ? S : i1 < m ? support[i1] : S;
+      std::size_t cleared = p0;  // out / state [p0, cleared) written
+      const auto clear_to = [&](std::size_t to) {
+        std::memset(out + cleared, 0, (to - cleared) * sizeof(float));
+        std::memset(state + cleared, entry_absent, to - cleared);
+        cleared = to;
+      };
+      for (std::size_t i = i0; i < i1; ++i) {
+        const std::size_t e = support[i];
+        if (e >= cleared) clear_to(std::min(p1, std::max(e + 1, cleared + zero_block)));
+        const std::uint32_t v = entries[i].value;
+        if (v != unpeeled) {
+          out[e] = float_from_bits(v);
+          state[e] = entry_applied;
+        } else {
+          state[e] = entry_unresolved;
+          out[e] = estimates ? conservative_estimate(sign(i, 0) * rec[cell(i, 0)].value,
+                                                     sign(i, 1) * rec[cell(i, 1)].value,
+                                                     sign(i, 2) * rec[cell(i, 2)].value)
+                             : 0.0f;
+        }
+      }
+      if (p1 > cleared) clear_to(p1);
     }
   }
 
   layout lay_{};
   std::size_t valid_ = 0;            // shard entries inside the caller's length
-  const std::uint8_t* last_state_ = nullptr;  // the state buffer of the last run (see clear)
-  std::size_t last_support_ = 0;              // its support entries: support_[0, last_support_)
   support_list list_;
   std::vector<std::uint32_t> support_;  // [shard] support entries, ascending
-  std::vector<std::uint32_t> edges_;    // [3 * shard] cell | sign bit, per support entry and partition
+  struct entry_record {
+    std::uint32_t edge[3] = {0u, 0u, 0u};  // cell | sign bit, per partition
+    std::uint32_t value = unpeeled;        // the peeled value's bits
+  };
+  std::vector<entry_record> entry_;     // [shard] per support entry
   struct cell_record {
     std::uint32_t count;  // entries not yet peeled (count_bits), touched_bit once subtracted from
     std::uint32_t ids;    // XOR of their support positions

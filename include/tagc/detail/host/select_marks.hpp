@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -34,6 +35,10 @@
 #if defined(__SSE2__) && !defined(__CUDACC__)
 #  include <emmintrin.h>
 #  define TAGC_HOST_SSE2 1
+#endif
+#if defined(TAGC_HOST_SSE2) && (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#  include <immintrin.h>
+#  define TAGC_HOST_AVX2 1  // an AVX2 marking loop, chosen at run time (the build targets baseline x86-64)
 #endif
 
 #include "../../core/bits.hpp"
@@ -117,6 +122,7 @@ struct acc_source {
 // threshold's rank is known before the agreement check.
 template <class R, bool Top>
 struct sum_source {
+  static constexpr bool wants_top = Top;
   const float* g;
   const R* r;
   float* acc;
@@ -179,6 +185,27 @@ struct sum_source {
 #endif
   }
 };
+
+// The marking loop's vector width: AVX2 (8 entries an instruction, one index byte
+// per compare) where the CPU has it, else SSE2 (two compares per byte). Same
+// results bit for bit: the same float additions and integer compares.
+// host_avx2_allowed is a switch for tests, which hold the SSE2 loop to the
+// portable path on machines that would otherwise always take AVX2.
+inline std::atomic<bool>& host_avx2_allowed() {
+  static std::atomic<bool> allowed{true};
+  return allowed;
+}
+inline bool host_avx2() {
+#if defined(TAGC_HOST_AVX2)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has && host_avx2_allowed().load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
 
 class threshold_marker {
  public:
@@ -418,6 +445,7 @@ class threshold_marker {
     const int bits = l.index_bits;
     bool overflow = false;
     kept_[0] = 0;
+    [[maybe_unused]] const bool avx2 = bits == 1 && host_avx2();
 #pragma omp parallel for schedule(static) reduction(|| : overflow) if (l.length >= host_inline_below)
     for (int c = 0; c < host_chunks; ++c) {
       Src src = src0;
@@ -433,6 +461,10 @@ class threshold_marker {
         if (bits == 1) {  // the paper's index: one byte per group, whole groups first
           const std::size_t full = std::min(j1, std::max(j0, v / 8));
           unsigned long long k = 0;
+#if defined(TAGC_HOST_AVX2)
+          if constexpr (avx2_source<Src>)
+            if (avx2) j = marks_avx2(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool);
+#endif
           for (; j < full; ++j) {
             unsigned above, in;
             mark8(src.load8(base + 8 * j), hi, lo_m1, above, in);
@@ -485,6 +517,75 @@ class threshold_marker {
     for (int c = 0; c < host_chunks; ++c) out.merge(sums[c]);
     return out;
   }
+
+#if defined(TAGC_HOST_AVX2)
+  // Sources with an AVX2 loop: acc, or g + residual with a float residual (a bf16
+  // residual widens entry by entry: the SSE2 loop).
+  template <class Src>
+  static constexpr bool avx2_source = std::is_same_v<Src, acc_source> || std::is_same_v<Src, sum_source<float, true>> ||
+                                      std::is_same_v<Src, sum_source<float, false>>;
+
+  // The 1-bit index's whole groups [j, full) of the shard at `base`, 8 entries an
+  // iteration: what pass()'s SSE2 loop computes (acc written, NaN/Inf counted and
+  // max |acc| kept when summing; index byte, kept count, bracket entries pooled).
+  // Returns `full`. Pointers are copied to locals: the index byte stores may alias
+  // anything, and would otherwise reload them every iteration.
+  template <class Src>
+  __attribute__((target("avx2"))) static std::size_t marks_avx2(Src& src, std::size_t base, std::size_t j,
+                                                                 std::size_t full, std::int32_t hi, std::int32_t lo_m1,
+                                                                 std::uint8_t* ix, unsigned long long& kept,
+                                                                 unsigned long long& in_bracket, pool_writer& pool) {
+    constexpr bool sum = !std::is_same_v<Src, acc_source>;
+    const __m256i h = _mm256_set1_epi32(hi), l = _mm256_set1_epi32(lo_m1), abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i finite_max = _mm256_set1_epi32(std::int32_t(inf_bits) - 1);
+    __m256i nf = _mm256_setzero_si256(), top = _mm256_set1_epi32(-1);
+    const float* acc_in = src.acc;
+    const float* g = nullptr;
+    const float* r = nullptr;
+    float* acc_out = nullptr;
+    if constexpr (sum) {
+      g = src.g;
+      r = src.r;
+      acc_out = src.acc;
+    }
+    unsigned long long k = 0, b = 0;
+    for (; j < full; ++j) {
+      const std::size_t p = base + 8 * j;
+      __m256 a;
+      if constexpr (sum) {
+        a = _mm256_add_ps(_mm256_loadu_ps(g + p), _mm256_loadu_ps(r + p));
+        _mm256_storeu_ps(acc_out + p, a);
+      } else {
+        a = _mm256_loadu_ps(acc_in + p);
+      }
+      const __m256i u = _mm256_and_si256(_mm256_castps_si256(a), abs_mask);
+      if constexpr (sum) {
+        nf = _mm256_sub_epi32(nf, _mm256_cmpgt_epi32(u, finite_max));  // -(-1) per NaN/Inf
+        if constexpr (Src::wants_top) top = _mm256_max_epi32(top, u);
+      }
+      const unsigned above = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(u, h))));
+      const unsigned in = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(u, l)))) & ~above;
+      ix[j] = std::uint8_t(above);
+      k += mask8_count[above];
+      if (in) [[unlikely]] {
+        b += mask8_count[in];
+        pool.add(in, p, acc_in);
+      }
+    }
+    kept += k;
+    in_bracket += b;
+    if constexpr (sum) {
+      alignas(32) std::int32_t nf8[8], top8[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(nf8), nf);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(top8), top);
+      for (int q = 0; q < 8; ++q) {
+        src.nonfinite += std::uint32_t(nf8[q]);
+        if constexpr (Src::wants_top) src.top = top8[q] > src.top ? top8[q] : src.top;
+      }
+    }
+    return j;
+  }
+#endif
 
   void mark_all(const float* acc, std::int32_t t, std::uint8_t* index) {
     pass(acc_source{acc}, t, 0x7fffffff, index);
