@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -40,6 +41,17 @@ Batch next(gpt2::DataLoader& dl) {
           std::vector<int32_t>(dl.batch_size() * dl.seq_len())};
   dl.next_batch(b.x, b.y);
   return b;
+}
+
+// The position after `skip` batches, and the `n` batches that follow it: what a resumed
+// loader must reproduce.
+std::pair<gpt2::LoaderPosition, std::vector<Batch>> position_and_batches_after(gpt2::DataLoader& dl, uint64_t skip,
+                                                                               uint64_t n) {
+  for (uint64_t k = 0; k < skip; ++k) (void)next(dl);
+  const gpt2::LoaderPosition at = dl.position();
+  std::vector<Batch> batches;
+  for (uint64_t k = 0; k < n; ++k) batches.push_back(next(dl));
+  return {at, batches};
 }
 
 }  // namespace
@@ -103,11 +115,8 @@ TEST_CASE("gpt2_text loader: a saved position restores the exact next batches") 
   const auto shards = gpt2::list_shards(dir, "train");
   for (int rank = 0; rank < 2; ++rank) {
     gpt2::DataLoader a(shards, 2, 16, rank, 2);
-    for (int k = 0; k < 6; ++k) (void)next(a);  // crosses into the second shard
-    const gpt2::LoaderPosition saved = a.position();
+    const auto [saved, expected] = position_and_batches_after(a, 6, 10);  // into shard 1, then wrapping
     CHECK(saved.shard == 1);
-    std::vector<Batch> expected;
-    for (int k = 0; k < 10; ++k) expected.push_back(next(a));  // wraps around too
 
     gpt2::DataLoader b(shards, 2, 16, rank, 2);
     b.seek(saved);
@@ -194,11 +203,8 @@ TEST_CASE("gpt2_text loader: shuffled, a saved position restores the exact next 
   for (int rank = 0; rank < 2; ++rank) {
     gpt2::DataLoader a(shards, 2, 16, rank, 2, gpt2::DataOrder::shuffle(3));
     const uint64_t epoch = a.total_batches();
-    for (uint64_t k = 0; k < epoch - 2; ++k) (void)next(a);
-    const gpt2::LoaderPosition saved = a.position();
+    const auto [saved, expected] = position_and_batches_after(a, epoch - 2, 2 * epoch);  // into two new epochs
     CHECK(saved.batch == epoch - 2);
-    std::vector<Batch> expected;
-    for (uint64_t k = 0; k < 2 * epoch; ++k) expected.push_back(next(a));  // into two new epochs
 
     gpt2::DataLoader b(shards, 2, 16, rank, 2, gpt2::DataOrder::shuffle(3));
     b.seek({0, 0, saved.batch});  // the batch count alone decides: shard and offset follow

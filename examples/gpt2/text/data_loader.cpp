@@ -3,21 +3,13 @@
 #include "text_error.hpp"
 #include "token_shard.hpp"
 
+#include "gpt2/splitmix64.hpp"  // the model's generator, header only: the order replays on any build
+
 #include <algorithm>
 #include <string>
 
 namespace gpt2 {
 namespace {
-
-// splitmix64 (Steele, Lea, Flood 2014): a tiny generator whose every output is fixed by
-// its definition, unlike std::shuffle and std::uniform_int_distribution, whose results
-// differ between standard libraries; a shuffled run must replay the same on any build.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // The generator state for one permutation: the run's seed, the epoch and which
 // permutation of that epoch (a shard's index, or kShardOrder for the order of the shards).

@@ -2,6 +2,7 @@
 #include "gpt2/init.hpp"
 
 #include "gpt2/layout.hpp"
+#include "gpt2/splitmix64.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,12 +12,6 @@
 namespace gpt2 {
 
 namespace {
-uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
