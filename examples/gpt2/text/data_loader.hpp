@@ -18,8 +18,8 @@
 // Evaluation uses the same class on the val shard(s): reset(), then next_batch() a
 // fixed number of times (at most total_batches(), or it wraps and repeats).
 //
-// Order: sequential (the default, llm.c's train_gpt2.c order: the stream as written,
-// which for a corpus of documents in order means the topic drifts batch by batch) or
+// Order: sequential (the default: the stream as written, which for a corpus of documents
+// in order means the topic drifts batch by batch; llm.c's train_gpt2.c shuffles) or
 // shuffled (DataOrder::shuffle(seed)): every pass over the data ("epoch") visits the shards
 // in a seeded random order and, within each shard, its global batches in a seeded random
 // order; every global batch is still seen exactly once per epoch, ranks still take

@@ -156,7 +156,7 @@ const std::map<std::string, Flag>& flags() {
       {"train-data", {false, [](A& a, S v) { a.train_data = v; }, "train shard file or dir"}},
       {"val-data", {false, [](A& a, S v) { a.val_data = v; }, "val shard file or dir"}},
       {"shuffle", {true, [](A& a, S) { a.shuffle = true; }, "train batches in a seeded random order, each once per epoch "
-                                                                "(default: in the order of the data, as llm.c)"}},
+                                                                "(default: in the order of the data)"}},
       {"shuffle-seed", {false, [](A& a, S v) { a.shuffle_seed = number<uint64_t>("shuffle-seed", v); a.shuffle = true; },
                         "--shuffle's seed (1337); implies --shuffle"}},
       {"val-every", {false, [](A& a, S v) { a.val_every = positive("val-every", v, 0); }, "val loss before step 1 (logged as step 0) and every K steps (0: at the end only)"}},
