@@ -8,9 +8,10 @@
 //          bandwidth per rank is B = (N-1)/N * bytes / (t - a) (ring model).
 //          --link-mbps / --link-latency-us replace either figure (what-if runs).
 //   codec: per segment, a throw-away tagc::Reducer of its length (same ratio, index
-//          bits, decoder) is called twice, profiled, on a synthetic heavy-tailed
-//          gradient; the second call gives compress seconds (sparsify + index +
-//          sketch), decode seconds and the bytes it sent (ring model), so
+//          bits, decoder) is called 1 + codec_timed_calls times, profiled, on a
+//          synthetic heavy-tailed gradient; the first call warms up, and the fastest
+//          timed call per stage gives compress seconds (sparsify + index + sketch) and
+//          decode seconds; with the bytes it sent (ring model),
 //          bits/param = 8 * bytes / ((N-1)/N * n).
 // Every rank's figures are all-gathered and the maximum taken (the slowest rank sets
 // a collective's pace), so every rank computes the same decision from the same
@@ -59,6 +60,8 @@ AutoPlan auto_plan_from_json(const nlohmann::json& j);  // throws nlohmann::json
 // The decision table, one line per segment (what rank 0 prints).
 std::string format_table(const AutoPlan& p);
 
+// Timed codec calls per segment (after one warm-up); each stage keeps its fastest.
+inline constexpr int codec_timed_calls = 3;
 // The measurement's pieces (Trainer::decide_auto, trainer_auto_impl.hpp):
 double median_of(std::vector<double> v);  // 0 for none
 // A heavy-tailed synthetic gradient (symmetric Pareto, tail index 2, scale 1e-3).
