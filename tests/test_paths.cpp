@@ -192,9 +192,7 @@ void with_sse2_marking(F body) {
 template <class R>
 void check_nonfinite_count(std::size_t n) {
   CAPTURE(n);
-  std::mutex m;
-  std::vector<std::string> messages;
-  on_ranks(2, [&](local_communicator& comm) {
+  const auto statuses = statuses_on_ranks(2, [&](local_communicator& comm) -> std::optional<status> {
     R red;
     REQUIRE(red.initialize({.length = n, .world_size = 2, .rank = comm.rank(), .sparsity = 0.9}).ok());
     std::vector<float> out(red.output_size());
@@ -202,15 +200,13 @@ void check_nonfinite_count(std::size_t n) {
     if (comm.rank() == 1)
       for (std::size_t at : {std::size_t(77), n / 2, n / 2 + 9, n - 8, n - 1})
         g[at] = at == n / 2 ? INFINITY : at == n - 8 ? -INFINITY : std::nanf("");
-    const status st = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
-    std::lock_guard lk(m);
-    CHECK(st.code() == errc::non_finite);
-    messages.push_back(st.message());
+    return red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
   });
-  REQUIRE(messages.size() == 2);
-  for (const auto& msg : messages) {
-    CAPTURE(msg);
-    CHECK(msg.find("rank 1 has 5 NaN/Inf") != std::string::npos);
+  REQUIRE(statuses.size() == 2);
+  for (const auto& st : statuses) {
+    CAPTURE(st.message());
+    CHECK(st.code() == errc::non_finite);
+    CHECK(st.message().find("rank 1 has 5 NaN/Inf") != std::string::npos);
   }
 }
 }  // namespace

@@ -137,9 +137,7 @@ TEST_CASE("state: random byte damage never yields an accepted state with theta o
 
 TEST_CASE("state: a non-finite gradient is reported with the unit, the step and the rank") {
   const std::size_t n = 4001;
-  std::mutex m;
-  std::vector<std::string> messages;
-  on_ranks(2, [&](local_communicator& comm) {
+  const auto statuses = statuses_on_ranks(2, [&](local_communicator& comm) -> std::optional<status> {
     const reducer_arguments a{.length = n, .world_size = 2, .rank = comm.rank(), .name = "mlp.fc"};
     state_reducer red;
     REQUIRE(red.initialize(a).ok());
@@ -147,15 +145,13 @@ TEST_CASE("state: a non-finite gradient is reported with the unit, the step and 
     for (int t = 0; t < 2; ++t) REQUIRE(red.reduce_scatter(comm, gradient(n, 9, comm.rank(), t), out).ok());
     auto g = gradient(n, 9, comm.rank(), 2);
     if (comm.rank() == 1) g[77] = std::numeric_limits<float>::quiet_NaN();
-    const status st = red.reduce_scatter(comm, g, out);
-    std::lock_guard lk(m);
-    CHECK(st.code() == errc::non_finite);
-    messages.push_back(st.message());
+    return red.reduce_scatter(comm, g, out);
   });
-  REQUIRE(messages.size() == 2);
-  for (const auto& msg : messages) {
-    CAPTURE(msg);
-    CHECK(msg.find("unit 'mlp.fc' (step 2): gradient + residual is not finite: rank 1 has 1 NaN/Inf") == 0);
+  REQUIRE(statuses.size() == 2);
+  for (const auto& st : statuses) {
+    CAPTURE(st.message());
+    CHECK(st.code() == errc::non_finite);
+    CHECK(st.message().find("unit 'mlp.fc' (step 2): gradient + residual is not finite: rank 1 has 1 NaN/Inf") == 0);
   }
 }
 
