@@ -15,7 +15,10 @@
 #     --blas-core MODE  env: OpenBLAS kernels as the environment selects (OPENBLAS_CORETYPE);
 #                       auto: run ours with OPENBLAS_CORETYPE unset, so OpenBLAS picks the
 #                       kernels from the CPU's own cpuid (never a core the CPU lacks);
-#                       both: one "ours" run of each per round (default env)
+#                       both: one "ours" run of each per round (the default: llm.c is
+#                       built with -march=native, so "auto" is the like-for-like figure;
+#                       "env" shows what a pinned environment, such as this project's
+#                       sandbox with OPENBLAS_CORETYPE=Haswell on AVX-512 CPUs, costs)
 #     --trainer PATH    also time tagc-gpt2 train (the full loop: sharding, comm worker, grad
 #                       norm, AdamW) on 1 MPI rank, via scripts/mpirun_local.sh; wall time only
 #                       (its step_ms), first step not counted
@@ -40,7 +43,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 llmc=$(realpath "$1"); shift
 [[ -x $llmc ]] || die "llm.c trainer '$llmc' is not an executable file"
 bench=$root/build/examples/gpt2/model/gpt2_step_bench
-model=d2 threads="2 1" rounds=3 steps=8 blas=env keep="" trainer=""
+model=d2 threads="2 1" rounds=3 steps=8 blas=both keep="" trainer=""
 train=$root/data/tokens/corpus_train.bin val=$root/data/tokens/corpus_val.bin
 while [[ $# -gt 0 ]]; do
   [[ $# -ge 2 ]] || die "option $1 needs a value"
