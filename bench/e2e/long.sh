@@ -99,6 +99,9 @@ flags_of() {
     local f; f="$(flags_of "${1%-g16}")" || return 2
     echo "$f --gather-dtype bf16"; return
   fi
+  # packed bf16 values over the exact index; dense_start STEPS: theta ramps from dense
+  local packed="--compress non-attention --values packed-bf16 --index-bits exact"
+  dense_start() { echo "--sparsity-warmup $1 --sparsity-schedule exp --sparsity-start 0"; }
   case "$1" in
     fp32) echo "--compress none --baseline-dtype fp32" ;;
     bf16) echo "--compress none --baseline-dtype bf16" ;;
@@ -106,18 +109,18 @@ flags_of() {
     # A sketch sends the same cells at any theta, but decodes at most ~0.8 x its cells:
     # 10x at 2 ranks holds ~4 % kept per rank, so the ramp starts at 0.97 (3 %).
     tagc-paper-sched) echo "--compress non-attention --ratio 10 --index-bits 1 --sparsity-warmup $WARMUP --sparsity-schedule exp --sparsity-start 0.97" ;;
-    tagc-packed-bf16) echo "--compress non-attention --values packed-bf16 --index-bits exact" ;;
+    tagc-packed-bf16) echo "$packed" ;;
     # Packed values send the union of the kept entries: a dense start costs bytes only
     # during the warm-up (bits per parameter over the whole run in the report).
-    tagc-packed-bf16-sched) echo "--compress non-attention --values packed-bf16 --index-bits exact --sparsity-warmup $WARMUP --sparsity-schedule exp --sparsity-start 0" ;;
+    tagc-packed-bf16-sched) echo "$packed $(dense_start $WARMUP)" ;;
     # The same at theta 0.95 (5 % kept per rank instead of 1.25 %): ~4x the values for a
     # smaller error-feedback delay, still within the 6.4 bits/param budget of issue 11.
-    tagc-packed-bf16-t95) echo "--compress non-attention --values packed-bf16 --index-bits exact --sparsity 0.95" ;;
-    tagc-packed-bf16-t95-sched) echo "--compress non-attention --values packed-bf16 --index-bits exact --sparsity 0.95 --sparsity-warmup $WARMUP --sparsity-schedule exp --sparsity-start 0" ;;
+    tagc-packed-bf16-t95) echo "$packed --sparsity 0.95" ;;
+    tagc-packed-bf16-t95-sched) echo "$packed --sparsity 0.95 $(dense_start $WARMUP)" ;;
     # the paper's theta with a three times longer sparsity warm-up (the LR warm-up stays 100)
-    tagc-packed-bf16-sched300) echo "--compress non-attention --values packed-bf16 --index-bits exact --sparsity-warmup $((3 * WARMUP)) --sparsity-schedule exp --sparsity-start 0" ;;
+    tagc-packed-bf16-sched300) echo "$packed $(dense_start $((3 * WARMUP)))" ;;
     # theta 0.93 (7 % kept per rank): closer to the 6.4 bits/param budget of issue 11
-    tagc-packed-bf16-t93-sched) echo "--compress non-attention --values packed-bf16 --index-bits exact --sparsity 0.93 --sparsity-warmup $WARMUP --sparsity-schedule exp --sparsity-start 0" ;;
+    tagc-packed-bf16-t93-sched) echo "$packed --sparsity 0.93 $(dense_start $WARMUP)" ;;
     *) echo "long.sh: unknown config $1" >&2; return 2 ;;
   esac
 }
