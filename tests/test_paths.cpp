@@ -48,7 +48,16 @@ inline std::vector<float> crowded(std::size_t n, int rank, int step) {
   return g;
 }
 
-enum class input { gradient, crowded, off_sample };
+// Gradients whose first 16th is 100x larger than the rest: at theta 0.9 the host
+// marking pass's first chunk finds more kept entries than its region of the kept
+// list holds (a quarter of its entries), so the list comes from the index instead.
+inline std::vector<float> front_heavy(std::size_t n, int rank, int step) {
+  auto g = gradient(n, 977, rank, step);
+  for (std::size_t i = 0; i < n / 16 + 64; ++i) g[i] *= 100.0f;
+  return g;
+}
+
+enum class input { gradient, crowded, off_sample, front_heavy };
 
 template <class Sparsify, class Index, class Values>
 void compare_paths(int world, std::size_t n, double theta, int steps, input kind = input::gradient,
@@ -78,9 +87,10 @@ void compare_paths(int world, std::size_t n, double theta, int steps, input kind
     if (!fast.initialize(a).ok() || !port.initialize(a).ok()) return fail("initialize", -1);
     std::vector<float> out_f(fast.output_size()), out_p(port.output_size());
     for (int t = 0; t < steps; ++t) {
-      const auto g = crowd ? crowded(n, comm.rank(), t)
-                           : kind == input::off_sample ? off_sample(n, comm.rank(), t)
-                                                       : gradient(n, 4242, comm.rank(), t, 0.7);
+      const auto g = crowd                           ? crowded(n, comm.rank(), t)
+                     : kind == input::off_sample  ? off_sample(n, comm.rank(), t)
+                     : kind == input::front_heavy ? front_heavy(n, comm.rank(), t)
+                                                  : gradient(n, 4242, comm.rank(), t, 0.7);
       reduce_stats sf, sp;
       const status stf = topo == topology::sharded ? fast.reduce_scatter(comm, g, out_f, &sf)
                                                    : fast.all_reduce(comm, g, out_f, &sf);
@@ -162,6 +172,70 @@ TEST_CASE("paths: the host fallbacks (no kept list at theta 0.5; a crowded thres
   compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::gradient,
                                                                       topology::replicated);
 }
+TEST_CASE("paths: a chunk with more kept entries than its region of the staged kept list") {
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 100003, 0.90, 2, input::front_heavy);
+  compare_paths<SparsifyPolicy, IndexPolicy<4>, PackedPolicy>(3, 100003, 0.90, 2, input::front_heavy);
+}
+
+namespace {
+// The marker's staged kept list against the list read from its index: same
+// positions and values, and whether it came from the stage (`expect_staged`).
+void check_staged_list(const std::vector<float>& acc, int shards, int index_bits, double theta, bool fused,
+                       bool expect_staged) {
+  CAPTURE(acc.size()); CAPTURE(shards); CAPTURE(index_bits); CAPTURE(theta); CAPTURE(fused);
+  const std::size_t n = acc.size();
+  const layout l = make_layout(n, shards, 64, 4, index_bits);
+  const auto target = std::uint32_t(std::floor((1.0 - theta) * double(n))) + 1u;
+  std::vector<std::uint8_t> index(l.index_bytes * std::size_t(shards)), index2(index.size());
+  std::vector<std::uint32_t> hist(std::size_t(detail::hist_copies) * detail::hist_bins);
+  std::vector<std::uint32_t> staged(n / 4 + 1), plain(staged.size());
+  std::vector<float> staged_values(staged.size()), plain_values(staged.size()), acc2(n), zero(n, 0.0f);
+  detail::host::threshold_marker a, b;
+  a.initialize(l);
+  b.initialize(l);
+  a.stage_kept({staged.data(), staged_values.data(), staged.size()});
+  std::uint32_t ta = 0;
+  if (fused && a.fusable(target)) {
+    (void)a.begin_fused(acc.data(), zero.data(), acc2.data(), target, index.data(), false);
+    ta = a.finish(acc2.data(), target, index.data(), hist.data());
+  } else {
+    ta = a.run(acc.data(), target, 0u, index.data(), hist.data());
+  }
+  const std::uint32_t tb = b.run(acc.data(), target, 0u, index2.data(), hist.data());
+  REQUIRE(ta == tb);
+  REQUIRE(index == index2);
+  REQUIRE(a.kept() == b.kept());
+  const std::size_t k = std::size_t(a.kept());
+  REQUIRE(a.list(index.data(), staged.data(), staged.size(), acc.data(), staged_values.data()));
+  REQUIRE(b.list(index2.data(), plain.data(), plain.size(), acc.data(), plain_values.data()));
+  CHECK(a.listed_from_stage() == expect_staged);
+  CHECK_FALSE(b.listed_from_stage());
+  CHECK(same_bytes(staged.data(), plain.data(), k));
+  CHECK(same_bytes(staged_values.data(), plain_values.data(), k));
+}
+}  // namespace
+
+TEST_CASE("paths: the marking pass's staged kept list equals the list read from the index") {
+  auto& allowed = detail::host::host_avx2_allowed();
+  struct restore {
+    std::atomic<bool>& a;
+    ~restore() { a = true; }
+  } r{allowed};
+  for (const bool avx2 : {true, false}) {  // the AVX2 loop's lane-packed stores, and the SSE2 loop's
+    CAPTURE(avx2);
+    allowed = avx2;
+    for (const std::size_t n : {std::size_t(100003), std::size_t(1) << 18}) {
+      const auto g = gradient(n, 31, 0, 0, 0.7);
+      check_staged_list(g, 2, 1, 0.99, true, true);   // the fused pass, a bracket that holds
+      check_staged_list(g, 2, 1, 0.99, false, true);  // marking over acc (adaptive theta)
+      check_staged_list(g, 3, 2, 0.90, true, true);   // a 2-bit index: the generic loop
+      check_staged_list(g, 2, 1, 0.80, true, true);   // a fifth kept: most chunks near their region
+      check_staged_list(front_heavy(n, 0, 0), 2, 1, 0.90, true, false);  // chunk 0 overflows
+      check_staged_list(off_sample(n, 0, 0), 2, 1, 0.90, true, true);    // bracket misses: marked again
+    }
+  }
+}
+
 TEST_CASE("paths: the host's sampled bracket missing the threshold, and marking after the check (adaptive theta)") {
   compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::off_sample);
   compare_paths<SparsifyPolicy, IndexPolicy<2>, SketchPolicy<2, 64>>(3, 40003, 0.80, 2, input::off_sample);

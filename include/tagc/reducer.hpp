@@ -436,7 +436,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     // Pass 0 counts NaN/Inf (and max |acc| for fp16). Host paths: unless adaptive theta
     // moves theta at the check, pass 0 also marks the index for this call's theta.
     const double theta_early = args_.adapt.enabled ? -1.0 : current_sparsity();
-    select_.begin(g, r, acc, sizes_ok, wire_scaled<wire_t>, theta_early, index_.marks_target());
+    select_.begin(g, r, acc, sizes_ok, wire_scaled<wire_t>, theta_early, index_.marks_target(), index_.kept_target());
     clock.mark(&S::sparsify);
     if (args_.check_inputs) {
       detail::select_state h{};
@@ -452,7 +452,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
 
     // 2. Threshold: the (k+1)-th largest |acc|, k = most entries that may be kept.
     call_sparsity_ = current_sparsity();  // sparsity schedule: this call's theta (after adaptive moved sparsity_)
-    select_.select(g, r, acc, call_sparsity_, index_.marks_target());  // host: marks the index too
+    // host paths: marks this rank's index and stages its kept entries too
+    select_.select(g, r, acc, call_sparsity_, index_.marks_target(), index_.kept_target());
     clock.mark(&S::sparsify);
 
     // 3. Index: local marks, summed across ranks.

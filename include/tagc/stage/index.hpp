@@ -71,7 +71,8 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
 
   // This rank's marks (counter = 1 where |acc| is above the threshold); counts the kept entries.
   // Host paths: the threshold select marked them already (`marker`, into
-  // marks_target()); this lists the kept entries from the index.
+  // marks_target()) and staged them (kept_target()); this lists the kept entries
+  // from the stage, or from the index when they did not fit there.
   // `acc`: g + residual (host paths), whose kept values are listed beside the positions.
   void build(const float* g, const Residual* r, detail::select_state* st, unsigned long long* kept,
              detail::host::threshold_marker* marker, const float* acc) {
@@ -110,8 +111,13 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     return {};
   }
 
-  // Host paths: where the threshold select writes this rank's marks.
+  // Host paths: where the threshold select writes this rank's marks, and stages
+  // the kept entries (build() then filters them instead of reading the index).
   std::uint8_t* marks_target() { return host_paths ? detail::raw(local_) : nullptr; }
+  detail::host::kept_stage kept_target() {
+    if constexpr (host_paths) return {detail::raw(kept_), detail::raw(kept_values_), kept_.size()};
+    return {};
+  }
 
   // What this rank received: the whole reduced index, or its shard's part.
   const std::uint8_t* reduced() const { return detail::raw(reduced_); }

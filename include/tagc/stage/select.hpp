@@ -67,11 +67,13 @@ class ThresholdSelect {
   // stages read instead of recomputing it.
   // Host paths: with the call's theta known already (`theta_early` >= 0: no
   // adaptive theta), pass 0 also marks the index (`index`) against a sampled
-  // bracket, and select() only finishes the search.
+  // bracket, and select() only finishes the search. The marking passes stage the
+  // kept entries into `kept` (the index stage's list), which it then only filters.
   void begin(const float* g, const Residual* r, float* acc, bool sizes_ok, bool want_top_bin,
-             double theta_early = -1.0, std::uint8_t* index = nullptr) {
+             double theta_early = -1.0, std::uint8_t* index = nullptr, detail::host::kept_stage kept = {}) {
     if constexpr (host_paths) {
       launch_(1, detail::init_select{state(), counters(), n_counters, 0u, 0u});
+      marker_.stage_kept(kept);
       fused_target_ = 0;
       if (!sizes_ok) return;
       const std::uint32_t target = index && theta_early >= 0.0 ? search_target(theta_early) : 0u;
@@ -84,6 +86,7 @@ class ThresholdSelect {
       return;
     }
     (void)acc;
+    (void)kept;
     thrust::fill(launch_.exec.policy(), hist_.begin(), hist_.end(), 0u);
     launch_(1, detail::init_select{state(), counters(), n_counters, 0u, 0u});
     if (!sizes_ok) return;
@@ -102,10 +105,12 @@ class ThresholdSelect {
   // Threshold for theta: the (k+1)-th largest |acc|, k = most entries that may be kept.
   // Host paths: also marks this rank's index [shards][index_bytes] (`index`) in the
   // same pass; marker() then lists the kept entries for the index stage.
-  void select(const float* g, const Residual* r, const float* acc, double theta, std::uint8_t* index) {
+  void select(const float* g, const Residual* r, const float* acc, double theta, std::uint8_t* index,
+              detail::host::kept_stage kept = {}) {
     const std::size_t k = kept_at_most(theta, n_);
     const std::uint32_t fixed = k == 0 ? inf_bits : 0u;  // keep nothing / every nonzero
     if constexpr (host_paths) {
+      marker_.stage_kept(kept);
       const std::uint32_t target = search_target(theta);
       const std::uint32_t t = target != 0 && target == fused_target_
                                   ? marker_.finish(acc, target, index, detail::raw(hist_))
@@ -116,6 +121,7 @@ class ThresholdSelect {
       return;
     }
     (void)index;
+    (void)kept;
     if (k == 0 || k >= n_) {
       launch_(1, detail::fix_threshold{state(), fixed});
       return;

@@ -3,7 +3,8 @@
 //          index marking in one pass over acc: a sampled bracket [lo, hi] around
 //          the threshold, one pass that marks every entry above hi and collects
 //          the few in the bracket, the exact threshold selected among those, the
-//          bracket's entries above it marked; then the kept list from the index.
+//          bracket's entries above it marked; the kept list (positions and acc
+//          values, ascending) staged by the same pass and filtered at the threshold.
 //
 // Same results as the radix select + build_index (the portable path), bit for bit:
 // the threshold is the exact (k+1)-th largest |acc| bit pattern. What changed is
@@ -16,6 +17,11 @@
 //    bracket need the threshold;
 //  - the pass that counts above hi also writes the index (8 entries at a time,
 //    SSE2 compares + movemask), so acc is read once after pass 0, not twice;
+//  - the same pass stages every entry above lo (position and value, packed 8 at
+//    a time by a lane table) into the index stage's kept list, one region per
+//    chunk; the threshold then filters it in place. Listing the kept entries from
+//    the index afterwards read acc at each kept position: one cache miss per kept
+//    entry (~3.5 ms of 16M entries at 10x), now a pass over the staged entries;
 //  - a bracket that misses (the sample was unlucky, or a crowded bin) costs a
 //    fallback: the exact radix select over acc (host_select) and a marking pass.
 // Work is cut into host_chunks fixed chunks of whole index groups (8 entries =
@@ -63,6 +69,27 @@ inline constexpr auto mask8_count = [] {
                                                          ((m >> 4) & 1) + ((m >> 5) & 1) + ((m >> 6) & 1) + (m >> 7));
   return t;
 }();
+
+// The lanes of an 8-entry mask's set bits, ascending, one per byte (unused bytes 0):
+// a permutation that packs the marked entries of a vector to its front.
+inline constexpr auto lane_pack = [] {
+  std::array<std::uint64_t, 256> t{};
+  for (unsigned m = 0; m < 256; ++m) {
+    int at = 0;
+    for (unsigned k = 0; k < 8; ++k)
+      if ((m >> k) & 1u) t[m] |= std::uint64_t(k) << (8 * at++);
+  }
+  return t;
+}();
+
+// Where a marking pass stages the entries it finds above lo: the index stage's kept
+// list and its values (room for `capacity`), cut into host_chunks equal regions.
+struct kept_stage {
+  std::uint32_t* list = nullptr;
+  float* values = nullptr;
+  std::size_t capacity = 0;
+  std::size_t region() const { return capacity / std::size_t(host_chunks); }
+};
 
 // Bit k of m (k < 8) moved to bit k * bits: the counters of 8 entries, each 1 where marked.
 inline std::uint64_t spread_marks(unsigned m, int bits) {
@@ -237,7 +264,7 @@ class threshold_marker {
                     std::uint32_t* hist) {
     if (target == 0) {
       mark_all(acc, std::int32_t(fixed), index);
-      return fixed;
+      return threshold_ = fixed;
     }
     if (!sample_.empty()) {
       std::int32_t hi = 0, lo_m1 = 0;
@@ -283,7 +310,7 @@ class threshold_marker {
         const std::size_t rank = std::size_t(target - above);
         const std::uint32_t t = select_in_pool(rank);
         patch(t, rank, index);
-        return t;
+        return threshold_ = t;
       }
     }
     const std::size_t n = lay_.length;
@@ -291,8 +318,15 @@ class threshold_marker {
     const std::uint32_t t = host_select(acc, n, hist, target, reinterpret_cast<std::uint32_t*>(pool_.data()),
                                         2 * pool_.size());
     mark_all(acc, std::int32_t(t), index);
-    return t;
+    return threshold_ = t;
   }
+
+  // Where the next marking passes stage what they find (the index stage's kept
+  // list; an empty stage stages nothing). Set before begin_fused() / run().
+  void stage_kept(kept_stage s) { stage_ = s; }
+  // Whether the last list() filtered the stage (else it read the index: a chunk's
+  // entries did not fit its region).
+  bool listed_from_stage() const { return from_stage_; }
 
   // After run(): entries kept, and the ascending list of their positions written
   // into `list` (room for `cap`) when they fit, their acc values into `values`
@@ -307,7 +341,10 @@ class threshold_marker {
     std::size_t offset[host_chunks + 1];
     offset[0] = 0;
     for (int c = 0; c < host_chunks; ++c) offset[c + 1] = offset[c] + kept_[c + 1];
+    from_stage_ = false;
     if (offset[host_chunks] > cap) return false;
+    from_stage_ = staged_ && list == stage_.list && values == stage_.values && filter_staged(offset);
+    if (from_stage_) return true;
     const layout l = lay_;
     const std::size_t gps = groups_per_shard_, G = groups_;
     const int bits = l.index_bits;
@@ -360,6 +397,51 @@ class threshold_marker {
   }
 
  private:
+  // The staged entries above the threshold, moved to the front of the kept list in
+  // order (chunk c's to offset[c]): a chunk's region starts at c * region and holds
+  // at most region entries, and offset[c] <= the entries before it, so every write
+  // lands at or before the entry it reads (in place, front to back). Whether each
+  // chunk's count matched kept_ (it does; a mismatch would fall back to the index).
+  bool filter_staged(const std::size_t* offset) {
+    std::uint32_t* list = stage_.list;
+    float* values = stage_.values;
+    const std::size_t region = stage_.region();
+    const std::uint32_t t = threshold_;
+    std::size_t w = 0;
+    for (int c = 0; c < host_chunks; ++c) {
+      const std::size_t r0 = std::size_t(c) * region, r1 = r0 + staged_count_[c];
+      for (std::size_t i = r0; i < r1; ++i) {
+        const float v = values[i];
+        if (abs_bits(v) <= t) continue;
+        list[w] = list[i];
+        values[w++] = v;
+      }
+      if (w != offset[c + 1]) return false;
+    }
+    return true;
+  }
+
+  // A chunk's staged entries (position, value) in its region of the kept list;
+  // `full` once an entry did not fit (the list then comes from the index).
+  struct stage_writer {
+    std::uint32_t* list = nullptr;
+    float* values = nullptr;
+    std::size_t fill = 0, end = 0;
+    bool full = false;
+    // Entries `m` of the 8 at `first` (values from acc, written already by the pass).
+    void add(unsigned m, std::size_t first, const float* acc) {
+      for (; m; m &= m - 1) {
+        const std::size_t p = first + std::size_t(__builtin_ctz(m));
+        if (fill == end) {
+          full = true;
+          return;
+        }
+        list[fill] = std::uint32_t(p);
+        values[fill++] = acc[p];
+      }
+    }
+  };
+
   // Entries of shard s inside the caller's length.
   std::size_t valid(std::size_t s) const {
     const std::size_t first = s * lay_.shard_size;
@@ -435,22 +517,32 @@ class threshold_marker {
 
   // One pass over the entries (`src`: acc, or g + residual writing acc): index
   // bytes (counter 1 where u > hi), kept_ per chunk, and the bracket's entries
-  // (lo_m1 < u <= hi) into the pool; lo_m1 = 0x7fffffff collects nothing. Returns
-  // the source with its per-chunk findings merged.
+  // (lo_m1 < u <= hi) into the pool; lo_m1 = 0x7fffffff collects nothing. Stages
+  // every entry with u > min(hi, lo_m1) when a stage is set (staged_ says whether
+  // all fitted). Returns the source with its per-chunk findings merged.
   template <class Src>
   Src pass(const Src& src0, std::int32_t hi, std::int32_t lo_m1, std::uint8_t* index) {
     const layout l = lay_;
     Src sums[host_chunks];
     const std::size_t gps = groups_per_shard_, G = groups_;
     const int bits = l.index_bits;
-    bool overflow = false;
+    bool overflow = false, stage_full = false;
     kept_[0] = 0;
     [[maybe_unused]] const bool avx2 = bits == 1 && host_avx2();
-#pragma omp parallel for schedule(static) reduction(|| : overflow) if (l.length >= host_inline_below)
+    const bool staging = stage_.list && stage_.region() >= 8;
+#pragma omp parallel for schedule(static) reduction(|| : overflow, stage_full) if (l.length >= host_inline_below)
     for (int c = 0; c < host_chunks; ++c) {
       Src src = src0;
       unsigned long long kept = 0, in_bracket = 0;
       pool_writer pool{this};
+      stage_writer stage;
+      if (staging) {
+        stage.list = stage_.list;
+        stage.values = stage_.values;
+        stage.fill = std::size_t(c) * stage_.region();
+        stage.end = stage.fill + stage_.region();
+      }
+      const std::size_t stage_begin = stage.fill;
       std::size_t gi = chunk_begin(G, c);
       const std::size_t g1 = chunk_begin(G, c + 1);
       while (gi < g1) {
@@ -463,7 +555,9 @@ class threshold_marker {
           unsigned long long k = 0;
 #if defined(TAGC_HOST_AVX2)
           if constexpr (avx2_source<Src>)
-            if (avx2) j = marks_avx2(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool);
+            if (avx2)
+              j = staging ? marks_avx2<true>(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool, stage)
+                          : marks_avx2<false>(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool, stage);
 #endif
           for (; j < full; ++j) {
             unsigned above, in;
@@ -474,6 +568,7 @@ class threshold_marker {
               in_bracket += mask8_count[in];
               pool.add(in, base + 8 * j, src.acc);
             }
+            if (staging && (above | in)) stage.add(above | in, base + 8 * j, src.acc);
           }
           kept += k;
         }
@@ -502,17 +597,21 @@ class threshold_marker {
             in_bracket += mask8_count[in];
             pool.add(in, base + e, src.acc);
           }
+          if (staging && (above | in)) stage.add(above | in, base + e, src.acc);
         }
         gi += j1 - j0;
       }
       pool.close();
       overflow = overflow || pool.overflow;
+      stage_full = stage_full || stage.full;
+      staged_count_[c] = stage.fill - stage_begin;
       kept_[c + 1] = kept;
       bracket_count_[c] = in_bracket;
       if constexpr (requires { src.settle(); }) src.settle();
       sums[c] = src;
     }
     overflow_ = overflow;
+    staged_ = staging && !stage_full;
     Src out = src0;
     for (int c = 0; c < host_chunks; ++c) out.merge(sums[c]);
     return out;
@@ -530,11 +629,15 @@ class threshold_marker {
   // max |acc| kept when summing; index byte, kept count, bracket entries pooled).
   // Returns `full`. Pointers are copied to locals: the index byte stores may alias
   // anything, and would otherwise reload them every iteration.
-  template <class Src>
+  // With Stage, the entries above lo go to `stage`, 8 lanes packed by lane_pack
+  // and stored whole (no branch per group: the stores past the count are
+  // overwritten by the next group's), while 8 slots are left in the region.
+  template <bool Stage, class Src>
   __attribute__((target("avx2"))) static std::size_t marks_avx2(Src& src, std::size_t base, std::size_t j,
                                                                  std::size_t full, std::int32_t hi, std::int32_t lo_m1,
                                                                  std::uint8_t* ix, unsigned long long& kept,
-                                                                 unsigned long long& in_bracket, pool_writer& pool) {
+                                                                 unsigned long long& in_bracket, pool_writer& pool,
+                                                                 stage_writer& stage) {
     constexpr bool sum = !std::is_same_v<Src, acc_source>;
     const __m256i h = _mm256_set1_epi32(hi), l = _mm256_set1_epi32(lo_m1), abs_mask = _mm256_set1_epi32(0x7fffffff);
     const __m256i finite_max = _mm256_set1_epi32(std::int32_t(inf_bits) - 1);
@@ -549,6 +652,11 @@ class threshold_marker {
       acc_out = src.acc;
     }
     unsigned long long k = 0, b = 0;
+    std::uint32_t* stage_list = stage.list;
+    float* stage_values = stage.values;
+    std::size_t fill = stage.fill;
+    const std::size_t room_end = stage.end >= 8 ? stage.end - 8 : 0;  // a whole 8-lane store fits below it
+    bool stage_full = stage.full;
     for (; j < full; ++j) {
       const std::size_t p = base + 8 * j;
       __m256 a;
@@ -565,6 +673,19 @@ class threshold_marker {
       }
       const unsigned above = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(u, h))));
       const unsigned in = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(u, l)))) & ~above;
+      if constexpr (Stage) {
+        const unsigned found = above | in;
+        if (fill <= room_end) {
+          const __m256i lanes =
+              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&lane_pack[found])));
+          _mm256_storeu_ps(stage_values + fill, _mm256_permutevar8x32_ps(a, lanes));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(stage_list + fill),
+                              _mm256_add_epi32(_mm256_set1_epi32(std::int32_t(std::uint32_t(p))), lanes));
+          fill += mask8_count[found];
+        } else if (found) {
+          stage_full = true;
+        }
+      }
       ix[j] = std::uint8_t(above);
       k += mask8_count[above];
       if (in) [[unlikely]] {
@@ -574,6 +695,10 @@ class threshold_marker {
     }
     kept += k;
     in_bracket += b;
+    if constexpr (Stage) {
+      stage.fill = fill;
+      stage.full = stage_full;
+    }
     if constexpr (sum) {
       alignas(32) std::int32_t nf8[8], top8[8];
       _mm256_store_si256(reinterpret_cast<__m256i*>(nf8), nf);
@@ -634,6 +759,11 @@ class threshold_marker {
   bool overflow_ = false;
   unsigned long long kept_[host_chunks + 1] = {};
   unsigned long long bracket_count_[host_chunks] = {};
+  kept_stage stage_{};                        // where passes stage the entries above lo
+  std::size_t staged_count_[host_chunks] = {};  // entries staged per chunk by the last pass
+  bool staged_ = false;                       // the last pass staged every entry it found
+  bool from_stage_ = false;                   // the last list() came from the stage
+  std::uint32_t threshold_ = 0;               // the threshold the index was last marked at
 };
 
 }  // namespace detail::host
