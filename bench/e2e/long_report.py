@@ -431,6 +431,10 @@ def main():
     subprocess.run(["gnuplot"], input="\n".join(plot) + "\n", text=True, check=True)
 
     # ---- markdown ----
+    def after_text(ms, fmt):
+        """The mean step price after the warm-up, or what a run still inside it has."""
+        return fmt.format(ms) if not math.isnan(ms) else " (the run is still in it)"
+
     md = []
     print = md.append  # noqa: A001 (collected, then printed and spliced)
     print(f"target: fp32's validation loss at step {target_step} = {target:.4f}, reached within "
@@ -467,7 +471,7 @@ def main():
                     continue
                 t = ttt.get((c, r))
                 pr = priced.get((c, r))
-                own = (f"{pr[0]:.0f} ms in the warm-up, then {pr[1]:.0f} (by bytes)" if pr else
+                own = (f"{pr[0]:.0f} ms in the warm-up{after_text(pr[1], ', then {:.0f}')}, by bytes" if pr else
                        f"{step_ms[(c, r)][0]:.0f} ms" if (c, r) in step_ms else
                        f"{dense_timing(c, r)[0]:.0f} ms (timing of {default_warmup(c)})" if dense_timing(c, r) else
                        "as unscheduled")
@@ -489,8 +493,8 @@ def main():
         for (c, r), (w_ms, after_ms, old_ms, n_w) in sorted(priced.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
             d, st = dense_timing(c, r), step_ms[(unscheduled(c), r)]
             print(f"\nStep price of {c} at {r}, by the bytes each step sent: its {n_w} warm-up steps "
-                  f"{w_ms:.0f} ms on average (the dense-start step time for each would be {old_ms:.0f} ms), "
-                  f"then {after_ms:.0f} ms; on the line from {d[0]:.0f} ms at {d[2] / 1e6:.2f} MB/step "
+                  f"{w_ms:.0f} ms on average (the dense-start step time for each would be {old_ms:.0f} ms)"
+                  f"{after_text(after_ms, ', then {:.0f} ms')}; on the line from {d[0]:.0f} ms at {d[2] / 1e6:.2f} MB/step "
                   f"(dense-start timing run{'' if (c, r) in step_ms else ' of ' + str(default_warmup(c))}) "
                   f"to {st[0]:.0f} ms at {st[2] / 1e6:.2f} MB ({unscheduled(c)}).")
 
