@@ -3,8 +3,9 @@
 
 Reads
   RUNS/<config>.jsonl           long runs on loopback: val lines (val_loss, val_se,
-                                val_batch_losses), step lines (step_ms, tokens, grad_bytes)
-  TIMING/<rate>/<config>.jsonl  short runs over scripts/slow_net.sh: step_ms per step
+                                val_batch_losses), step lines (step_ms, tokens, grad_bytes, and
+                                bytes: what each collective sent that step)
+  TIMING/<rate>/<config>.jsonl  short runs over scripts/slow_net.sh: step_ms and bytes per step
 Writes (under --docs)
   long_runs.csv        config,step,tokens,wall_s,val_loss,bits_per_param: one row per validation
                        point; wall_s = training wall time on loopback so far (sum of step_ms,
@@ -20,20 +21,35 @@ Writes (under --docs)
   are redone, since the losses do not depend on the codec's speed.)
   step_time.csv        config,rate,step_ms,steps,codec_commit: mean step time at each link rate
   time_to_target.csv   config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,
-                       vs_fp32,vs_bf16,vs_fp32_g16,vs_bf16_g16 (time of that baseline / this
-                       config's; *_g16: the bf16-gather baselines, when run): fp32's final
+                       vs_fp32,vs_bf16,vs_fp32_g16,vs_bf16_g16,run_steps (step_ms: what its timing
+                       run measured, a scheduled run's dense-start one, not the mean it was charged;
+                       vs_*: time of that baseline / this config's; *_g16: the bf16-gather
+                       baselines, when run; run_steps: the configuration's own run length, its
+                       step budget): fp32's final
                        validation loss as the target; steps to
                        target = the first validation point within --tolerance-pct of it (at or
-                       below it with 0); time = steps x step_ms
-                       at that rate ("not reached" when no point gets there)
+                       below it with 0), searched up to the common horizon (--horizon), or over
+                       each configuration's whole run with --own-budget (a run longer than fp32's
+                       may reach fp32's final loss after fp32's last step); time = the sum of the
+                       step times at that rate ("not reached" when no point gets there)
   val_vs_tokens.png, val_vs_wall-<rate>.png
 and prints the markdown tables for docs/results.md ("Time to quality").
+
+Step time at a rate: an unscheduled configuration's steps cost what its timing run measured (mean
+of the steps after --skip). A run with a sparsity warm-up (tagc-...-sched[N]) sends fewer bytes
+step by step; each of its steps is priced by the bytes it sent in the long run, on the line through
+two timing runs: its own (dense start: dense_ms at bytes_dense, means over the averaged steps) and
+the unscheduled configuration's (steady, bytes_steady), clipped to [steady, dense_ms]. Without its
+own timing run, the timing run of the same configuration with long.sh's default warm-up length
+(-sched300 -> -sched) gives that dense point. Without byte counts the warm-up steps cost the
+dense-start step time and the later ones the unscheduled step time (an upper bound).
 """
 import argparse
 import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -51,9 +67,26 @@ def base_config(c):
 
 
 def unscheduled(c):
-    """tagc-paper-sched -> tagc-paper, tagc-paper-sched-g16 -> tagc-paper-g16; None if not scheduled."""
+    """tagc-paper-sched -> tagc-paper, tagc-paper-sched-g16 -> tagc-paper-g16, a warm-up of its own
+    length too (tagc-packed-bf16-sched300-g16 -> tagc-packed-bf16-g16); None if not scheduled."""
     b, g = base_config(c)
-    return b[:-len("-sched")] + (G16 if g else "") if b.endswith("-sched") else None
+    m = re.search(r"-sched\d*$", b)
+    return b[:m.start()] + (G16 if g else "") if m else None
+
+
+def default_warmup(c):
+    """tagc-packed-bf16-sched300-g16 -> tagc-packed-bf16-sched-g16: the same configuration with
+    long.sh's default warm-up length; None if c is not a scheduled one with a length of its own."""
+    b, g = base_config(c)
+    m = re.search(r"-sched\d+$", b)
+    return b[:m.start()] + "-sched" + (G16 if g else "") if m else None
+
+
+def link_bytes(s):
+    """Bytes a step line says its collectives sent (per rank), None in a log from before the
+    trainer wrote them."""
+    b = s.get("bytes")
+    return float(sum(b.values())) if isinstance(b, dict) and b else None
 
 
 def load(path):
@@ -101,7 +134,8 @@ def paired_se(a, b):
 
 
 def from_logs(runs_dir, fp32_csv_vals):
-    """long_runs.csv, long_runs_noise.csv and long_runs_meta.csv rows from the runs' logs.
+    """long_runs.csv, long_runs_noise.csv and long_runs_meta.csv rows from the runs' logs, and
+    each run's bytes sent per step ({config: {step: bytes}}, for the step-time model).
     The gap to fp32 is taken against fp32's log at the steps it has (its per-batch losses give
     the paired standard error), else against fp32's committed validation losses (no se)."""
     runs = {}
@@ -110,7 +144,7 @@ def from_logs(runs_dir, fp32_csv_vals):
         run, steps, vals = load(p)
         if run and vals:
             runs[c] = (run, steps, vals)
-    rows, noise, meta = [], [], []
+    rows, noise, meta, sent = [], [], [], {}
     fp32_vals = {st: {"val_loss": l} for st, l in fp32_csv_vals.items()}
     if "fp32" in runs:
         fp32_vals.update({v["step"]: v for v in runs["fp32"][2]})
@@ -119,6 +153,7 @@ def from_logs(runs_dir, fp32_csv_vals):
         N, P = run["world"], run["params"]
         ring = (N - 1) / N if N > 1 else 1.0
         by_step = {s["step"]: s for s in steps}
+        sent[c] = {st: link_bytes(s) for st, s in by_step.items() if link_bytes(s) is not None}
         meta.append((c, N, run["steps"], steps[-1]["step"] if steps else 0, int(run.get("sparsity_warmup", 0) or 0),
                      run.get("values", "sketch")))
         cum_ms = cum_bytes = cum_tokens = 0.0
@@ -139,7 +174,7 @@ def from_logs(runs_dir, fp32_csv_vals):
                 gap_se = paired_se(v.get("val_batch_losses", []), f.get("val_batch_losses", [])) / f["val_loss"] * 100
             noise.append((c, st, f"{v['val_loss']:.5f}", f"{v.get('val_se', float('nan')):.5f}", f"{gap:+.3f}",
                           f"{gap_se:.3f}"))
-    return rows, noise, meta
+    return rows, noise, meta, sent
 
 
 def merge(committed, fresh):
@@ -188,6 +223,11 @@ def main():
     ap.add_argument("--docs", default="docs/results")
     ap.add_argument("--horizon", type=int, default=0,
                     help="compare up to this step (default: the last validation step every run reached)")
+    ap.add_argument("--own-budget", action="store_true",
+                    help="target: fp32's final validation loss (at --horizon if given); each configuration "
+                         "is searched over its whole run, so a run with more steps than fp32's (its own "
+                         "schedule) may reach it later than fp32's last step: time to quality with each "
+                         "configuration's own step budget (time_to_target.csv's run_steps)")
     ap.add_argument("--tolerance-pct", type=float, default=0.1,
                     help="a run reaches the target within this many percent of it: validation means "
                          "differ by noise (paired se of the gaps ~0.01-0.15 %%), a strict <= would call "
@@ -203,9 +243,11 @@ def main():
     paths = [os.path.join(a.docs, n) for n in names]
     committed = tuple(read_csv(p) if os.path.exists(p) else [] for p in paths)
     rows, noise, meta = committed
+    sent = {}  # bytes sent per step, from the logs at hand: the committed CSVs do not keep them
     if glob.glob(os.path.join(a.runs, "*.jsonl")):
         fp32_csv = {int(r[1]): float(r[4]) for r in committed[0] if r[0] == "fp32"}
-        rows, noise, meta = merge(committed, from_logs(a.runs, fp32_csv))
+        *fresh, sent = from_logs(a.runs, fp32_csv)
+        rows, noise, meta = merge(committed, tuple(fresh))
         headers = ("config,step,tokens,wall_s,val_loss,bits_per_param",
                    "config,step,val_loss,val_se,gap_vs_fp32_pct,gap_se_pct",
                    "config,world,steps,last_step,sparsity_warmup,values")
@@ -235,50 +277,115 @@ def main():
         for p in glob.glob(os.path.join(a.timing, r, "*.jsonl")):
             c = os.path.basename(p)[:-6]
             _, steps, _ = load(p)
-            ms = [s["step_ms"] for s in steps if s["step"] > a.skip]
-            if ms:
-                step_ms[(c, r)] = (mean(ms), len(ms))
+            avg = [s for s in steps if s["step"] > a.skip]
+            if avg:
+                sent_avg = [link_bytes(s) for s in avg]
+                step_ms[(c, r)] = (mean([s["step_ms"] for s in avg]), len(avg),
+                                   None if None in sent_avg else mean(sent_avg))
     with open(os.path.join(a.docs, "step_time.csv"), "w") as fo:
         fo.write("config,rate,step_ms,steps,codec_commit\n")
-        for (c, r), (m, n) in sorted(step_ms.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
+        for (c, r), (m, n, _) in sorted(step_ms.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
             fo.write(f"{c},{r},{m:.1f},{n},{commit}\n")
 
-    # Wall time of the first `step` steps at rate r. A scheduled run's warm-up steps cost what
-    # its own timing run measured (its first steps: the densest of the warm-up, so an upper
-    # bound); after the warm-up it sends what the unscheduled configuration sends, so those
-    # steps cost that configuration's step time.
+    # Wall time of the first `step` steps at rate r.
     def warmup_of(c):
         return info[c]["sparsity_warmup"] if c in info else 0
 
+    def dense_timing(c, r):
+        """A scheduled configuration's dense-start timing run: its own, else that of the same
+        configuration with the default warm-up length (same codec, theta and gather; only the
+        bytes of its first steps differ, and the byte model below prices bytes)."""
+        if (c, r) in step_ms:
+            return step_ms[(c, r)]
+        twin = default_warmup(c)
+        return step_ms.get((twin, r)) if twin else None
+
+    def step_prices(c, r):
+        """Seconds of each step 1..last of c's run at rate r, priced by the bytes it sent, or None
+        when the byte model does not apply (no warm-up, a timing run or byte count missing).
+        Communication time is linear in the bytes sent, and the compute and the codec cost about
+        the same at any keep fraction, so a step's time is linear in its bytes: the line through
+        the dense-start timing run (dense_ms at bytes_dense, the means over the steps it
+        averaged) and the unscheduled one (steady at bytes_steady). The warm-up's keep fraction
+        decays exponentially, so most warm-up steps send far fewer bytes than the first and
+        cost far less than the dense-start step time. Clipped to [steady, dense_ms]: no
+        extrapolation beyond the two measured points (the first steps of a warm-up longer than
+        the timing run's send a little more than bytes_dense)."""
+        base = unscheduled(c)
+        dense, steady = dense_timing(c, r), step_ms.get((base, r)) if base else None
+        got = sent.get(c, {})
+        last = curves[c][-1][0] if curves.get(c) else 0
+        if warmup_of(c) <= 0 or not dense or not steady or dense[2] is None or steady[2] is None \
+                or not last or any(st not in got for st in range(1, last + 1)):
+            return None
+        d_ms, d_b, s_ms, s_b = dense[0], dense[2], steady[0], steady[2]
+        if d_b - s_b <= 0.01 * d_b or d_ms <= s_ms:
+            return None  # the same bytes dense and steady (a sketch): no line to price along
+        return [min(d_ms, max(s_ms, s_ms + (d_ms - s_ms) * (got[st] - s_b) / (d_b - s_b))) / 1e3
+                for st in range(1, last + 1)]
+
+    cum_cache = {}
+
     def time_at(c, r, step):
+        if (c, r) not in cum_cache:
+            prices, cum = step_prices(c, r), None
+            if prices is not None:
+                cum = [0.0]  # cum[k]: the first k steps
+                for sec in prices:
+                    cum.append(cum[-1] + sec)
+            cum_cache[(c, r)] = cum
+        cum = cum_cache[(c, r)]
+        if cum is not None and step < len(cum):
+            return cum[step]
+        # Without byte counts: the warm-up steps cost what the dense-start timing run measured
+        # (its first steps: the densest of the warm-up, so an upper bound); after the warm-up
+        # the run sends what the unscheduled configuration sends, so those steps cost that
+        # configuration's step time.
         w, base = warmup_of(c), unscheduled(c)
-        if (c, r) not in step_ms:
+        own_t = dense_timing(c, r) if w > 0 else step_ms.get((c, r))
+        if own_t is None:
             # a sketch sends the same cells at any theta: a scheduled sketch run without its own
             # timing run costs what the unscheduled one does
             if base and (base, r) in step_ms and info.get(c, {}).get("values", "sketch").startswith("sketch"):
                 return step * step_ms[(base, r)][0] / 1e3
             return None
-        own = step_ms[(c, r)][0] / 1e3
+        own = own_t[0] / 1e3
         if w > 0 and base and (base, r) in step_ms:
             steady = step_ms[(base, r)][0] / 1e3
             return min(step, w) * own + max(0, step - w) * steady
         return step * own
 
+    # Mean step time of the warm-up and of the rest, for the configurations priced by bytes
+    # (the markdown says what the byte model charged, and what the dense-start price was).
+    priced = {}
+    for r in rates:
+        for c in configs:
+            if time_at(c, r, 1) is None or cum_cache.get((c, r)) is None:
+                continue
+            cum, w = cum_cache[(c, r)], min(warmup_of(c), len(cum_cache[(c, r)]) - 1)
+            after = (cum[-1] - cum[w]) / (len(cum) - 1 - w) if len(cum) - 1 > w else float("nan")
+            priced[(c, r)] = (cum[w] / w * 1e3, after * 1e3, dense_timing(c, r)[0], w)
+
     # ---- time to target ----
     # The horizon: fp32's final step when every run is complete; with partial runs the last
     # validation step all of them reached, so that every configuration had the same chance.
+    # With --own-budget the target is fp32's final loss whatever the other runs' lengths, and
+    # each configuration is searched over its whole run: a run given more steps than fp32 (its
+    # own cosine schedule over them) may get to fp32's final loss after fp32's last step, which
+    # is the time-to-quality question when each configuration has its own step budget.
     horizon = a.horizon or min(curves[c][-1][0] for c in configs if curves[c])
     fp32_at = {st: l for st, _, l in curves["fp32"]}
-    target_step = max(st for st in fp32_at if st <= horizon)
+    target_step = max(st for st in fp32_at if st <= ((a.horizon or math.inf) if a.own_budget else horizon))
     target = fp32_at[target_step]
+    search_to = math.inf if a.own_budget else horizon
     reach = {}
     for c in configs:
-        hit = [st for st, _, l in curves[c] if l <= target * (1 + a.tolerance_pct / 100) and st <= horizon]
+        hit = [st for st, _, l in curves[c] if l <= target * (1 + a.tolerance_pct / 100) and st <= search_to]
         reach[c] = hit[0] if hit else None
     ttt = {}
     with open(os.path.join(a.docs, "time_to_target.csv"), "w") as fo:
         fo.write("config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,vs_fp32,vs_bf16,"
-                 "vs_fp32_g16,vs_bf16_g16\n")
+                 "vs_fp32_g16,vs_bf16_g16,run_steps\n")
         for r in rates:
             for c in configs:
                 t_all = time_at(c, r, 1)
@@ -293,9 +400,10 @@ def main():
                 for base in ("fp32", "bf16", "fp32" + G16, "bf16" + G16):
                     b = ttt.get((base, r))
                     rel.append(f"{b / t:.2f}" if t and b else "")
-                ms_c = step_ms.get((c, r), step_ms.get((unscheduled(c), r), (float("nan"),)))[0]
+                ms_c = (dense_timing(c, r) or step_ms.get((unscheduled(c), r)) or (float("nan"),))[0]
                 fo.write(f"{c},{r},{target:.5f},{reach[c] if reach[c] is not None else 'not reached'},"
-                         f"{ms_c:.1f},{f'{t:.0f}' if t is not None else 'not reached'},{','.join(rel)}\n")
+                         f"{ms_c:.1f},{f'{t:.0f}' if t is not None else 'not reached'},{','.join(rel)},"
+                         f"{info[c]['steps']}\n")
 
     # ---- plots (gnuplot) ----
     dat = tempfile.mkdtemp(prefix="long_plot")
@@ -317,18 +425,28 @@ def main():
             continue
         col = 4 + rates.index(r)
         lines = ", ".join(f"'{dat}/{c}.dat' using {col}:3 with linespoints{style(c)} title '{c}'" for c in have)
-        plot += [f"set output '{a.docs}/val_vs_wall-{r}.png'", "set xlabel 'training wall time, s (steps x step time measured at this rate)'",
+        plot += [f"set output '{a.docs}/val_vs_wall-{r}.png'", "set xlabel 'training wall time, s (sum of the step times measured at this rate)'",
                  f"set title 'validation loss vs wall time at {r} (shared link, 2 ranks; codec of {commit})'",
                  f"plot {lines}, {target} with lines dt 2 lc rgb 'gray' title 'fp32 final'"]
     subprocess.run(["gnuplot"], input="\n".join(plot) + "\n", text=True, check=True)
 
     # ---- markdown ----
+    def after_text(ms, fmt):
+        """The mean step price after the warm-up, or what a run still inside it has."""
+        return fmt.format(ms) if not math.isnan(ms) else " (the run is still in it)"
+
     md = []
     print = md.append  # noqa: A001 (collected, then printed and spliced)
     print(f"target: fp32's validation loss at step {target_step} = {target:.4f}, reached within "
           f"{a.tolerance_pct:g} % (<= {target * (1 + a.tolerance_pct / 100):.4f})"
           + (" (its final)" if target_step == curves["fp32"][-1][0] and not partial else
+             " (its final; other runs are partial)" if target_step == curves["fp32"][-1][0] and a.own_budget
+             and info["fp32"]["last_step"] >= info["fp32"]["steps"] else
+             " (--horizon)" if a.horizon else
              f" (the last validation step every run reached; runs are partial)"))
+    if a.own_budget:
+        print("each configuration searched over its own run (--own-budget), step budgets: "
+              + ", ".join(f"{c} {info[c]['steps']}" for c in configs))
     if partial:
         print("PARTIAL runs: " + ", ".join(partial))
     print("\n| configuration | step | val loss (± se) | gap vs fp32 at that step (± paired se) | "
@@ -352,7 +470,11 @@ def main():
                     cells.append("-")
                     continue
                 t = ttt.get((c, r))
-                own = f"{step_ms[(c, r)][0]:.0f} ms" if (c, r) in step_ms else "as unscheduled"
+                pr = priced.get((c, r))
+                own = (f"{pr[0]:.0f} ms in the warm-up{after_text(pr[1], ', then {:.0f}')}, by bytes" if pr else
+                       f"{step_ms[(c, r)][0]:.0f} ms" if (c, r) in step_ms else
+                       f"{dense_timing(c, r)[0]:.0f} ms (timing of {default_warmup(c)})" if dense_timing(c, r) else
+                       "as unscheduled")
                 cells.append(own + ", " + (f"{t:.0f} s" if t is not None else "not reached"))
             print(f"| {c} | " + " | ".join(cells) + " |")
         for r in rates:
@@ -362,9 +484,19 @@ def main():
             got.sort()
             best_t, best = got[0]
             others = ", ".join(f"{c} {t / best_t:.2f}x as long" for t, c in got[1:]) or "no other run reaches it"
-            missing = [c for (c, rr), t in ttt.items() if rr == r and t is None]
+            missing = [c + (f" (so far: {info[c]['last_step']}/{info[c]['steps']} steps)"
+                            if a.own_budget and info[c]["last_step"] < info[c]["steps"] else "")
+                       for (c, rr), t in ttt.items() if rr == r and t is None]
             print(f"\nAt {r}: **{best}** reaches the target first ({best_t:.0f} s); {others}"
-                  + (f"; not reached by step {horizon}: {', '.join(missing)}" if missing else "") + ".")
+                  + (f"; not reached {'within its own run' if a.own_budget else f'by step {horizon}'}: "
+                     f"{', '.join(missing)}" if missing else "") + ".")
+        for (c, r), (w_ms, after_ms, old_ms, n_w) in sorted(priced.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
+            d, st = dense_timing(c, r), step_ms[(unscheduled(c), r)]
+            print(f"\nStep price of {c} at {r}, by the bytes each step sent: its {n_w} warm-up steps "
+                  f"{w_ms:.0f} ms on average (the dense-start step time for each would be {old_ms:.0f} ms)"
+                  f"{after_text(after_ms, ', then {:.0f} ms')}; on the line from {d[0]:.0f} ms at {d[2] / 1e6:.2f} MB/step "
+                  f"(dense-start timing run{'' if (c, r) in step_ms else ' of ' + str(default_warmup(c))}) "
+                  f"to {st[0]:.0f} ms at {st[2] / 1e6:.2f} MB ({unscheduled(c)}).")
 
     text = "\n".join(md) + "\n"
     sys.stdout.write(text)
