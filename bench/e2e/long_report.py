@@ -228,6 +228,10 @@ def main():
                          "is searched over its whole run, so a run with more steps than fp32's (its own "
                          "schedule) may reach it later than fp32's last step: time to quality with each "
                          "configuration's own step budget (time_to_target.csv's run_steps)")
+    ap.add_argument("--target-loss", type=float, default=0.0,
+                    help="a fixed target validation loss instead of fp32's final one (e.g. fp32's final loss "
+                         "of a shorter run, for runs that all have a longer common budget); every "
+                         "configuration is searched over its whole run")
     ap.add_argument("--tolerance-pct", type=float, default=0.1,
                     help="a run reaches the target within this many percent of it: validation means "
                          "differ by noise (paired se of the gaps ~0.01-0.15 %%), a strict <= would call "
@@ -375,9 +379,15 @@ def main():
     # is the time-to-quality question when each configuration has its own step budget.
     horizon = a.horizon or min(curves[c][-1][0] for c in configs if curves[c])
     fp32_at = {st: l for st, _, l in curves["fp32"]}
-    target_step = max(st for st in fp32_at if st <= ((a.horizon or math.inf) if a.own_budget else horizon))
-    target = fp32_at[target_step]
-    search_to = math.inf if a.own_budget else horizon
+    # --target-loss: a quality target fixed in advance (e.g. what fp32 reaches in a shorter
+    # run), the same for every configuration, all with one longer step budget: time to a fixed
+    # quality with no configuration's schedule tuned to the target's run length.
+    if a.target_loss:
+        target_step, target, search_to = None, a.target_loss, math.inf
+    else:
+        target_step = max(st for st in fp32_at if st <= ((a.horizon or math.inf) if a.own_budget else horizon))
+        target = fp32_at[target_step]
+        search_to = math.inf if a.own_budget else horizon
     reach = {}
     for c in configs:
         hit = [st for st, _, l in curves[c] if l <= target * (1 + a.tolerance_pct / 100) and st <= search_to]
@@ -437,15 +447,18 @@ def main():
 
     md = []
     print = md.append  # noqa: A001 (collected, then printed and spliced)
-    print(f"target: fp32's validation loss at step {target_step} = {target:.4f}, reached within "
+    print(f"target: a fixed validation loss {target:.4f} (--target-loss), reached within {a.tolerance_pct:g} % "
+          f"(<= {target * (1 + a.tolerance_pct / 100):.4f}); each configuration searched over its whole run"
+          if a.target_loss else
+          f"target: fp32's validation loss at step {target_step} = {target:.4f}, reached within "
           f"{a.tolerance_pct:g} % (<= {target * (1 + a.tolerance_pct / 100):.4f})"
           + (" (its final)" if target_step == curves["fp32"][-1][0] and not partial else
              " (its final; other runs are partial)" if target_step == curves["fp32"][-1][0] and a.own_budget
              and info["fp32"]["last_step"] >= info["fp32"]["steps"] else
              " (--horizon)" if a.horizon else
              f" (the last validation step every run reached; runs are partial)"))
-    if a.own_budget:
-        print("each configuration searched over its own run (--own-budget), step budgets: "
+    if a.own_budget or a.target_loss:
+        print("each configuration searched over its own run, step budgets: "
               + ", ".join(f"{c} {info[c]['steps']}" for c in configs))
     if partial:
         print("PARTIAL runs: " + ", ".join(partial))
@@ -485,10 +498,10 @@ def main():
             best_t, best = got[0]
             others = ", ".join(f"{c} {t / best_t:.2f}x as long" for t, c in got[1:]) or "no other run reaches it"
             missing = [c + (f" (so far: {info[c]['last_step']}/{info[c]['steps']} steps)"
-                            if a.own_budget and info[c]["last_step"] < info[c]["steps"] else "")
+                            if (a.own_budget or a.target_loss) and info[c]["last_step"] < info[c]["steps"] else "")
                        for (c, rr), t in ttt.items() if rr == r and t is None]
             print(f"\nAt {r}: **{best}** reaches the target first ({best_t:.0f} s); {others}"
-                  + (f"; not reached {'within its own run' if a.own_budget else f'by step {horizon}'}: "
+                  + (f"; not reached {'within its own run' if a.own_budget or a.target_loss else f'by step {horizon}'}: "
                      f"{', '.join(missing)}" if missing else "") + ".")
         for (c, r), (w_ms, after_ms, old_ms, n_w) in sorted(priced.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
             d, st = dense_timing(c, r), step_ms[(unscheduled(c), r)]
