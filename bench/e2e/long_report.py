@@ -416,6 +416,7 @@ def main():
                          f"{info[c]['steps']}\n")
 
     # ---- plots (gnuplot) ----
+    target_name = "target (--target-loss)" if a.target_loss else "fp32 final"
     dat = tempfile.mkdtemp(prefix="long_plot")
     for c in configs:
         with open(os.path.join(dat, c + ".dat"), "w") as fo:
@@ -427,8 +428,8 @@ def main():
     style = lambda c: " dt 4" if base_config(c)[1] else ""
     lines_tok = ", ".join(f"'{dat}/{c}.dat' using 2:3 with linespoints{style(c)} title '{c}'" for c in configs)
     plot += [f"set output '{a.docs}/val_vs_tokens.png'", "set xlabel 'training tokens (all ranks)'",
-             f"set title 'GPT-2 d2, 2 ranks: validation loss vs tokens (target: fp32 final {target:.4f})'",
-             f"plot {lines_tok}, {target} with lines dt 2 lc rgb 'gray' title 'fp32 final'"]
+             f"set title 'GPT-2 d2, 2 ranks: validation loss vs tokens (target: {target_name} {target:.4f})'",
+             f"plot {lines_tok}, {target} with lines dt 2 lc rgb 'gray' title '{target_name}'"]
     for r in rates:
         have = [c for c in configs if time_at(c, r, 1) is not None]
         if not have:
@@ -437,7 +438,7 @@ def main():
         lines = ", ".join(f"'{dat}/{c}.dat' using {col}:3 with linespoints{style(c)} title '{c}'" for c in have)
         plot += [f"set output '{a.docs}/val_vs_wall-{r}.png'", "set xlabel 'training wall time, s (sum of the step times measured at this rate)'",
                  f"set title 'validation loss vs wall time at {r} (shared link, 2 ranks; codec of {commit})'",
-                 f"plot {lines}, {target} with lines dt 2 lc rgb 'gray' title 'fp32 final'"]
+                 f"plot {lines}, {target} with lines dt 2 lc rgb 'gray' title '{target_name}'"]
     subprocess.run(["gnuplot"], input="\n".join(plot) + "\n", text=True, check=True)
 
     # ---- markdown ----
