@@ -86,6 +86,12 @@ class shard_decoder {
   static constexpr std::uint32_t cell_mask = 0x7fffffffu, sign_bit = 0x80000000u;
   static constexpr std::size_t parallel_from = std::size_t(1) << 15;  // below: one thread (fork/join costs more)
   static constexpr std::size_t prefetch_ahead = 16;  // support entries ahead whose cell records are fetched
+  // The queue's prefetch distances, in queued cells: the cell record, then its
+  // entry's record, then the entry's three cells. 16 / 8 / 4 left misses
+  // unoverlapped at high load: 32 / 16 / 8 cut the queue's time at ratio 4 (load
+  // 0.76, 1.15M entries peeled from the queue, 16M elements, 2 ranks) from ~63 to
+  // ~55 ms; 48 / 24 / 12 gained nothing more (docs/results.md, issue 10).
+  static constexpr std::size_t queue_cell_ahead = 32, queue_entry_ahead = 16, queue_edges_ahead = 8;
 
   // Not peeled (yet): an entry record's value bits. A NaN no arithmetic produces
   // (x86's default NaN is 0xffc00000); the cells hold finite sums.
@@ -206,14 +212,15 @@ class shard_decoder {
     while (head != tail) {
       // Cells here come in random order and each visit waits on misses in a row
       // (the cell, its entry's record, the entry's other cells). Prefetch them for
-      // the visits 16, 8 and 4 ahead (hints only: the order and the results are unchanged).
-      if (head + 16 < tail) __builtin_prefetch(&rec[queue[head + 16]]);
-      if (head + 8 < tail) {
-        const cell_record& ahead = rec[queue[head + 8]];
+      // the visits queue_cell_ahead, queue_entry_ahead and queue_edges_ahead on
+      // (hints only: the order and the results are unchanged).
+      if (head + queue_cell_ahead < tail) __builtin_prefetch(&rec[queue[head + queue_cell_ahead]]);
+      if (head + queue_entry_ahead < tail) {
+        const cell_record& ahead = rec[queue[head + queue_entry_ahead]];
         if ((ahead.count & count_bits) == 1) __builtin_prefetch(&entries[ahead.ids], 1);
       }
-      if (head + 4 < tail) {
-        const cell_record& ahead = rec[queue[head + 4]];
+      if (head + queue_edges_ahead < tail) {
+        const cell_record& ahead = rec[queue[head + queue_edges_ahead]];
         if ((ahead.count & count_bits) == 1) {
           const entry_record& en = entries[ahead.ids];
           for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[en.edge[h] & cell_mask], 1);
