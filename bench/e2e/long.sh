@@ -10,10 +10,10 @@
 # Usage: bench/e2e/long.sh quality [--configs a,b] [--steps 1000] [--val-every 50]
 #                                  [--val-batches 16] [--out results/long] [--parallel] [--resume]
 #                                  [--model d2] [--gather-dtype fp32|bf16] [--seed 1337]
-#                                  [--shuffle] [--shuffle-seed 1337]
+#                                  [--shuffle] [--shuffle-seed 1337] [--zero2]
 #        bench/e2e/long.sh timing  [--configs a,b] [--rates 200mbit,1gbit,10gbit]
 #                                  [--steps 25] [--skip 5] [--out results/long-timing]
-#                                  [--gather-dtype fp32|bf16]
+#                                  [--gather-dtype fp32|bf16] [--zero2]
 #        bench/e2e/long.sh report  [--out results/long] [--timing results/long-timing]
 #        bench/e2e/long.sh all     (quality, then timing, then report; hours on 2 cores)
 #   quality   one run per configuration on plain loopback, 2 ranks, 1 OpenMP thread each,
@@ -33,6 +33,10 @@
 #   Any of them with the suffix -g16 (e.g. bf16-g16, tagc-packed-bf16-sched-g16) runs with the
 #   16-bit parameter all-gather (tagc-gpt2 --gather-dtype bf16, FSDP's param_dtype=bf16);
 #   --gather-dtype bf16 adds the suffix to every configuration of --configs.
+#   --zero2 runs every configuration with tagc-gpt2 --zero2 (each unit's parameters gathered
+#   once a step, kept from forward for backward: FSDP's SHARD_GRAD_OP). The losses are those
+#   of the run without it (tests/test_train.cpp holds them equal); only the gather traffic and
+#   the step time change, so time it and report with the quality runs made without it.
 # Environment: BUILD_DIR (build), EXE (default $BUILD_DIR/examples/gpt2/train/tagc-gpt2),
 #              DATA_DIR (data; its tokens/ are made with `tagc-gpt2 prepare` if missing),
 #              TOKENS_DIR (default $DATA_DIR/tokens), NP (2), NICE (10: the niceness of the runs;
@@ -60,7 +64,8 @@ while [[ $# -gt 0 ]]; do
     --seed) SEED="$2"; shift 2 ;;
     --shuffle) SHUFFLE=1; shift ;;
     --shuffle-seed) SHUFFLE=1; SHUFFLE_SEED="$2"; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    --zero2) ZERO2=1; shift ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "long.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -88,6 +93,7 @@ SEED="${SEED:-1337}"
 # per epoch. Off, the corpus is read in order (speeches by date, then a novel) and the
 # validation loss drifts with the topic; the order is independent of --seed either way.
 SHUFFLE="${SHUFFLE:-0}" SHUFFLE_SEED="${SHUFFLE_SEED:-1337}"
+ZERO2="${ZERO2:-0}"
 
 # The learning-rate warm-up and the sparsity warm-up have the same length: the steps where
 # the weights move fastest and AdamW's moment estimates are still settling, which is where
@@ -140,14 +146,14 @@ export OMPI_MCA_coll_tuned_use_dynamic_rules=1 OMPI_MCA_coll_tuned_reduce_scatte
 common() {  # steps
   echo train --model "$MODEL" --B 4 --T 64 --lr 1e-3 --warmup $WARMUP --schedule cosine --lr-min 1e-4 \
     --clip 1.0 --seed "$SEED" --print-every 25 --steps "$1" \
-    $( ((SHUFFLE)) && echo --shuffle-seed "$SHUFFLE_SEED") \
+    $( ((SHUFFLE)) && echo --shuffle-seed "$SHUFFLE_SEED") $( ((ZERO2)) && echo --zero2) \
     --train-data "$TOKENS_DIR/corpus_train.bin" --val-data "$TOKENS_DIR/corpus_val.bin"
 }
 
 meta() {  # dir
   { echo "date: $(date -u +%FT%TZ)"; echo "host: $(nproc --all) cpus; $(uptime)";
     echo "git: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- include examples || echo ' (+ uncommitted changes)')";
-    echo "exe: $EXE"; echo "np: $NP"; } >>"$1/meta.txt"
+    echo "exe: $EXE"; echo "np: $NP"; echo "zero2: $ZERO2"; } >>"$1/meta.txt"
 }
 
 quality() {
@@ -210,5 +216,5 @@ case "$cmd" in
   timing) prepare; timing ;;
   report) report ;;
   all) prepare; quality; STEPS=""; timing; report ;;
-  *) sed -n '2,39p' "$0"; exit 2 ;;
+  *) sed -n '2,43p' "$0"; exit 2 ;;
 esac
