@@ -31,7 +31,10 @@ Writes (under --docs)
                        below it with 0), searched up to the common horizon (--horizon), or over
                        each configuration's whole run with --own-budget (a run longer than fp32's
                        may reach fp32's final loss after fp32's last step); time = the sum of the
-                       step times at that rate ("not reached" when no point gets there)
+                       step times at that rate ("not reached" when no point gets there);
+                       stays_from_step, time_to_stay_s, vs_bf16_g16_stay: the same by the
+                       stricter rule, the first validation point from which every later one
+                       stays within the tolerance
   val_vs_tokens.png, val_vs_wall-<rate>.png
 and prints the markdown tables for docs/results.md ("Time to quality").
 
@@ -277,15 +280,20 @@ def main():
                 commit = line.split()[3].rstrip(";")
     rates = sorted((os.path.basename(d) for d in glob.glob(os.path.join(a.timing, "*")) if os.path.isdir(d)),
                    key=rate_key)
+    grad_bits = {}  # (config, rate): a timing run's gradient bits per parameter per step, as long_runs.csv counts them
     for r in rates:
         for p in glob.glob(os.path.join(a.timing, r, "*.jsonl")):
             c = os.path.basename(p)[:-6]
-            _, steps, _ = load(p)
+            run, steps, _ = load(p)
             avg = [s for s in steps if s["step"] > a.skip]
             if avg:
                 sent_avg = [link_bytes(s) for s in avg]
                 step_ms[(c, r)] = (mean([s["step_ms"] for s in avg]), len(avg),
                                    None if None in sent_avg else mean(sent_avg))
+                if run and run.get("params") and all("grad_bytes" in s for s in avg):
+                    N = run.get("world", 1)
+                    ring = (N - 1) / N if N > 1 else 1.0
+                    grad_bits[(c, r)] = mean([s["grad_bytes"] for s in avg]) * 8 / run["params"] / ring
     with open(os.path.join(a.docs, "step_time.csv"), "w") as fo:
         fo.write("config,rate,step_ms,steps,codec_commit\n")
         for (c, r), (m, n, _) in sorted(step_ms.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
@@ -319,14 +327,40 @@ def main():
         dense, steady = dense_timing(c, r), step_ms.get((base, r)) if base else None
         got = sent.get(c, {})
         last = curves[c][-1][0] if curves.get(c) else 0
-        if warmup_of(c) <= 0 or not dense or not steady or dense[2] is None or steady[2] is None \
-                or not last or any(st not in got for st in range(1, last + 1)):
+        if warmup_of(c) <= 0 or not dense or not steady or not last:
+            return None
+        if any(st not in got for st in range(1, last + 1)):
+            return step_prices_from_bits(c, r, dense, steady, last)
+        if dense[2] is None or steady[2] is None:
             return None
         d_ms, d_b, s_ms, s_b = dense[0], dense[2], steady[0], steady[2]
         if d_b - s_b <= 0.01 * d_b or d_ms <= s_ms:
             return None  # the same bytes dense and steady (a sketch): no line to price along
         return [min(d_ms, max(s_ms, s_ms + (d_ms - s_ms) * (got[st] - s_b) / (d_b - s_b))) / 1e3
                 for st in range(1, last + 1)]
+
+    def step_prices_from_bits(c, r, dense, steady, last):
+        """step_prices without the run's log (only the committed CSVs): the same line, in
+        gradient bits per parameter (the only bytes that differ between the two timing runs),
+        each step charged its validation interval's mean, from the run's cumulative
+        bits_per_param at each validation point. Price is linear in bits, so an interval's sum
+        is the one per-step bits would give, up to the clip at the ends of the line."""
+        twin = (c, r) if (c, r) in step_ms else (default_warmup(c), r)
+        d_bits, s_bits = grad_bits.get(twin), grad_bits.get((unscheduled(c), r))
+        cum = sorted((int(x[1]), float(x[5])) for x in rows if x[0] == c)
+        if d_bits is None or s_bits is None or not cum or cum[-1][0] < last or d_bits - s_bits <= 0.01 * d_bits:
+            return None
+        d_ms, s_ms = dense[0], steady[0]
+        prices, prev_step, prev_total = [], 0, 0.0
+        for st, mean_bits in cum:
+            if st > last:
+                break
+            total = mean_bits * st  # bits per parameter over steps 1..st
+            bits = (total - prev_total) / (st - prev_step)
+            ms = min(d_ms, max(s_ms, s_ms + (d_ms - s_ms) * (bits - s_bits) / (d_bits - s_bits)))
+            prices += [ms / 1e3] * (st - prev_step)
+            prev_step, prev_total = st, total
+        return prices if len(prices) == last else None
 
     cum_cache = {}
 
@@ -388,20 +422,30 @@ def main():
         target_step = max(st for st in fp32_at if st <= ((a.horizon or math.inf) if a.own_budget else horizon))
         target = fp32_at[target_step]
         search_to = math.inf if a.own_budget else horizon
-    reach = {}
+    # Two rules: the first validation point within the tolerance (reach), and the first one
+    # from which every later point of the run stays within it (stay): a dip that every run
+    # shares can carry a run across the target once before it is really there.
+    reach, stay = {}, {}
     for c in configs:
-        hit = [st for st, _, l in curves[c] if l <= target * (1 + a.tolerance_pct / 100) and st <= search_to]
+        within = [(st, l <= target * (1 + a.tolerance_pct / 100)) for st, _, l in curves[c] if st <= search_to]
+        hit = [st for st, ok in within if ok]
         reach[c] = hit[0] if hit else None
-    ttt = {}
+        stay[c] = None
+        for st, ok in reversed(within):
+            if not ok:
+                break
+            stay[c] = st
+    ttt, tts = {}, {}  # time to the target by the two rules
     with open(os.path.join(a.docs, "time_to_target.csv"), "w") as fo:
         fo.write("config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,vs_fp32,vs_bf16,"
-                 "vs_fp32_g16,vs_bf16_g16,run_steps\n")
+                 "vs_fp32_g16,vs_bf16_g16,run_steps,stays_from_step,time_to_stay_s,vs_bf16_g16_stay\n")
         for r in rates:
             for c in configs:
                 t_all = time_at(c, r, 1)
                 if t_all is None:
                     continue
                 ttt[(c, r)] = None if reach[c] is None else time_at(c, r, reach[c])
+                tts[(c, r)] = None if stay[c] is None else time_at(c, r, stay[c])
             for c in configs:
                 if (c, r) not in ttt:
                     continue
@@ -411,9 +455,12 @@ def main():
                     b = ttt.get((base, r))
                     rel.append(f"{b / t:.2f}" if t and b else "")
                 ms_c = (dense_timing(c, r) or step_ms.get((unscheduled(c), r)) or (float("nan"),))[0]
+                ts, bs = tts[(c, r)], tts.get(("bf16" + G16, r))
                 fo.write(f"{c},{r},{target:.5f},{reach[c] if reach[c] is not None else 'not reached'},"
                          f"{ms_c:.1f},{f'{t:.0f}' if t is not None else 'not reached'},{','.join(rel)},"
-                         f"{info[c]['steps']}\n")
+                         f"{info[c]['steps']},{stay[c] if stay[c] is not None else 'not reached'},"
+                         f"{f'{ts:.0f}' if ts is not None else 'not reached'},"
+                         f"{f'{bs / ts:.2f}' if ts and bs else ''}\n")
 
     # ---- plots (gnuplot) ----
     target_name = "target (--target-loss)" if a.target_loss else "fp32 final"
@@ -464,7 +511,7 @@ def main():
     if partial:
         print("PARTIAL runs: " + ", ".join(partial))
     print("\n| configuration | step | val loss (± se) | gap vs fp32 at that step (± paired se) | "
-          "bits/param per rank, run so far | steps to target |")
+          "bits/param per rank, run so far | steps to target (first / stays from) |")
     print("|---|---:|---:|---:|---:|---:|")
     for c in configs:
         at = [x for x in noise if x[0] == c and int(x[1]) <= horizon]
@@ -473,7 +520,8 @@ def main():
         n = at[-1]
         bits = [x for x in rows if x[0] == c and int(x[1]) == int(n[1])][0][5]
         print(f"| {c} | {n[1]} | {float(n[2]):.4f} ± {float(n[3]):.4f} | "
-              f"{n[4]} % ± {n[5]} | {bits} | {reach[c] if reach[c] is not None else 'not reached'} |")
+              f"{n[4]} % ± {n[5]} | {bits} | {reach[c] if reach[c] is not None else 'not reached'} / "
+              f"{stay[c] if stay[c] is not None else 'not reached'} |")
     if rates:
         print("\n| configuration | " + " | ".join(f"{r}: ms/step, time to target" for r in rates) + " |")
         print("|---|" + "---:|" * len(rates))
@@ -504,6 +552,11 @@ def main():
             print(f"\nAt {r}: **{best}** reaches the target first ({best_t:.0f} s); {others}"
                   + (f"; not reached {'within its own run' if a.own_budget or a.target_loss else f'by step {horizon}'}: "
                      f"{', '.join(missing)}" if missing else "") + ".")
+            got = sorted((t, c) for (c, rr), t in tts.items() if rr == r and t is not None)
+            if got:
+                print(f"Counted from where each run stays within the tolerance: **{got[0][1]}** "
+                      f"({got[0][0]:.0f} s); " + (", ".join(f"{c} {t / got[0][0]:.2f}x as long" for t, c in got[1:])
+                                                  or "no other run stays there") + ".")
         for (c, r), (w_ms, after_ms, old_ms, n_w) in sorted(priced.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
             d, st = dense_timing(c, r), step_ms[(unscheduled(c), r)]
             print(f"\nStep price of {c} at {r}, by the bytes each step sent: its {n_w} warm-up steps "
