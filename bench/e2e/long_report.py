@@ -278,8 +278,10 @@ def main():
         for line in open(meta):
             if line.startswith("codec of commit"):
                 commit = line.split()[3].rstrip(";")
-    rates = sorted((os.path.basename(d) for d in glob.glob(os.path.join(a.timing, "*")) if os.path.isdir(d)),
-                   key=rate_key)
+    # a rate is a folder named as scripts/slow_net.sh --rate takes it (a folder such as round2/,
+    # a repeat of the timing runs kept beside them, is not one)
+    rates = sorted((os.path.basename(d) for d in glob.glob(os.path.join(a.timing, "*"))
+                    if os.path.isdir(d) and re.fullmatch(r"[0-9.]+[kmg]bit", os.path.basename(d))), key=rate_key)
     grad_bits = {}  # (config, rate): a timing run's gradient bits per parameter per step, as long_runs.csv counts them
     for r in rates:
         for p in glob.glob(os.path.join(a.timing, r, "*.jsonl")):
