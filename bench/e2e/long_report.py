@@ -34,7 +34,9 @@ Writes (under --docs)
                        step times at that rate ("not reached" when no point gets there);
                        stays_from_step, time_to_stay_s, vs_bf16_g16_stay: the same by the
                        stricter rule, the first validation point from which every later one
-                       stays within the tolerance
+                       stays within the tolerance; smoothed_step, time_smoothed_s,
+                       vs_bf16_g16_smoothed: where the curve averaged over +-(--smooth-steps)
+                       first falls to the target (interpolated, no tolerance)
   val_vs_tokens.png, val_vs_wall-<rate>.png
 and prints the markdown tables for docs/results.md ("Time to quality").
 
@@ -235,6 +237,9 @@ def main():
                     help="a fixed target validation loss instead of fp32's final one (e.g. fp32's final loss "
                          "of a shorter run, for runs that all have a longer common budget); every "
                          "configuration is searched over its whole run")
+    ap.add_argument("--smooth-steps", type=int, default=100,
+                    help="half-width in steps of the centred moving average of the third rule (the "
+                         "smoothed curve's interpolated crossing of the target)")
     ap.add_argument("--tolerance-pct", type=float, default=0.1,
                     help="a run reaches the target within this many percent of it: validation means "
                          "differ by noise (paired se of the gaps ~0.01-0.15 %%), a strict <= would call "
@@ -437,10 +442,29 @@ def main():
             if not ok:
                 break
             stay[c] = st
-    ttt, tts = {}, {}  # time to the target by the two rules
+    # A third rule, the least sensitive to the validation curve's step-to-step wiggles (the runs
+    # share the data order, so they share most of the wiggles): each curve averaged over
+    # +-smooth_steps around each point (points with the whole window inside the run), and the
+    # step where that average first falls to the target, interpolated between points. No
+    # tolerance: the average already absorbs the noise the tolerance is there for.
+    smoothed = {}
+    for c in configs:
+        pts = [(st, l) for st, _, l in curves[c] if st <= search_to]
+        avg = [(st, mean([l2 for st2, l2 in pts if abs(st2 - st) <= a.smooth_steps])) for st, _ in pts
+               if pts and st - a.smooth_steps >= pts[0][0] and st + a.smooth_steps <= pts[-1][0]]
+        smoothed[c] = next((s0 + (s1 - s0) * (l0 - target) / (l0 - l1)
+                            for (s0, l0), (s1, l1) in zip(avg, avg[1:]) if l0 > target >= l1), None)
+    def time_at_fraction(c, r, step):
+        """time_at for a fractional step (the smoothed rule's interpolated crossing)."""
+        lo = math.floor(step)
+        t0, t1 = time_at(c, r, lo), time_at(c, r, lo + 1)
+        return None if t0 is None or t1 is None else t0 + (t1 - t0) * (step - lo)
+
+    ttt, tts, ttm = {}, {}, {}  # time to the target by the three rules
     with open(os.path.join(a.docs, "time_to_target.csv"), "w") as fo:
         fo.write("config,rate,target_val_loss,steps_to_target,step_ms,time_to_target_s,vs_fp32,vs_bf16,"
-                 "vs_fp32_g16,vs_bf16_g16,run_steps,stays_from_step,time_to_stay_s,vs_bf16_g16_stay\n")
+                 "vs_fp32_g16,vs_bf16_g16,run_steps,stays_from_step,time_to_stay_s,vs_bf16_g16_stay,"
+                 "smoothed_step,time_smoothed_s,vs_bf16_g16_smoothed\n")
         for r in rates:
             for c in configs:
                 t_all = time_at(c, r, 1)
@@ -448,6 +472,7 @@ def main():
                     continue
                 ttt[(c, r)] = None if reach[c] is None else time_at(c, r, reach[c])
                 tts[(c, r)] = None if stay[c] is None else time_at(c, r, stay[c])
+                ttm[(c, r)] = None if smoothed[c] is None else time_at_fraction(c, r, smoothed[c])
             for c in configs:
                 if (c, r) not in ttt:
                     continue
@@ -458,11 +483,14 @@ def main():
                     rel.append(f"{b / t:.2f}" if t and b else "")
                 ms_c = (dense_timing(c, r) or step_ms.get((unscheduled(c), r)) or (float("nan"),))[0]
                 ts, bs = tts[(c, r)], tts.get(("bf16" + G16, r))
+                tm, bm = ttm[(c, r)], ttm.get(("bf16" + G16, r))
                 fo.write(f"{c},{r},{target:.5f},{reach[c] if reach[c] is not None else 'not reached'},"
                          f"{ms_c:.1f},{f'{t:.0f}' if t is not None else 'not reached'},{','.join(rel)},"
                          f"{info[c]['steps']},{stay[c] if stay[c] is not None else 'not reached'},"
                          f"{f'{ts:.0f}' if ts is not None else 'not reached'},"
-                         f"{f'{bs / ts:.2f}' if ts and bs else ''}\n")
+                         f"{f'{bs / ts:.2f}' if ts and bs else ''},"
+                         f"{f'{smoothed[c]:.0f}' if smoothed[c] is not None else 'not reached'},"
+                         f"{f'{tm:.0f}' if tm is not None else 'not reached'},{f'{bm / tm:.2f}' if tm and bm else ''}\n")
 
     # ---- plots (gnuplot) ----
     target_name = "target (--target-loss)" if a.target_loss else "fp32 final"
@@ -513,7 +541,7 @@ def main():
     if partial:
         print("PARTIAL runs: " + ", ".join(partial))
     print("\n| configuration | step | val loss (± se) | gap vs fp32 at that step (± paired se) | "
-          "bits/param per rank, run so far | steps to target (first / stays from) |")
+          "bits/param per rank, run so far | steps to target (first / stays from / smoothed) |")
     print("|---|---:|---:|---:|---:|---:|")
     for c in configs:
         at = [x for x in noise if x[0] == c and int(x[1]) <= horizon]
@@ -523,7 +551,8 @@ def main():
         bits = [x for x in rows if x[0] == c and int(x[1]) == int(n[1])][0][5]
         print(f"| {c} | {n[1]} | {float(n[2]):.4f} ± {float(n[3]):.4f} | "
               f"{n[4]} % ± {n[5]} | {bits} | {reach[c] if reach[c] is not None else 'not reached'} / "
-              f"{stay[c] if stay[c] is not None else 'not reached'} |")
+              f"{stay[c] if stay[c] is not None else 'not reached'} / "
+              f"{f'{smoothed[c]:.0f}' if smoothed[c] is not None else 'not reached'} |")
     if rates:
         print("\n| configuration | " + " | ".join(f"{r}: ms/step, time to target" for r in rates) + " |")
         print("|---|" + "---:|" * len(rates))
@@ -559,6 +588,11 @@ def main():
                 print(f"Counted from where each run stays within the tolerance: **{got[0][1]}** "
                       f"({got[0][0]:.0f} s); " + (", ".join(f"{c} {t / got[0][0]:.2f}x as long" for t, c in got[1:])
                                                   or "no other run stays there") + ".")
+            got = sorted((t, c) for (c, rr), t in ttm.items() if rr == r and t is not None)
+            if got:
+                print(f"By the smoothed curves (+-{a.smooth_steps} steps): **{got[0][1]}** ({got[0][0]:.0f} s); "
+                      + (", ".join(f"{c} {t / got[0][0]:.2f}x as long" for t, c in got[1:])
+                         or "no other smoothed curve gets there") + ".")
         for (c, r), (w_ms, after_ms, old_ms, n_w) in sorted(priced.items(), key=lambda x: (rate_key(x[0][1]), order_key(x[0][0]))):
             d, st = dense_timing(c, r), step_ms[(unscheduled(c), r)]
             print(f"\nStep price of {c} at {r}, by the bytes each step sent: its {n_w} warm-up steps "
