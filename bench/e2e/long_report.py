@@ -138,13 +138,19 @@ def paired_se(a, b):
     return math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d))
 
 
-def from_logs(runs_dir, fp32_csv_vals):
+def run_logs(runs):
+    """The *.jsonl logs of --runs: one folder, or several separated by commas (e.g. a 2600-step
+    quality run and the fp32 run of another length whose final loss is the target)."""
+    return sorted(p for d in runs.split(",") if d for p in glob.glob(os.path.join(d, "*.jsonl")))
+
+
+def from_logs(logs, fp32_csv_vals):
     """long_runs.csv, long_runs_noise.csv and long_runs_meta.csv rows from the runs' logs, and
     each run's bytes sent per step ({config: {step: bytes}}, for the step-time model).
     The gap to fp32 is taken against fp32's log at the steps it has (its per-batch losses give
     the paired standard error), else against fp32's committed validation losses (no se)."""
     runs = {}
-    for p in sorted(glob.glob(os.path.join(runs_dir, "*.jsonl"))):
+    for p in logs:
         c = os.path.basename(p)[:-6]
         run, steps, vals = load(p)
         if run and vals:
@@ -222,7 +228,8 @@ def read_csv(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", default="results/long")
+    ap.add_argument("--runs", default="results/long",
+                    help="folder(s) of the runs' logs, comma-separated; a configuration in two is an error")
     ap.add_argument("--timing", default="results/long-timing")
     ap.add_argument("--skip", type=int, default=5, help="warm-up steps left out of the timing mean")
     ap.add_argument("--docs", default="docs/results")
@@ -256,9 +263,13 @@ def main():
     committed = tuple(read_csv(p) if os.path.exists(p) else [] for p in paths)
     rows, noise, meta = committed
     sent = {}  # bytes sent per step, from the logs at hand: the committed CSVs do not keep them
-    if glob.glob(os.path.join(a.runs, "*.jsonl")):
+    logs = run_logs(a.runs)
+    log_names = [os.path.basename(p) for p in logs]
+    if len(set(log_names)) != len(log_names):
+        sys.exit(f"long_report.py: --runs {a.runs}: a configuration has a log in more than one folder")
+    if logs:
         fp32_csv = {int(r[1]): float(r[4]) for r in committed[0] if r[0] == "fp32"}
-        *fresh, sent = from_logs(a.runs, fp32_csv)
+        *fresh, sent = from_logs(logs, fp32_csv)
         rows, noise, meta = merge(committed, tuple(fresh))
         headers = ("config,step,tokens,wall_s,val_loss,bits_per_param",
                    "config,step,val_loss,val_se,gap_vs_fp32_pct,gap_se_pct",
