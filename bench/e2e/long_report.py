@@ -2,7 +2,8 @@
 """long_report.py -- time to quality (issue 11) from tagc-gpt2 logs (bench/e2e/long.sh).
 
 Reads
-  RUNS/<config>.jsonl           long runs on loopback: val lines (val_loss, val_se,
+  RUNS/<config>.jsonl           long runs on loopback (--runs: one folder or several, comma-
+                                separated): val lines (val_loss, val_se,
                                 val_batch_losses), step lines (step_ms, tokens, grad_bytes, and
                                 bytes: what each collective sent that step)
   TIMING/<rate>/<config>.jsonl  short runs over scripts/slow_net.sh: step_ms and bytes per step
