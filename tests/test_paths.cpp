@@ -167,6 +167,7 @@ TEST_CASE("paths: bf16 residual (stochastic rounding from the same bits)") {
 }
 TEST_CASE("paths: the host fallbacks (no kept list at theta 0.5; a crowded threshold bin) and replicated") {
   compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.5, 2);
+  compare_paths<SparsifyPolicy, IndexPolicy<4>, PackedBf16Policy>(2, 40001, 0.5, 2);  // packed from acc, not the list
   compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::crowded);
   compare_paths<SparsifyPolicy, IndexPolicy<4>, PackedPolicy>(3, 40001, 0.90, 2, input::crowded);
   compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::gradient,

@@ -79,7 +79,11 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     const std::uint8_t* idx = c.reduced_index;  // the whole all-reduced index
     if constexpr (host_paths) {
       slots_ = host_.count(idx);
-      host_.pack(idx, c.acc, c.state->threshold, c.sender_check, c.wire_scale, detail::raw(values_send_), slots_);
+      if (c.kept_listed)  // the kept entries' values were listed by the marking pass: no read of acc per union entry
+        host_.pack_kept(idx, c.kept, c.kept_values, c.kept_count, c.sender_check, c.wire_scale,
+                        detail::raw(values_send_), slots_);
+      else
+        host_.pack(idx, c.acc, c.state->threshold, c.sender_check, c.wire_scale, detail::raw(values_send_), slots_);
       return;
     }
     const std::size_t index_all = offsets_.size() - 1;
