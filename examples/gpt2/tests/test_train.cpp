@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,58 @@ TEST_CASE("gpt2_train: a sparsity warm-up ramps theta to the target, resumes bit
                   train::ArgsError);
   CHECK_THROWS_AS(train::parse_args(4, std::array<const char*, 4>{"x", "train", "--sparsity-schedule", "cubic"}.data()),
                   train::ArgsError);
+}
+
+TEST_CASE("gpt2_train: --unit-sparsity sets theta per unit and kind, under the warm-up too; checked on resume") {
+  Args a = tiny(2, 4);
+  a.compress = CompressMode::non_attention;
+  a.values = train::ValuesMode::packed_bf16;
+  a.index_bits = train::index_bits_exact;
+  a.sparsity_warmup = 2;
+  a.sparsity_start = 0.0;
+  a.unit_sparsity = {{"mlp", 0.5}, {"mlp.1", 0.75}, {"embed", 0.95}};  // the last entry naming a unit wins
+  const auto theta_of = [](const train::StepMetrics& m) {
+    std::map<std::string, double> t;
+    for (const auto& s : m.compression) t[s.unit] = s.stats.theta;
+    return t;
+  };
+  {
+    tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+    Trainer t(a, mpi);
+    t.init_from_seed();
+    std::vector<std::map<std::string, double>> theta;
+    for (int i = 0; i < 3; ++i) theta.push_back(theta_of(t.train_step()));
+    CHECK(theta[0].at("embed") == 0.0);  // the warm-up's dense start, on every unit
+    CHECK(theta[0].at("mlp.0") == 0.0);
+    CHECK(theta[1].at("mlp.0") > 0.0);   // ramping towards its own target, below it
+    CHECK(theta[1].at("mlp.0") < 0.5);
+    CHECK(theta[2].at("embed") == 0.95);  // each unit's target from step W + 1 on
+    CHECK(theta[2].at("mlp.0") == 0.5);
+    CHECK(theta[2].at("mlp.1") == 0.75);
+    for (const auto& [unit, th] : theta[2])
+      if (unit.rfind("attn", 0) == 0) CHECK(th == 0.9875);  // not named: --sparsity's (the paper's)
+  }
+  const std::string dir = (scratch() / "ckpt_unit_sparsity").string();
+  check_resume_continues(a, MPI_COMM_WORLD, 4, 2, dir);
+  Args other = a;
+  other.unit_sparsity = {{"mlp", 0.5}, {"embed", 0.95}};
+  CHECK_THROWS_WITH(run(other, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("unit-sparsity"));
+  // a name no unit has is refused on every rank, before the first step
+  Args typo = a;
+  typo.unit_sparsity = {{"mpl", 0.5}};
+  CHECK_THROWS_WITH(run(typo, MPI_COMM_WORLD, 1), doctest::Contains("--unit-sparsity mpl: no unit"));
+  Args plain = a;  // attention units are sent uncompressed under --compress none
+  plain.compress = CompressMode::none;
+  plain.unit_sparsity = {{"attn", 0.5}};
+  CHECK_THROWS_WITH(run(plain, MPI_COMM_WORLD, 1), doctest::Contains("uncompressed"));
+  const auto parse = [](const char* v) {
+    return train::parse_args(4, std::array<const char*, 4>{"x", "train", "--unit-sparsity", v}.data());
+  };
+  CHECK(parse("embed=0.99,mlp.1=0").unit_sparsity == std::vector<train::UnitSparsity>{{"embed", 0.99}, {"mlp.1", 0.0}});
+  for (const char* bad : {"mlp", "=0.9", "mlp=1.5", "mlp=x", "mlp=0.9,", "ml p=0.9"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse(bad), train::ArgsError);
+  }
 }
 
 TEST_CASE("gpt2_train: --shuffle trains on another order, resumes bit-identically, is checked on resume") {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -34,6 +35,30 @@ float finite(const std::string& flag, const std::string& v) {
   const float x = number<float>(flag, v);
   if (!std::isfinite(x)) throw ArgsError("--" + flag + ": must be finite, got " + v);
   return x;
+}
+
+// "embed=0.99,mlp=0.9": unit names as gpt2::units spells them (letters, digits, dots).
+std::vector<UnitSparsity> parse_unit_sparsity(const std::string& v) {
+  const std::string flag = "--unit-sparsity";
+  std::vector<UnitSparsity> out;
+  size_t at = 0;
+  while (at <= v.size()) {
+    const size_t end = std::min(v.find(',', at), v.size());
+    const std::string item = v.substr(at, end - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ArgsError(flag + ": expected UNIT=THETA[,UNIT=THETA...], got '" + item + "' in '" + v + "'");
+    UnitSparsity u{item.substr(0, eq), 0.0};
+    for (const char c : u.unit)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.'))
+        throw ArgsError(flag + ": '" + u.unit + "' is not a unit name (e.g. embed, mlp, mlp.1)");
+    u.theta = number<double>("unit-sparsity", item.substr(eq + 1));
+    if (!(u.theta >= 0.0 && u.theta <= 1.0))
+      throw ArgsError(flag + ": " + u.unit + ": expected theta in [0, 1], got " + item.substr(eq + 1));
+    out.push_back(u);
+    at = end + 1;
+  }
+  return out;
 }
 
 struct Flag {
@@ -129,6 +154,9 @@ const std::map<std::string, Flag>& flags() {
          a.sparsity = number<double>("sparsity", v);
          if (!(a.sparsity >= 0.0 && a.sparsity <= 1.0)) throw ArgsError("--sparsity: expected a value in [0, 1], got " + v);
        }, "theta in [0,1] (default: 0.8/0.9/0.9875 for ratio 2/4/10)"}},
+      {"unit-sparsity", {false, [](A& a, S v) { a.unit_sparsity = parse_unit_sparsity(v); },
+       "UNIT=THETA[,...]: theta of the named units (embed, mlp.1; or a kind: mlp, every layer's), "
+       "overriding --sparsity there; the last match wins"}},
       {"decoder", {false, [](A& a, S v) {
          if (v == "peel") a.decoder = DecoderMode::peel;
          else if (v == "estimate") a.decoder = DecoderMode::estimate;
@@ -287,6 +315,16 @@ std::string usage(const std::string& program) {
   for (const Command& c : commands_help)
     u.append("\n").append(c.name).append(": ").append(c.what).append("\n").append(command_flags(c.name));
   return u;
+}
+
+std::string unit_sparsity_text(const std::vector<UnitSparsity>& u) {
+  std::string s;
+  for (const UnitSparsity& x : u) {
+    char b[32];
+    const auto r = std::to_chars(b, b + sizeof b, x.theta);  // shortest text that reads back the same
+    s += (s.empty() ? "" : ",") + x.unit + "=" + std::string(b, r.ptr);
+  }
+  return s;
 }
 
 std::vector<std::string> flag_names() {

@@ -37,6 +37,16 @@ enum class IndexExchange { all_reduce, reduce_scatter };
 // (tagc::ExactIndexPolicy); stored in Args::index_bits as this value (tagc::index_auto).
 inline constexpr int index_bits_exact = 0;
 
+// One --unit-sparsity entry: `unit` names a unit ("embed", "mlp.1") or a kind ("mlp": every
+// layer's); theta in [0, 1].
+struct UnitSparsity {
+  std::string unit;
+  double theta = 0.0;
+  bool operator==(const UnitSparsity&) const = default;
+};
+// "embed=0.9875,mlp=0.9" (the flag's own text; "" when none).
+std::string unit_sparsity_text(const std::vector<UnitSparsity>& u);
+
 struct Args {
   std::string command;
 
@@ -71,6 +81,9 @@ struct Args {
   ValuesMode values = ValuesMode::sketch;
   IndexExchange index_exchange = IndexExchange::all_reduce;
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
+  // --unit-sparsity: theta of the named units (a unit, "embed", "mlp.1", or every unit of a
+  // kind, "mlp"), overriding --sparsity there; in the order given, the last match wins
+  std::vector<UnitSparsity> unit_sparsity;
   DecoderMode decoder = DecoderMode::peel_estimate;
   bool residual_bf16 = false;  // --residual bf16: error-feedback residual stored in bf16 (SparsifyBf16ResidualPolicy)
   bool adaptive = false;      // tagc adaptive theta: steer each segment's largest sketch load

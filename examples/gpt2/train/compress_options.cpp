@@ -2,7 +2,8 @@
 // check against the trainers' catalogue. Reads the catalogue's descriptions from its
 // type list (tagc::descriptions_of): no reducer is instantiated in this file, so both
 // programs (tagc-gpt2, tagc-gpt2-cuda) check their command line with it.
-// defines: train::compress_options, train::segment_arguments, train::reducer_flags,
+// defines: train::compress_options, train::names_unit, train::unit_reducer, train::unit_sparsity_error,
+//          train::segment_arguments, train::reducer_flags,
 //          train::unbuilt_combination, train::built_combinations, train::built_descriptions
 #include "compress_options.hpp"
 #include "reducer_catalogue.hpp"
@@ -50,10 +51,47 @@ CompressOptions compress_options(const Args& a) {
   o.reducer.schedule.start = a.sparsity_start;
   o.reducer.schedule.shape = a.sparsity_linear ? tagc::schedule_shape::linear : tagc::schedule_shape::exponential;
   o.reducer = tagc::normalized(o.reducer);
+  o.unit_sparsity = a.unit_sparsity;
   o.plain.values = a.baseline_dtype == "bf16" ? tagc::values_kind::plain_bf16 : tagc::values_kind::plain_fp32;
   o.arguments.topo = tagc::topology::sharded;
   o.arguments.op = tagc::reduce_op::mean;
   return o;
+}
+
+bool names_unit(const std::string& entry, const std::string& unit) {
+  return unit == entry || (unit.size() > entry.size() && unit.compare(0, entry.size(), entry) == 0 &&
+                           unit[entry.size()] == '.');
+}
+
+tagc::reducer_description unit_reducer(const CompressOptions& o, const std::string& unit) {
+  tagc::reducer_description d = o.reducer;
+  for (const UnitSparsity& u : o.unit_sparsity)
+    if (names_unit(u.unit, unit)) d.sparsity = u.theta;
+  return d;
+}
+
+std::string unit_sparsity_error(const CompressOptions& o, const std::vector<std::string>& units,
+                                const std::vector<std::string>& compressed) {
+  const auto any_named = [](const std::string& entry, const std::vector<std::string>& names) {
+    for (const std::string& n : names)
+      if (names_unit(entry, n)) return true;
+    return false;
+  };
+  for (const UnitSparsity& u : o.unit_sparsity) {
+    const std::string flag = "--unit-sparsity " + u.unit + ": ";
+    if (!any_named(u.unit, units)) {
+      std::string all;
+      for (const std::string& n : units) all += (all.empty() ? "" : ", ") + n;
+      return flag + "no unit of this model has that name (units: " + all + "; or a kind: attn, mlp)";
+    }
+    if (!any_named(u.unit, compressed))
+      return flag + "names only units sent uncompressed (--compress and the segment sizes decide which are "
+                    "compressed); theta applies to compressed units";
+    tagc::reducer_description d = o.reducer;
+    d.sparsity = u.theta;
+    if (const tagc::status s = tagc::check_description(d); !s.ok()) return flag + s.message();
+  }
+  return {};
 }
 
 tagc::reducer_arguments segment_arguments(const CompressOptions& o, size_t length, int world, int rank) {

@@ -2,7 +2,7 @@
 // describe as a tagc::reducer_description: the type (--values, --ratio, --index-bits,
 // --index-exchange, --decoder, --residual; --baseline-dtype for the plain segments) and
 // the run-time knobs (--sparsity, --adaptive, --target-load, --sparsity-warmup,
-// --sparsity-schedule, --sparsity-start), so the description alone says how a segment
+// --sparsity-schedule, --sparsity-start; --unit-sparsity per unit), so the description alone says how a segment
 // reduces. Checked against the trainers' catalogue (reducer_catalogue.hpp) before any
 // rank starts; no reducer is built here.
 #pragma once
@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace train {
 
@@ -24,9 +25,23 @@ struct CompressOptions {
   // whatever reducer_arguments gains reaches every reducer; length, world and rank are the
   // segment's (segment_arguments).
   tagc::reducer_arguments arguments;
+  // --unit-sparsity: theta per unit or kind of unit, over reducer.sparsity (unit_reducer)
+  std::vector<UnitSparsity> unit_sparsity;
 };
 
 CompressOptions compress_options(const Args& a);
+
+// Whether a --unit-sparsity entry names `unit`: the unit itself ("mlp.1") or its kind
+// ("mlp" names mlp.0, mlp.1, ...).
+bool names_unit(const std::string& entry, const std::string& unit);
+// The compressed reducer of `unit`: o.reducer, at the theta of the last --unit-sparsity
+// entry naming the unit if one does (its warm-up, if any, then ramps to that theta).
+tagc::reducer_description unit_reducer(const CompressOptions& o, const std::string& unit);
+// Empty when every --unit-sparsity entry names at least one unit of `compressed` (the
+// units with a compressed segment) and the reducer accepts its theta; otherwise the error,
+// in the flag's words. `units`: every unit's name, to tell a typo from a plain unit.
+std::string unit_sparsity_error(const CompressOptions& o, const std::vector<std::string>& units,
+                                const std::vector<std::string>& compressed);
 
 // The arguments of one segment's reducer: sharded, the mean over ranks.
 tagc::reducer_arguments segment_arguments(const CompressOptions& o, size_t length, int world, int rank);

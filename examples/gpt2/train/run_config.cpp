@@ -82,6 +82,7 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"values", {to_string(a.values), must}},
       {"index-exchange", {to_string(a.index_exchange), must}},
       {"sparsity", {a.sparsity < 0 ? "default" : num(a.sparsity), must}},
+      {"unit-sparsity", {unit_sparsity_text(a.unit_sparsity), must}},
       {"decoder", {to_string(a.decoder), must}},
       {"residual", {a.residual_bf16 ? "bf16" : "float", must}},
       {"adaptive", {sw(a.adaptive), must}},

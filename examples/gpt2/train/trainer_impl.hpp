@@ -178,13 +178,24 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
   reducers_.resize(size_t(U));
   stats_.resize(size_t(U));
   agree("reducer setup", [&] {
+    if (!co.unit_sparsity.empty()) {
+      std::vector<std::string> names, compressed;
+      for (int u = 0; u < U; ++u) {
+        names.push_back(plan_.unit(u).name);
+        // --compress auto decides from a measurement: a unit it sends plain is not the flag's error
+        if (args_.compress == CompressMode::automatic || paths_[size_t(2 * u)] == path_tagc ||
+            paths_[size_t(2 * u + 1)] == path_tagc)
+          compressed.push_back(plan_.unit(u).name);
+      }
+      if (const std::string e = unit_sparsity_error(co, names, compressed); !e.empty()) throw std::runtime_error(e);
+    }
     for (int u = 0; u < U; ++u)
       for (int s = 0; s < 2; ++s) {
         const Segment& g = plan_.unit(u).seg[s];
         const uint8_t path = paths_[size_t(2 * u + s)];
         if (path == path_none || segment_local(size_t(2 * u + s))) continue;
         auto& r = reducers_[size_t(u)][size_t(s)];
-        r = make_segment_reducer<Exec, Counted>(co, path == path_tagc ? co.reducer : co.plain, g.length, world(),
+        r = make_segment_reducer<Exec, Counted>(co, path == path_tagc ? unit_reducer(co, plan_.unit(u).name) : co.plain, g.length, world(),
                                                 rank(), queue_.side());
         // Stage timings for the log: on the CPU they only read the clock; on a GPU they
         // would synchronize after each stage (lost overlap), so not there.
