@@ -29,7 +29,7 @@
 # Configurations (--configs, default all, in priority order):
 #   fp32, tagc-paper, tagc-paper-sched, tagc-packed-bf16-sched, bf16, tagc-packed-bf16
 #   (also tagc-packed-bf16-t95 and -t95-sched: theta 0.95; tagc-packed-bf16-t93-sched: 0.93;
-#   tagc-packed-bf16-sched300: a 300-step sparsity warm-up; its -mlp90, -mlp0, -emb95: per-unit theta)
+#   tagc-packed-bf16-sched300 and -sched500: a 300- or 500-step sparsity warm-up; sched300's -mlp90, -mlp0, -emb95: per-unit theta)
 #   Any of them with the suffix -g16 (e.g. bf16-g16, tagc-packed-bf16-sched-g16) runs with the
 #   16-bit parameter all-gather (tagc-gpt2 --gather-dtype bf16, FSDP's param_dtype=bf16);
 #   --gather-dtype bf16 adds the suffix to every configuration of --configs.
@@ -125,6 +125,7 @@ flags_of() {
     tagc-packed-bf16-t95-sched) echo "$packed --sparsity 0.95 $(dense_start $WARMUP)" ;;
     # the paper's theta with a three times longer sparsity warm-up (the LR warm-up stays 100)
     tagc-packed-bf16-sched300) echo "$packed $(dense_start $((3 * WARMUP)))" ;;
+    tagc-packed-bf16-sched500) echo "$packed $(dense_start $((5 * WARMUP)))" ;;
     # per-unit theta (--unit-sparsity) with the 300-step warm-up: the MLPs at 0.9 or dense (0),
     # or the token embedding at 0.95; every other compressed unit at the paper's 0.9875
     tagc-packed-bf16-sched300-mlp90) echo "$packed $(dense_start $((3 * WARMUP))) --unit-sparsity mlp=0.9" ;;
