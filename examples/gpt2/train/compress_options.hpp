@@ -2,8 +2,8 @@
 // describe as a tagc::reducer_description: the type (--values, --ratio, --index-bits,
 // --index-exchange, --decoder, --residual; --baseline-dtype for the plain segments) and
 // the run-time knobs (--sparsity, --adaptive, --target-load, --sparsity-warmup,
-// --sparsity-schedule, --sparsity-start; --unit-sparsity per unit), so the description alone says how a segment
-// reduces. Checked against the trainers' catalogue (reducer_catalogue.hpp) before any
+// --sparsity-schedule, --sparsity-start), so the description alone says how a segment
+// reduces (unit_reducer: with --unit-sparsity's theta for its unit). Checked against the trainers' catalogue (reducer_catalogue.hpp) before any
 // rank starts; no reducer is built here.
 #pragma once
 
