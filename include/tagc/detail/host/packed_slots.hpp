@@ -78,30 +78,15 @@ class packed_slots {
   template <class Value>
   void pack(const std::uint8_t* index, const float* acc, std::uint32_t threshold, const std::uint8_t* sender_check,
             float wire_scale, Value* packed, std::size_t slots) const {
-    const std::size_t C = chunks_, tasks = shards_ * C;
     const layout l = lay_;
-    const std::uint32_t* start = start_.data();
-    const std::size_t per_word = 64 / std::size_t(l.index_bits);
-#pragma omp parallel for schedule(static) if (tasks >= parallel_from)
-    for (std::size_t t = 0; t < tasks; ++t) {
-      const std::size_t s = t / C, k = t % C;
-      const std::uint8_t* ix = index + s * l.index_bytes;
-      const std::size_t valid = shard_entries(l, s), w1 = std::min(words_, (k + 1) * words_per_chunk);
+    fill_slots(index, wire_scale, packed, slots, [&](std::size_t s, std::size_t) {
       const float* a = acc + s * l.shard_size;
-      Value* out = packed + s * slots + start[s * (C + 1) + k];
-      for (std::size_t w = k * words_per_chunk; w < w1; ++w) {
-        std::uint64_t m = word_marks(ix, l.index_bytes, l.index_bits, valid, w);
-        const std::size_t first = w * per_word;
-        for (; m; m &= m - 1) {
-          const std::size_t e = first + std::size_t(__builtin_ctzll(m)) / std::size_t(l.index_bits);
-          const float v = a[e];
-          const bool mine = is_kept(v, threshold) && (!sender_check || index_marked(sender_check, l, s, e));
-          *out++ = Value((mine ? v : 0.0f) * wire_scale);
-        }
-      }
-    }
-    for (std::size_t s = 0; s < shards_; ++s)
-      for (std::size_t i = union_size(s); i < slots; ++i) packed[s * slots + i] = Value(0.0f);
+      return [=](std::size_t e) {
+        const float v = a[e];
+        const bool mine = is_kept(v, threshold) && (!sender_check || index_marked(sender_check, l, s, e));
+        return mine ? v : 0.0f;
+      };
+    });
   }
 
   // pack() from this rank's kept list (global positions ascending, acc at each):
@@ -114,36 +99,23 @@ class packed_slots {
   void pack_kept(const std::uint8_t* index, const std::uint32_t* kept, const float* kept_values,
                  std::size_t kept_count, const std::uint8_t* sender_check, float wire_scale, Value* packed,
                  std::size_t slots) const {
-    const std::size_t C = chunks_, tasks = shards_ * C;
     const layout l = lay_;
-    const std::uint32_t* start = start_.data();
     const std::size_t per_word = 64 / std::size_t(l.index_bits);
     const std::uint32_t* kept_end = kept + kept_count;
-#pragma omp parallel for schedule(static) if (tasks >= parallel_from)
-    for (std::size_t t = 0; t < tasks; ++t) {
-      const std::size_t s = t / C, k = t % C;
-      const std::uint8_t* ix = index + s * l.index_bytes;
-      const std::size_t valid = shard_entries(l, s), w1 = std::min(words_, (k + 1) * words_per_chunk);
+    fill_slots(index, wire_scale, packed, slots, [&](std::size_t s, std::size_t k) {
+      // the task's entries ascend: one cursor into the list, from the chunk's first position
       const std::size_t base = s * l.shard_size;
       const std::uint32_t* p = std::lower_bound(kept, kept_end, std::uint32_t(base + k * words_per_chunk * per_word));
-      Value* out = packed + s * slots + start[s * (C + 1) + k];
-      for (std::size_t w = k * words_per_chunk; w < w1; ++w) {
-        std::uint64_t m = word_marks(ix, l.index_bytes, l.index_bits, valid, w);
-        const std::size_t first = w * per_word;
-        for (; m; m &= m - 1) {
-          const std::size_t e = first + std::size_t(__builtin_ctzll(m)) / std::size_t(l.index_bits);
-          while (p != kept_end && *p < base + e) ++p;
-          float v = 0.0f;
-          if (p != kept_end && *p == base + e) {
-            if (!sender_check || index_marked(sender_check, l, s, e)) v = kept_values[p - kept];
-            ++p;
-          }
-          *out++ = Value(v * wire_scale);
+      return [=](std::size_t e) mutable {
+        while (p != kept_end && *p < base + e) ++p;
+        float v = 0.0f;
+        if (p != kept_end && *p == base + e) {
+          if (!sender_check || index_marked(sender_check, l, s, e)) v = kept_values[p - kept];
+          ++p;
         }
-      }
-    }
-    for (std::size_t s = 0; s < shards_; ++s)
-      for (std::size_t i = union_size(s); i < slots; ++i) packed[s * slots + i] = Value(0.0f);
+        return v;
+      };
+    });
   }
 
   // The owner's shard `own` from its summed slots: float(slot) * scale at its
@@ -169,6 +141,35 @@ class packed_slots {
   }
 
  private:
+  // The walk both packers share: each task (shard s, chunk k of its index words)
+  // visits its union entries in ascending order and fills their slots with
+  // Value(value_of(e) * wire_scale), value_of = source_for(s, k) (a task's own
+  // state, e.g. a cursor, lives in it); the padding slots of each shard 0.
+  template <class Value, class SourceFor>
+  void fill_slots(const std::uint8_t* index, float wire_scale, Value* packed, std::size_t slots,
+                  SourceFor source_for) const {
+    const std::size_t C = chunks_, tasks = shards_ * C;
+    const layout l = lay_;
+    const std::uint32_t* start = start_.data();
+    const std::size_t per_word = 64 / std::size_t(l.index_bits);
+#pragma omp parallel for schedule(static) if (tasks >= parallel_from)
+    for (std::size_t t = 0; t < tasks; ++t) {
+      const std::size_t s = t / C, k = t % C;
+      const std::uint8_t* ix = index + s * l.index_bytes;
+      const std::size_t valid = shard_entries(l, s), w1 = std::min(words_, (k + 1) * words_per_chunk);
+      auto value_of = source_for(s, k);
+      Value* out = packed + s * slots + start[s * (C + 1) + k];
+      for (std::size_t w = k * words_per_chunk; w < w1; ++w) {
+        std::uint64_t m = word_marks(ix, l.index_bytes, l.index_bits, valid, w);
+        const std::size_t first = w * per_word;
+        for (; m; m &= m - 1)
+          *out++ = Value(value_of(first + std::size_t(__builtin_ctzll(m)) / std::size_t(l.index_bits)) * wire_scale);
+      }
+    }
+    for (std::size_t s = 0; s < shards_; ++s)
+      for (std::size_t i = union_size(s); i < slots; ++i) packed[s * slots + i] = Value(0.0f);
+  }
+
   layout lay_{};
   std::size_t shards_ = 0, words_ = 0, chunks_ = 0;
   std::vector<std::uint32_t> start_;  // [shards][chunks + 1] each chunk's first slot in its shard
