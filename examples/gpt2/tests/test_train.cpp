@@ -35,6 +35,17 @@ void expect_close(const Run& a, const Run& b, double tol) {
   }
 }
 
+// TAGC with packed bf16 values over the exact index, theta ramped from dense over `warmup` steps.
+Args packed_dense_start(int steps, int warmup) {
+  Args a = tiny(2, steps);
+  a.compress = CompressMode::non_attention;
+  a.values = train::ValuesMode::packed_bf16;
+  a.index_bits = train::index_bits_exact;
+  a.sparsity_warmup = warmup;
+  a.sparsity_start = 0.0;
+  return a;
+}
+
 }  // namespace
 
 TEST_CASE("gpt2_train: 2 ranks x B=2 match 1 rank x B=4, accumulation and zero2 (fp32 baseline)") {
@@ -129,12 +140,7 @@ TEST_CASE("gpt2_train: checkpoint round trip resumes bit-identically (TAGC state
 }
 
 TEST_CASE("gpt2_train: a sparsity warm-up ramps theta to the target, resumes bit-identically, is checked on resume") {
-  Args a = tiny(2, 6);
-  a.compress = CompressMode::non_attention;
-  a.values = train::ValuesMode::packed_bf16;
-  a.index_bits = train::index_bits_exact;
-  a.sparsity_warmup = 3;
-  a.sparsity_start = 0.0;
+  Args a = packed_dense_start(6, 3);
   {
     tagc::mpi_communicator mpi(MPI_COMM_WORLD);
     Trainer t(a, mpi);
@@ -163,12 +169,7 @@ TEST_CASE("gpt2_train: a sparsity warm-up ramps theta to the target, resumes bit
 }
 
 TEST_CASE("gpt2_train: --unit-sparsity sets theta per unit and kind, under the warm-up too; checked on resume") {
-  Args a = tiny(2, 4);
-  a.compress = CompressMode::non_attention;
-  a.values = train::ValuesMode::packed_bf16;
-  a.index_bits = train::index_bits_exact;
-  a.sparsity_warmup = 2;
-  a.sparsity_start = 0.0;
+  Args a = packed_dense_start(4, 2);
   a.unit_sparsity = {{"mlp", 0.5}, {"mlp.1", 0.75}, {"embed", 0.95}};  // the last entry naming a unit wins
   const auto theta_of = [](const train::StepMetrics& m) {
     std::map<std::string, double> t;

@@ -195,8 +195,8 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
         const uint8_t path = paths_[size_t(2 * u + s)];
         if (path == path_none || segment_local(size_t(2 * u + s))) continue;
         auto& r = reducers_[size_t(u)][size_t(s)];
-        r = make_segment_reducer<Exec, Counted>(co, path == path_tagc ? unit_reducer(co, plan_.unit(u).name) : co.plain, g.length, world(),
-                                                rank(), queue_.side());
+        const tagc::reducer_description d = path == path_tagc ? unit_reducer(co, plan_.unit(u).name) : co.plain;
+        r = make_segment_reducer<Exec, Counted>(co, d, g.length, world(), rank(), queue_.side());
         // Stage timings for the log: on the CPU they only read the clock; on a GPU they
         // would synchronize after each stage (lost overlap), so not there.
         r->set_profiling(!Exec::is_device);
