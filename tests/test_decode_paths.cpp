@@ -35,9 +35,10 @@ struct shard_input {
   std::vector<char> marked;          // [shard] within the length
 };
 
-template <class Cell>
-shard_input make_input(std::size_t length, int shards, std::size_t shard, int ratio, int bits, double p,
-                       std::uint64_t seed) {
+// `mark(e, rng)` chooses the marked entries of shard `shard`.
+template <class Cell, class Mark>
+shard_input make_input_marked(std::size_t length, int shards, std::size_t shard, int ratio, int bits, Mark mark,
+                              std::uint64_t seed) {
   shard_input in;
   in.lay = make_layout(length, shards, 1024, ratio, bits);
   in.shard = shard;
@@ -48,12 +49,11 @@ shard_input make_input(std::size_t length, int shards, std::size_t shard, int ra
   in.truth.assign(l.shard_size, 0.0f);
   in.marked.assign(l.shard_size, 0);
   std::mt19937_64 rng(seed);
-  std::bernoulli_distribution mark(p);
   std::normal_distribution<float> value(0.0f, 1.0f);
   std::uniform_int_distribution<unsigned> counter(1, (1u << bits) - 1u);
   const int per_byte = 8 / bits;
   for (std::size_t e = 0; e < l.shard_size; ++e) {
-    if (!mark(rng)) continue;
+    if (!mark(e, rng)) continue;
     in.index[e / std::size_t(per_byte)] |= std::uint8_t(counter(rng) << ((e % std::size_t(per_byte)) * std::size_t(bits)));
     if (shard * l.shard_size + e >= length) continue;  // marked past the length: not support
     in.marked[e] = 1;
@@ -64,10 +64,20 @@ shard_input make_input(std::size_t length, int shards, std::size_t shard, int ra
   return in;
 }
 
+// Marks with density p.
+template <class Cell>
+shard_input make_input(std::size_t length, int shards, std::size_t shard, int ratio, int bits, double p,
+                       std::uint64_t seed) {
+  std::bernoulli_distribution mark(p);
+  return make_input_marked<Cell>(length, shards, shard, ratio, bits,
+                                 [&](std::size_t, std::mt19937_64& rng) { return mark(rng); }, seed);
+}
+
 struct decoded {
   std::vector<float> out;
   std::vector<std::uint8_t> state;
   detail::decode_counts counts;
+  bool wide_cells = false;  // the host decoder counted with 12-byte cell records
 };
 
 decoded run_portable(const shard_input& in, bool peels, bool estimates) {
@@ -89,6 +99,7 @@ decoded run_host(const shard_input& in, bool peels, bool estimates) {
   r.state.assign(in.lay.shard_size, 77);
   auto cells = in.cells;
   REQUIRE(dec.run(cells.data(), in.index.data(), r.out.data(), r.state.data(), peels, estimates, r.counts).ok());
+  r.wide_cells = dec.used_wide_cells();
   return r;
 }
 
@@ -184,6 +195,7 @@ TEST_CASE("host decode equals the portable decode: resolved set, unresolved coun
             omp_set_num_threads(2);
             const auto got = run_host(in, mode[0], mode[1]);
             compare(in, ref, got, type == 0);
+            CHECK_FALSE(got.wide_cells);  // every cell here holds well under 128 entries
             omp_set_num_threads(1);  // the thread count changes nothing, bit for bit
             const auto one = run_host(in, mode[0], mode[1]);
             CHECK(one.out == got.out);
@@ -192,6 +204,45 @@ TEST_CASE("host decode equals the portable decode: resolved set, unresolved coun
           }
         }
       }
+}
+
+TEST_CASE("a cell holding more entries than an 8-byte record counts: the 12-byte records, same answers") {
+  // 300 blocks per shard over a sketch of one row per partition: each block's
+  // entries land in the same three rows. One entry in each of the first `hot`
+  // blocks is placed on cell 5 of partition 0; their other cells, and a sparse
+  // background kept off cell 5, are lightly loaded, so everything still peels.
+  // The compact record counts up to 127 entries a cell.
+  const std::size_t lanes = 1024, blocks = 300, length = 2 * blocks * lanes;
+  const layout l = make_layout(length, 2, lanes, 150, 1);
+  REQUIRE(l.part_rows == 1);
+  const std::size_t hot_cell = 5;
+  for (std::size_t hot : {std::size_t(127), std::size_t(128), blocks}) {
+    std::bernoulli_distribution background(0.002);
+    const auto mark = [&](std::size_t e, std::mt19937_64& rng) {
+      const std::size_t j = e / lanes, lane = e % lanes;
+      const bool on_hot = lane == (hot_cell + lanes - detail::sketch_rotation(std::uint32_t(j), 0, lanes)) % lanes;
+      return on_hot ? j < hot : background(rng);
+    };
+    for (int type = 0; type < 2; ++type) {
+      const auto in = type == 0 ? make_input_marked<float>(length, 2, 0, 150, 1, mark, 77 + hot)
+                                : make_input_marked<bfloat16>(length, 2, 0, 150, 1, mark, 78 + hot);
+      std::size_t on_hot = 0;
+      for (std::size_t e = 0; e < l.shard_size; ++e) on_hot += in.marked[e] && detail::sketch_cell(l, e, 0) == hot_cell;
+      REQUIRE(on_hot == hot);
+      const bool modes[][2] = {{true, true}, {true, false}, {false, true}};
+      for (const auto& mode : modes) {
+        CAPTURE(hot);
+        CAPTURE(type);
+        CAPTURE(mode[0]);
+        CAPTURE(mode[1]);
+        const auto ref = run_portable(in, mode[0], mode[1]);
+        const auto got = run_host(in, mode[0], mode[1]);
+        CHECK(got.wide_cells == (hot > 127));
+        compare(in, ref, got, type == 0);
+        if (mode[0]) CHECK(got.counts.unresolved * 100 < got.counts.support);
+      }
+    }
+  }
 }
 
 TEST_CASE("host decode reusing its buffers: a call after another equals a fresh decoder's") {

@@ -17,8 +17,9 @@
 //
 // Cells hold a count and the XOR of the *support positions* of their entries, so
 // a lone cell names its entry's cached edges directly; count, XOR and the cell's
-// value share one 12-byte record (peeling is bound by cache misses at high load:
-// one line per cell touched, not three). An entry's three edges and its peeled
+// value share one record (peeling is bound by cache misses at high load: one line
+// per cell touched, not three), of 8 bytes where the support and the counts fit
+// (detail/host/peel_cells.hpp), else of 12. An entry's three edges and its peeled
 // value share one 16-byte record too: peeling writes the value there, in the line
 // it has just read the edges from, and touches neither the support list nor `out`
 // nor `state` (three more random misses per queued peel near the threshold). One
@@ -34,6 +35,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/bits.hpp"
@@ -42,6 +45,7 @@
 #include "../../shard/layout.hpp"
 #include "../decode_counts.hpp"
 #include "../decode_kernels.hpp"
+#include "peel_cells.hpp"
 #include "support_list.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -56,13 +60,13 @@ class shard_decoder {
     list_.reserve(l.index_bytes);
     support_.assign(l.shard_size, 0u);
     entry_.assign(l.shard_size, entry_record{});
-    cell_.assign(l.cells, cell_record{});
+    cell_storage_.assign((l.cells * sizeof(wide_cell) + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t), 0u);
     queue_.assign(l.cells, 0u);
     return {};
   }
   std::size_t workspace_bytes() const {
     return list_.workspace_bytes() + (support_.size() + queue_.size()) * sizeof(std::uint32_t) +
-           entry_.size() * sizeof(entry_record) + cell_.size() * sizeof(cell_record);
+           entry_.size() * sizeof(entry_record) + cell_storage_.size() * sizeof(std::uint64_t);
   }
 
   // Decode into `out` (every entry written: 0 off the support), consuming `cells`
@@ -75,12 +79,18 @@ class shard_decoder {
     const std::size_t m = list_.build(own_index, lay_.index_bytes, lay_.index_bits, valid_, support_.data());
     d.support = m;
     build_edges(m);
-    count_cells(m, C, cells);
-    if (peels) d.peeled = peel(m);
-    d.unresolved = m - d.peeled;
-    write_out(out, state, m, S, estimates);
+    // The 8-byte records when they fit (fewer cache misses), else the 12-byte ones.
+    wide_ = !(m < compact_cell::most_entries && count_cells<compact_cell>(m, C, cells));
+    if (!wide_) {
+      finish<compact_cell>(out, state, m, S, peels, estimates, d);
+    } else {
+      (void)count_cells<wide_cell>(m, C, cells);  // always fits
+      finish<wide_cell>(out, state, m, S, peels, estimates, d);
+    }
     return {};
   }
+  // Whether the last run() counted with the 12-byte records (tests force both).
+  bool used_wide_cells() const { return wide_; }
 
  private:
   static constexpr std::uint32_t cell_mask = 0x7fffffffu, sign_bit = 0x80000000u;
@@ -138,23 +148,44 @@ class shard_decoder {
     }
   }
 
+  // The records, in the cell storage (sized for the wide ones; count_cells constructs them).
+  template <class Cell>
+  Cell* records() {
+    return std::launder(reinterpret_cast<Cell*>(cell_storage_.data()));
+  }
+  template <class Cell>
+  const Cell* records() const {
+    return std::launder(reinterpret_cast<const Cell*>(cell_storage_.data()));
+  }
+
   // Count and XOR of support positions per cell, beside the cell's value (one
   // record: peeling touches one cache line per cell, not three arrays). The three
   // partitions own disjoint cells, so they are counted in parallel without atomics.
-  void count_cells(std::size_t m, std::size_t C, const float* cells) {
-    cell_record* rec = cell_.data();
-    const entry_record* entries = entry_.data();
+  // False when a cell holds more entries than Cell can count.
+  template <class Cell>
+  bool count_cells(std::size_t m, std::size_t C, const float* cells) {
+    std::byte* storage = reinterpret_cast<std::byte*>(cell_storage_.data());
 #pragma omp parallel for schedule(static) if (C >= parallel_from)
-    for (std::size_t c = 0; c < C; ++c) rec[c] = {0u, 0u, cells[c]};
-#pragma omp parallel for schedule(static, 1) if (m >= parallel_from)
+    for (std::size_t c = 0; c < C; ++c) ::new (static_cast<void*>(storage + c * sizeof(Cell))) Cell(Cell::holding(cells[c]));
+    Cell* rec = records<Cell>();
+    const entry_record* entries = entry_.data();
+    bool fits = true;
+#pragma omp parallel for schedule(static, 1) reduction(&& : fits) if (m >= parallel_from)
     for (int h = 0; h < 3; ++h)
       for (std::size_t i = 0; i < m; ++i) {
         // the records are scattered over the cells: fetch ahead (a hint only)
         if (i + prefetch_ahead < m) __builtin_prefetch(&rec[entries[i + prefetch_ahead].edge[h] & cell_mask], 1);
-        cell_record& r = rec[entries[i].edge[h] & cell_mask];
-        ++r.count;
-        r.ids ^= std::uint32_t(i);
+        fits &= rec[entries[i].edge[h] & cell_mask].add(std::uint32_t(i));
       }
+    return fits;
+  }
+
+  template <class Cell>
+  void finish(float* out, std::uint8_t* state, std::size_t m, std::size_t S, bool peels, bool estimates,
+              decode_counts& d) {
+    if (peels) d.peeled = peel<Cell>(m);
+    d.unresolved = m - d.peeled;
+    write_out<Cell>(out, state, m, S, estimates);
   }
 
   // One sweep over the support, then a FIFO queue. The sweep visits the entries
@@ -178,8 +209,9 @@ class shard_decoder {
   // the rounds' order (breadth first: chains as short as the portable rounds make
   // them); a stack follows one chain deep, and near the threshold (ratio 4, load
   // 0.8) its errors reached 1e-4 of unit values after ~9,000 peels.
+  template <class Cell>
   std::size_t peel(std::size_t m) {
-    cell_record* rec = cell_.data();
+    Cell* rec = records<Cell>();
     entry_record* entries = entry_.data();
     std::uint32_t* queue = queue_.data();
     std::size_t head = 0, tail = 0, peeled = 0;
@@ -191,11 +223,10 @@ class shard_decoder {
       en.value = std::bit_cast<std::uint32_t>(v);
       ++peeled;
       for (int h = 0; h < 3; ++h) {
-        cell_record& r = rec[en.edge[h] & cell_mask];
+        Cell& r = rec[en.edge[h] & cell_mask];
         r.value -= ((en.edge[h] & sign_bit) ? -1.0f : 1.0f) * v;
-        r.ids ^= std::uint32_t(i);
-        const std::uint32_t left = (r.count & count_bits) - 1;
-        r.count = left | touched_bit;
+        const std::uint32_t left = r.count() - 1;
+        r.remove(std::uint32_t(i), left);
         if (left == 1) queue[tail++] = std::uint32_t(&r - rec);
       }
     };
@@ -206,7 +237,7 @@ class shard_decoder {
       }
       int lone = -1;
       for (int h = 2; h >= 0; --h)
-        if (rec[cell(i, h)].count == 1) lone = h;  // the first partition holding it alone, untouched
+        if (rec[cell(i, h)].untouched_lone()) lone = h;  // the first partition holding it alone
       if (lone >= 0) take(i, sign(i, lone) * rec[cell(i, lone)].value);
     }
     while (head != tail) {
@@ -216,19 +247,19 @@ class shard_decoder {
       // (hints only: the order and the results are unchanged).
       if (head + queue_cell_ahead < tail) __builtin_prefetch(&rec[queue[head + queue_cell_ahead]]);
       if (head + queue_entry_ahead < tail) {
-        const cell_record& ahead = rec[queue[head + queue_entry_ahead]];
-        if ((ahead.count & count_bits) == 1) __builtin_prefetch(&entries[ahead.ids], 1);
+        const Cell& ahead = rec[queue[head + queue_entry_ahead]];
+        if (ahead.count() == 1) __builtin_prefetch(&entries[ahead.ids()], 1);
       }
       if (head + queue_edges_ahead < tail) {
-        const cell_record& ahead = rec[queue[head + queue_edges_ahead]];
-        if ((ahead.count & count_bits) == 1) {
-          const entry_record& en = entries[ahead.ids];
+        const Cell& ahead = rec[queue[head + queue_edges_ahead]];
+        if (ahead.count() == 1) {
+          const entry_record& en = entries[ahead.ids()];
           for (int h = 0; h < 3; ++h) __builtin_prefetch(&rec[en.edge[h] & cell_mask], 1);
         }
       }
       const std::size_t c = queue[head++];
-      if ((rec[c].count & count_bits) != 1) continue;  // emptied since it was queued
-      const std::size_t i = rec[c].ids;
+      if (rec[c].count() != 1) continue;  // emptied since it was queued
+      const std::size_t i = rec[c].ids();
       const int hc = c < part_cells ? 0 : c < 2 * part_cells ? 1 : 2;  // c / part_cells
       take(i, sign(i, hc) * rec[c].value);
     }
@@ -242,10 +273,11 @@ class shard_decoder {
   // policy estimates, the conservative estimate from the entry's three signed cells.
   static constexpr std::size_t zero_block = 2048;  // entries cleared at a time (8 KB of out, 2 KB of state)
   static constexpr int out_chunks = 16;
+  template <class Cell>
   void write_out(float* out, std::uint8_t* state, std::size_t m, std::size_t S, bool estimates) const {
     const std::uint32_t* support = support_.data();
     const entry_record* entries = entry_.data();
-    const cell_record* rec = cell_.data();
+    const Cell* rec = records<Cell>();
 #pragma omp parallel for schedule(static) if (S >= parallel_from)
     for (int c = 0; c < out_chunks; ++c) {
       const std::size_t i0 = m * std::size_t(c) / out_chunks, i1 = m * std::size_t(c + 1) / out_chunks;
@@ -286,13 +318,9 @@ class shard_decoder {
     std::uint32_t value = unpeeled;        // the peeled value's bits
   };
   std::vector<entry_record> entry_;     // [shard] per support entry
-  struct cell_record {
-    std::uint32_t count;  // entries not yet peeled (count_bits), touched_bit once subtracted from
-    std::uint32_t ids;    // XOR of their support positions
-    float value;          // the cell's sum less what was peeled from it
-  };
-  static constexpr std::uint32_t touched_bit = 1u << 31, count_bits = touched_bit - 1;
-  std::vector<cell_record> cell_;       // [cells]
+  // [cells] records, compact_cell or wide_cell (8-byte aligned: a compact record never straddles two lines)
+  std::vector<std::uint64_t> cell_storage_;
+  bool wide_ = false;
   std::vector<std::uint32_t> queue_;    // [cells] lone cells to visit, in order
 };
 
