@@ -141,9 +141,11 @@ void compare(const shard_input& in, const decoded& ref, const decoded& got, bool
 }  // namespace
 
 TEST_CASE("host support list equals a per-entry scan of the index, for every counter width") {
+  // Dense marks (many a word: the loop after the first four) and sparse ones (a few a word).
+  for (const double p : {0.3, 0.02})
   for (int bits : {1, 2, 4, 8}) {
     // 2 shards of an odd length: shard 1 ends past the length, and its index is not a whole number of words.
-    const auto in = make_input<float>(2 * 70000 - 333, 2, 1, 4, bits, 0.3, 7 + std::uint64_t(bits));
+    const auto in = make_input<float>(2 * 70000 - 333, 2, 1, 4, bits, p, 7 + std::uint64_t(bits));
     const layout& l = in.lay;
     const std::size_t valid = l.length - l.shard_size;
     std::vector<std::uint32_t> want;
@@ -155,6 +157,7 @@ TEST_CASE("host support list equals a per-entry scan of the index, for every cou
       list.reserve(l.index_bytes);
       std::vector<std::uint32_t> got(l.shard_size, 0xdeadbeefu);
       const std::size_t m = list.build(in.index.data(), l.index_bytes, bits, valid, got.data());
+      CAPTURE(p);
       CAPTURE(bits);
       CAPTURE(threads);
       REQUIRE(m == want.size());

@@ -61,7 +61,7 @@ class shard_decoder {
     support_.assign(l.shard_size, 0u);
     entry_.assign(l.shard_size, entry_record{});
     cell_storage_.assign((l.cells * sizeof(wide_cell) + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t), 0u);
-    queue_.assign(l.cells, 0u);
+    queue_.assign(l.cells + 1, 0u);  // + 1: take() writes a slot past the last one queued
     return {};
   }
   std::size_t workspace_bytes() const {
@@ -108,7 +108,13 @@ class shard_decoder {
   static constexpr std::uint32_t unpeeled = 0xffffffffu;
 
   std::size_t cell(std::size_t i, int h) const { return entry_[i].edge[h] & cell_mask; }
-  float sign(std::size_t i, int h) const { return (entry_[i].edge[h] & sign_bit) ? -1.0f : 1.0f; }
+  // v times the sign an edge carries, by flipping v's sign bit (the same value as
+  // a multiply by +-1). Signs are random: `edge & sign_bit ? -1 : 1` compiled to a
+  // branch that mispredicted half the time (peeling at ratio 10 went from ~6.3
+  // to ~5.2 ms with this and the branch-free queue push in take()).
+  static float signed_by(std::uint32_t edge, float v) {
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) ^ (edge & sign_bit));
+  }
 
   // Cells and signs of every support entry, hashing once per block of lanes.
   void build_edges(std::size_t m) {
@@ -203,7 +209,7 @@ class shard_decoder {
   // queue used to start from a scan of every cell and visit entries in cell order.
   // A peeled value goes into the entry's record (write_out copies it to `out`).
   // Each cell is queued at most once (when its count first reaches 1), so the
-  // queue needs C slots. FIFO, not a stack: a value peeled from a cell carries
+  // queue needs C slots (and one more for take()'s unconditional write). FIFO, not a stack: a value peeled from a cell carries
   // the rounding of every value subtracted from that cell before, so the error
   // grows with the length of the chain that led to it. A queue visits cells in
   // the rounds' order (breadth first: chains as short as the portable rounds make
@@ -224,10 +230,11 @@ class shard_decoder {
       ++peeled;
       for (int h = 0; h < 3; ++h) {
         Cell& r = rec[en.edge[h] & cell_mask];
-        r.value -= ((en.edge[h] & sign_bit) ? -1.0f : 1.0f) * v;
+        r.value -= signed_by(en.edge[h], v);
         const std::uint32_t left = r.count() - 1;
         r.remove(std::uint32_t(i), left);
-        if (left == 1) queue[tail++] = std::uint32_t(&r - rec);
+        queue[tail] = std::uint32_t(&r - rec);  // queued only if now lone: no branch to mispredict
+        tail += left == 1;
       }
     };
     for (std::size_t i = 0; i < m; ++i) {
@@ -238,7 +245,7 @@ class shard_decoder {
       int lone = -1;
       for (int h = 2; h >= 0; --h)
         if (rec[cell(i, h)].untouched_lone()) lone = h;  // the first partition holding it alone
-      if (lone >= 0) take(i, sign(i, lone) * rec[cell(i, lone)].value);
+      if (lone >= 0) take(i, signed_by(entries[i].edge[lone], rec[cell(i, lone)].value));
     }
     while (head != tail) {
       // Cells here come in random order and each visit waits on misses in a row
@@ -261,7 +268,7 @@ class shard_decoder {
       if (rec[c].count() != 1) continue;  // emptied since it was queued
       const std::size_t i = rec[c].ids();
       const int hc = c < part_cells ? 0 : c < 2 * part_cells ? 1 : 2;  // c / part_cells
-      take(i, sign(i, hc) * rec[c].value);
+      take(i, signed_by(entries[i].edge[hc], rec[c].value));
     }
     return peeled;
   }
@@ -299,9 +306,10 @@ class shard_decoder {
           state[e] = entry_applied;
         } else {
           state[e] = entry_unresolved;
-          out[e] = estimates ? conservative_estimate(sign(i, 0) * rec[cell(i, 0)].value,
-                                                     sign(i, 1) * rec[cell(i, 1)].value,
-                                                     sign(i, 2) * rec[cell(i, 2)].value)
+          const std::uint32_t* edge = entries[i].edge;
+          out[e] = estimates ? conservative_estimate(signed_by(edge[0], rec[cell(i, 0)].value),
+                                                     signed_by(edge[1], rec[cell(i, 1)].value),
+                                                     signed_by(edge[2], rec[cell(i, 2)].value))
                              : 0.0f;
         }
       }
