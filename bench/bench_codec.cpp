@@ -20,7 +20,8 @@
 //   residual/memcpy  the residual commit alone (part of compress), gradient bytes
 //   call/memcpy      the whole reduce_scatter call (exchanges included; local copies
 //                    here), over the gradient bytes
-//   *_ms             the stage times themselves; unresolved, load: rank 0's decode
+//   *_ms             the stage times themselves (compress = sparsify + index + sketch
+//                    + residual; exchange = the collectives); unresolved, load: rank 0's decode
 //   best_*/memcpy    the same ratios from the fastest iteration of the stage and of
 //                    the memcpy (a shared machine slows single calls by 20-40 %:
 //                    the best of several is the steadier figure)
@@ -65,7 +66,7 @@ double seconds_since(clock_type::time_point t0) {
 
 // What one rank measured in one call.
 struct rank_sample {
-  double call = 0, compress = 0, decode = 0, residual = 0;
+  double call = 0, compress = 0, decode = 0, residual = 0, sparsify = 0, index = 0, sketch = 0, exchange = 0;
   tagc::reduce_stats stats{};
   std::string error;
 };
@@ -83,6 +84,10 @@ rank_sample one_call(R& red, tagc::local_communicator& comm, const std::vector<f
   s.compress = s.stats.seconds.compress();
   s.decode = s.stats.seconds.decode;
   s.residual = s.stats.seconds.residual;
+  s.sparsify = s.stats.seconds.sparsify;
+  s.index = s.stats.seconds.index;
+  s.sketch = s.stats.seconds.sketch;
+  s.exchange = s.stats.seconds.exchange();
   return s;
 }
 
@@ -149,16 +154,25 @@ void codec(benchmark::State& state) {
   bool ok = call_all();
   std::memcpy(copy.data(), grads[0].data(), n * sizeof(float));
   double call = 0, compress = 0, decode = 0, residual = 0, memcpy_grad = 0, memcpy_shard = 0;
+  double sparsify = 0, index = 0, sketch = 0, exchange = 0;
   double best_call = 1e30, best_compress = 1e30, best_decode = 1e30, best_grad = 1e30, best_shard = 1e30;
   for (auto _ : state) {
     if (!ok || !(ok = call_all())) break;
-    double c = 0, cp = 0, d = 0, r = 0;
+    double c = 0, cp = 0, d = 0, r = 0, sp = 0, ix = 0, sk = 0, ex = 0;
     for (const auto& s : samples) {
       c = std::max(c, s.call);
       cp = std::max(cp, s.compress);
       d = std::max(d, s.decode);
       r = std::max(r, s.residual);
+      sp = std::max(sp, s.sparsify);
+      ix = std::max(ix, s.index);
+      sk = std::max(sk, s.sketch);
+      ex = std::max(ex, s.exchange);
     }
+    sparsify += sp;
+    index += ix;
+    sketch += sk;
+    exchange += ex;
     call += c;
     compress += cp;
     decode += d;
@@ -196,6 +210,11 @@ void codec(benchmark::State& state) {
   state.counters["compress_ms"] = 1e3 * compress / it;
   state.counters["decode_ms"] = 1e3 * decode / it;
   state.counters["residual_ms"] = 1e3 * residual / it;
+  // compress = sparsify + index + sketch (the values stage) + residual; exchange: the collectives' waits
+  state.counters["sparsify_ms"] = 1e3 * sparsify / it;
+  state.counters["index_ms"] = 1e3 * index / it;
+  state.counters["sketch_ms"] = 1e3 * sketch / it;
+  state.counters["exchange_ms"] = 1e3 * exchange / it;
   state.counters["call_ms"] = 1e3 * call / it;
   state.counters["memcpy_GBps"] = double(n) * sizeof(float) * it / memcpy_grad / 1e9;
   // Throughputs for the cost model (bench/e2e/overhead.sh): gradient bytes / compress, shard bytes / decode.
