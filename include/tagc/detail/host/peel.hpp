@@ -209,12 +209,13 @@ class shard_decoder {
   // queue used to start from a scan of every cell and visit entries in cell order.
   // A peeled value goes into the entry's record (write_out copies it to `out`).
   // Each cell is queued at most once (when its count first reaches 1), so the
-  // queue needs C slots (and one more for take()'s unconditional write). FIFO, not a stack: a value peeled from a cell carries
-  // the rounding of every value subtracted from that cell before, so the error
-  // grows with the length of the chain that led to it. A queue visits cells in
-  // the rounds' order (breadth first: chains as short as the portable rounds make
-  // them); a stack follows one chain deep, and near the threshold (ratio 4, load
-  // 0.8) its errors reached 1e-4 of unit values after ~9,000 peels.
+  // queue needs C slots (and one for take()'s write past the tail). FIFO, not a
+  // stack: a value peeled from a cell carries the rounding of every value
+  // subtracted from that cell before, so the error grows with the length of the
+  // chain that led to it. A queue visits cells in the rounds' order (breadth
+  // first: chains as short as the portable rounds make them); a stack follows one
+  // chain deep, and near the threshold (ratio 4, load 0.8) its errors reached 1e-4
+  // of unit values after ~9,000 peels.
   template <class Cell>
   std::size_t peel(std::size_t m) {
     Cell* rec = records<Cell>();

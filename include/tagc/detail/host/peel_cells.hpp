@@ -13,7 +13,7 @@
 //                 share one word. Eight records to a cache line, none straddling
 //                 two lines, and a third less memory than the wide record: at
 //                 ratio 4 the queue's misses fall with it.
-//   wide_cell     12 bytes: a word each. Any support size and any count.
+//   wide_cell     12 bytes: a word each. Any support and any count below 2^31.
 //
 // The compact record fits when the support has fewer than 2^24 entries (an
 // XOR of positions stays inside 24 bits) and no cell holds more than 127 of
@@ -60,8 +60,6 @@ struct compact_cell {
 static_assert(sizeof(compact_cell) == 8);
 
 struct wide_cell {
-  static constexpr std::size_t most_entries = std::size_t(1) << 31;  // cell indices and counts keep the top bit free
-
   std::uint32_t count_;  // touched | count
   std::uint32_t ids_;    // XOR of positions
   float value;
