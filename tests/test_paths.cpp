@@ -57,7 +57,26 @@ inline std::vector<float> front_heavy(std::size_t n, int rank, int step) {
   return g;
 }
 
-enum class input { gradient, crowded, off_sample, front_heavy };
+// Gradients at 4M entries with two tied groups near the threshold: ~50K entries
+// of 1e-2 and ~70K of 1e-3 (the rest below 1e-5), theta keeping ~51K. The host's
+// bracket then holds both groups (hi = 1e-2, lo = 1e-3); the threshold's rank
+// falls in the 1e-3 group, whose histogram bin holds more entries than the
+// select's buffer (64K): the select orders the whole pool instead, and the
+// 1e-2 entries are marked from wherever that put them.
+inline constexpr std::size_t tied_length = std::size_t(1) << 22;
+inline constexpr double tied_theta = 1.0 - 51200.5 / double(tied_length);
+inline std::vector<float> two_ties(std::size_t n, int rank, int step) {
+  std::vector<float> g(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t h = murmur3_32(std::uint32_t(i), std::uint32_t(rank * 37 + step));
+    const std::uint32_t q = (h >> 1) % std::uint32_t(n);
+    const float mag = q < 50000 ? 1e-2f : q < 120000 ? 1e-3f : 1e-6f * float(1 + (h >> 24) % 10);
+    g[i] = (h & 1 ? 1.0f : -1.0f) * mag;
+  }
+  return g;
+}
+
+enum class input { gradient, crowded, off_sample, front_heavy, two_ties };
 
 template <class Sparsify, class Index, class Values>
 void compare_paths(int world, std::size_t n, double theta, int steps, input kind = input::gradient,
@@ -90,6 +109,7 @@ void compare_paths(int world, std::size_t n, double theta, int steps, input kind
       const auto g = crowd                           ? crowded(n, comm.rank(), t)
                      : kind == input::off_sample  ? off_sample(n, comm.rank(), t)
                      : kind == input::front_heavy ? front_heavy(n, comm.rank(), t)
+                     : kind == input::two_ties    ? two_ties(n, comm.rank(), t)
                                                   : gradient(n, 4242, comm.rank(), t, 0.7);
       reduce_stats sf, sp;
       const status stf = topo == topology::sharded ? fast.reduce_scatter(comm, g, out_f, &sf)
@@ -172,6 +192,9 @@ TEST_CASE("paths: the host fallbacks (no kept list at theta 0.5; a crowded thres
   compare_paths<SparsifyPolicy, IndexPolicy<4>, PackedPolicy>(3, 40001, 0.90, 2, input::crowded);
   compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 40001, 0.90, 2, input::gradient,
                                                                       topology::replicated);
+}
+TEST_CASE("paths: the bracket's threshold bin fuller than the select's buffer (two tied groups)") {
+  compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<10, 64>>(2, tied_length, tied_theta, 1, input::two_ties);
 }
 TEST_CASE("paths: a chunk with more kept entries than its region of the staged kept list") {
   compare_paths<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(2, 100003, 0.90, 2, input::front_heavy);

@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -309,7 +310,7 @@ class threshold_marker {
       if (!overflow_ && above < target && target <= above + in_bracket) {
         const std::size_t rank = std::size_t(target - above);
         const std::uint32_t t = select_in_pool(rank);
-        patch(t, rank, index);
+        patch(t, index);
         return threshold_ = t;
       }
     }
@@ -475,6 +476,8 @@ class threshold_marker {
       std::nth_element(s + from, s + k, s + m, std::greater<std::uint32_t>());
       lo_m1 = std::int32_t(s[k]) - 1;
     }
+    bracket_hi_ = hi;
+    bracket_lo_m1_ = lo_m1;
   }
 
   // Pool segments: runs of bracket entries ((u << 32) | position), one chunk's each.
@@ -716,36 +719,75 @@ class threshold_marker {
     pass(acc_source{acc}, t, 0x7fffffff, index);
   }
 
-  // The `rank`-th largest bracket entry's |acc| bits (rank <= entries in the pool).
+  // The `rank`-th largest |acc| bits among the bracket's entries (rank <= the
+  // entries in the pool). A histogram of their bits above lo (the bracket spans
+  // few float patterns) names the bin holding it; only that bin's entries are
+  // ordered, in sample_ (free once bracket() is done). A bin too full for it
+  // falls back to ordering the whole pool.
   std::uint32_t select_in_pool(std::size_t rank) {
+    constexpr int bins = 2048;
     const std::size_t segs = std::min(next_seg_, seg_fill_.size());
+    const auto range = std::uint32_t(std::int64_t(bracket_hi_) - std::int64_t(bracket_lo_m1_));  // >= 1
+    const int width = std::bit_width(range - 1u);
+    const int shift = width > 11 ? width - 11 : 0;
+    const auto bin_of = [&](std::uint64_t entry) {
+      return (std::uint32_t(entry >> 32) - std::uint32_t(bracket_lo_m1_) - 1u) >> shift;
+    };
+    std::array<std::uint32_t, bins> hist{};
+    for (std::size_t k = 0; k < segs; ++k) {
+      const std::uint64_t* seg = pool_.data() + k * segment_;
+      for (std::uint32_t i = 0; i < seg_fill_[k]; ++i) ++hist[bin_of(seg[i])];
+    }
+    std::size_t above = 0;
+    int bin = bins - 1;
+    for (; bin > 0 && above + hist[std::size_t(bin)] < rank; --bin) above += hist[std::size_t(bin)];
+    const std::size_t in_bin = hist[std::size_t(bin)], r = rank - above;  // r: rank within the bin, 1-based
+    if (in_bin <= sample_.size()) {
+      std::uint32_t* u = sample_.data();
+      std::size_t m = 0;
+      for (std::size_t k = 0; k < segs; ++k) {
+        const std::uint64_t* seg = pool_.data() + k * segment_;
+        for (std::uint32_t i = 0; i < seg_fill_[k]; ++i)
+          if (bin_of(seg[i]) == std::uint32_t(bin)) u[m++] = std::uint32_t(seg[i] >> 32);
+      }
+      std::nth_element(u, u + (r - 1), u + m, std::greater<std::uint32_t>());
+      return u[r - 1];
+    }
     // Partly filled segments are padded with zeros: below every entry, so the rank holds.
     for (std::size_t k = 0; k < segs; ++k)
       std::fill(pool_.data() + k * segment_ + seg_fill_[k], pool_.data() + (k + 1) * segment_, 0ull);
     std::uint64_t* p = pool_.data();
     std::nth_element(p, p + (rank - 1), p + segs * segment_, std::greater<std::uint64_t>());
+    // The entries moved between segments: every slot is an entry or a zero now (patch() reads them all).
+    std::fill(seg_fill_.begin(), seg_fill_.begin() + std::ptrdiff_t(segs), std::uint32_t(segment_));
     return std::uint32_t(p[rank - 1] >> 32);
   }
 
-  // Marks the bracket entries above t: after the select they are the pool's first
-  // rank - 1 entries (the select orders by (u, position): equal u may precede too).
-  void patch(std::uint32_t t, std::size_t rank, std::uint8_t* index) {
+  // Marks the bracket entries above t (those ranked above the target: `rank` - 1
+  // of them) and counts them into their chunks' kept_. Positions fit 32 bits (the
+  // kept list's), so the shard is a 32-bit division; the chunk is found by
+  // comparing the group with the chunks' first groups (no division).
+  void patch(std::uint32_t t, std::uint8_t* index) {
     const layout l = lay_;
     const std::size_t gps = groups_per_shard_, G = groups_;
-    const int bits = l.index_bits;
-    const std::uint64_t* p = pool_.data();
-    for (std::size_t i = 0; i + 1 < rank; ++i) {
-      if (std::uint32_t(p[i] >> 32) <= t) continue;
-      const std::size_t pos = std::size_t(p[i] & 0xffffffffu);
-      const std::size_t s = pos / l.shard_size, e = pos % l.shard_size, gi = s * gps + e / 8;
-      const std::size_t bit = e * std::size_t(bits);
-      std::uint8_t* b = index + s * l.index_bytes + bit / 8;
-      *b = std::uint8_t(*b | (1u << (bit % 8)));
-      // the chunk holding group gi: the last c with chunk_begin(G, c) <= gi
-      int c = int(std::min<std::size_t>(std::size_t(host_chunks) - 1, gi * std::size_t(host_chunks) / G));
-      while (c > 0 && chunk_begin(G, c) > gi) --c;
-      while (c + 1 < host_chunks && chunk_begin(G, c + 1) <= gi) ++c;
-      ++kept_[c + 1];
+    const auto bits = std::size_t(l.index_bits);
+    const auto shard_size = std::uint32_t(l.shard_size);
+    std::size_t chunk_first[host_chunks];
+    for (int c = 0; c < host_chunks; ++c) chunk_first[c] = chunk_begin(G, c);
+    const std::size_t segs = std::min(next_seg_, seg_fill_.size());
+    for (std::size_t k = 0; k < segs; ++k) {
+      const std::uint64_t* seg = pool_.data() + k * segment_;
+      for (std::uint32_t i = 0; i < seg_fill_[k]; ++i) {
+        if (std::uint32_t(seg[i] >> 32) <= t) continue;
+        const auto pos = std::uint32_t(seg[i]);
+        const std::uint32_t s = pos / shard_size, e = pos - s * shard_size;
+        const std::size_t gi = std::size_t(s) * gps + e / 8u, bit = std::size_t(e) * bits;
+        std::uint8_t* b = index + std::size_t(s) * l.index_bytes + bit / 8;
+        *b = std::uint8_t(*b | (1u << (bit % 8)));
+        int c = 0;  // the last chunk whose first group is <= gi
+        for (int q = 1; q < host_chunks; ++q) c += chunk_first[q] <= gi ? 1 : 0;
+        ++kept_[c + 1];
+      }
     }
   }
 
@@ -756,6 +798,7 @@ class threshold_marker {
   std::vector<std::uint64_t> pool_;      // bracket entries, segment by segment
   std::vector<std::uint32_t> seg_fill_;  // entries in each segment
   std::size_t next_seg_ = 0;
+  std::int32_t bracket_hi_ = 0, bracket_lo_m1_ = -1;  // the last bracket: its pool holds lo_m1 < |acc| bits <= hi
   bool overflow_ = false;
   unsigned long long kept_[host_chunks + 1] = {};
   unsigned long long bracket_count_[host_chunks] = {};
