@@ -24,6 +24,23 @@ bool same_bytes(const T* a, const T* b, std::size_t n) {
   return n == 0 || std::memcmp(a, b, n * sizeof(T)) == 0;
 }
 
+// Runs `body` with the host marking pass held to vector loops no wider than
+// `limit` (restored after, whatever happens): a CPU with AVX-512 would otherwise
+// always take that loop, and the AVX2 and SSE2 ones would go untested.
+template <class F>
+void with_marking_limit(detail::host::host_simd limit, F body) {
+  auto& cap = detail::host::host_simd_limit();
+  struct restore {
+    std::atomic<detail::host::host_simd>& a;
+    ~restore() { a = detail::host::host_simd::avx512; }
+  } r{cap};
+  cap = limit;
+  body();
+}
+constexpr detail::host::host_simd every_marking_loop[] = {detail::host::host_simd::avx512,
+                                                          detail::host::host_simd::avx2,
+                                                          detail::host::host_simd::sse2};
+
 // Gradients that mislead the host's sampled bracket (detail/host/select_marks.hpp
 // samples 4 entries of every 16 at these lengths): tiny where it samples, large
 // elsewhere, so the bracket misses the threshold and the exact select runs.
@@ -240,14 +257,9 @@ void check_staged_list(const std::vector<float>& acc, int shards, int index_bits
 }  // namespace
 
 TEST_CASE("paths: the marking pass's staged kept list equals the list read from the index") {
-  auto& allowed = detail::host::host_avx2_allowed();
-  struct restore {
-    std::atomic<bool>& a;
-    ~restore() { a = true; }
-  } r{allowed};
-  for (const bool avx2 : {true, false}) {  // the AVX2 loop's lane-packed stores, and the SSE2 loop's
-    CAPTURE(avx2);
-    allowed = avx2;
+  // AVX-512's compressed stores, AVX2's lane-packed ones, and the SSE2 loop's
+  for (const auto simd : every_marking_loop) with_marking_limit(simd, [&] {
+    CAPTURE(int(simd));
     for (const std::size_t n : {std::size_t(100003), std::size_t(1) << 18}) {
       const auto g = gradient(n, 31, 0, 0, 0.7);
       check_staged_list(g, 2, 1, 0.99, true, true);   // the fused pass, a bracket that holds
@@ -257,7 +269,7 @@ TEST_CASE("paths: the marking pass's staged kept list equals the list read from 
       check_staged_list(front_heavy(n, 0, 0), 2, 1, 0.90, true, false);  // chunk 0 overflows
       check_staged_list(off_sample(n, 0, 0), 2, 1, 0.90, true, true);    // bracket misses: marked again
     }
-  }
+  });
 }
 
 TEST_CASE("paths: the host's sampled bracket missing the threshold, and marking after the check (adaptive theta)") {
@@ -271,19 +283,6 @@ TEST_CASE("paths: the host's sampled bracket missing the threshold, and marking 
 }
 
 namespace {
-// Runs `body` with the host marking pass held to its SSE2 loop (restored after,
-// whatever happens): on a CPU with AVX2 the other tests take the AVX2 loop.
-template <class F>
-void with_sse2_marking(F body) {
-  auto& allowed = detail::host::host_avx2_allowed();
-  struct restore {
-    std::atomic<bool>& a;
-    ~restore() { a = true; }
-  } r{allowed};
-  allowed = false;
-  body();
-}
-
 // A NaN/Inf count as pass 0 makes it (fused with the marking pass from 32K
 // entries on): every rank refuses the call and names rank 1's 5 entries, in
 // whole 8-entry groups (the vector loops) and in the tail group.
@@ -309,8 +308,8 @@ void check_nonfinite_count(std::size_t n) {
 }
 }  // namespace
 
-TEST_CASE("paths: the SSE2 marking loop (AVX2 switched off) against the portable path") {
-  with_sse2_marking([] {
+TEST_CASE("paths: the AVX2 and SSE2 marking loops (the wider ones switched off) against the portable path") {
+  for (const auto simd : {detail::host::host_simd::avx2, detail::host::host_simd::sse2}) with_marking_limit(simd, [] {
     compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(40001, 0.90);
     compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchFp16Policy<4, 64>>(40001, 0.90);
     compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, PackedPolicy>(40001, 0.95);
@@ -320,12 +319,10 @@ TEST_CASE("paths: the SSE2 marking loop (AVX2 switched off) against the portable
 TEST_CASE("paths: 1-bit index with fp16 cells (the marking pass keeps max |acc| for the scale)") {
   compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, SketchFp16Policy<4, 64>>(40001, 0.90);
 }
-TEST_CASE("paths: NaN/Inf counted by the fused marking pass (AVX2 and SSE2 loops)") {
+TEST_CASE("paths: NaN/Inf counted by the fused marking pass (AVX-512, AVX2 and SSE2 loops)") {
   using sketch_t = Reducer<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<4, 64>, DecodePolicy<>>;
   using fp16_t = Reducer<SparsifyPolicy, IndexPolicy<1>, SketchFp16Policy<4, 64>, DecodePolicy<>>;
-  check_nonfinite_count<sketch_t>(40001);
-  check_nonfinite_count<fp16_t>(40001);
-  with_sse2_marking([] {
+  for (const auto simd : every_marking_loop) with_marking_limit(simd, [] {
     check_nonfinite_count<sketch_t>(40001);
     check_nonfinite_count<fp16_t>(40001);
   });

@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <type_traits>
 #include <vector>
@@ -214,14 +215,17 @@ struct sum_source {
   }
 };
 
-// The marking loop's vector width: AVX2 (8 entries an instruction, one index byte
-// per compare) where the CPU has it, else SSE2 (two compares per byte). Same
-// results bit for bit: the same float additions and integer compares.
-// host_avx2_allowed is a switch for tests, which hold the SSE2 loop to the
-// portable path on machines that would otherwise always take AVX2.
-inline std::atomic<bool>& host_avx2_allowed() {
-  static std::atomic<bool> allowed{true};
-  return allowed;
+// The marking loop's vector width: AVX-512 (16 entries an instruction, two index
+// bytes per compare, the staged entries packed by a compress) or AVX2 (8 entries,
+// one byte, packed by a lane table) where the CPU has them, else SSE2 (two
+// compares per byte). Same results bit for bit: the same float additions and
+// integer compares, the same entries staged and pooled in the same order.
+// host_simd_limit() caps the width for tests, which hold each narrower loop to
+// the portable path on machines that would otherwise always take the widest.
+enum class host_simd { sse2, avx2, avx512 };
+inline std::atomic<host_simd>& host_simd_limit() {
+  static std::atomic<host_simd> limit{host_simd::avx512};
+  return limit;
 }
 inline bool host_avx2() {
 #if defined(TAGC_HOST_AVX2)
@@ -229,7 +233,19 @@ inline bool host_avx2() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") != 0;
   }();
-  return has && host_avx2_allowed().load(std::memory_order_relaxed);
+  return has && host_simd_limit().load(std::memory_order_relaxed) >= host_simd::avx2;
+#else
+  return false;
+#endif
+}
+inline bool host_avx512() {
+#if defined(TAGC_HOST_AVX2)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx2") != 0 &&
+           __builtin_cpu_supports("popcnt") != 0;
+  }();
+  return has && host_simd_limit().load(std::memory_order_relaxed) >= host_simd::avx512;
 #else
   return false;
 #endif
@@ -531,7 +547,7 @@ class threshold_marker {
     const int bits = l.index_bits;
     bool overflow = false, stage_full = false;
     kept_[0] = 0;
-    [[maybe_unused]] const bool avx2 = bits == 1 && host_avx2();
+    [[maybe_unused]] const bool avx2 = bits == 1 && host_avx2(), avx512 = bits == 1 && host_avx512();
     const bool staging = stage_.list && stage_.region() >= 8;
 #pragma omp parallel for schedule(static) reduction(|| : overflow, stage_full) if (l.length >= host_inline_below)
     for (int c = 0; c < host_chunks; ++c) {
@@ -557,10 +573,15 @@ class threshold_marker {
           const std::size_t full = std::min(j1, std::max(j0, v / 8));
           unsigned long long k = 0;
 #if defined(TAGC_HOST_AVX2)
-          if constexpr (avx2_source<Src>)
+          if constexpr (avx2_source<Src>) {
+            // AVX-512 takes groups two at a time; an odd one left goes to the AVX2 loop
+            if (avx512)
+              j = staging ? marks_avx512<true>(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool, stage)
+                          : marks_avx512<false>(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool, stage);
             if (avx2)
               j = staging ? marks_avx2<true>(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool, stage)
                           : marks_avx2<false>(src, base, j, full, hi, lo_m1, ix, k, in_bracket, pool, stage);
+          }
 #endif
           for (; j < full; ++j) {
             unsigned above, in;
@@ -710,6 +731,83 @@ class threshold_marker {
         src.nonfinite += std::uint32_t(nf8[q]);
         if constexpr (Src::wants_top) src.top = top8[q] > src.top ? top8[q] : src.top;
       }
+    }
+    return j;
+  }
+  // marks_avx2's work 16 entries an iteration (groups [j, full) two at a time;
+  // returns the first group not done: full, or full - 1 for an odd count). The
+  // entries above lo are packed by a compress into registers, stored whole while
+  // 16 slots are left in the region (the stores past the count are overwritten by
+  // the next group's); counts are popcounts of the compare masks.
+  template <bool Stage, class Src>
+  __attribute__((target("avx512f,avx2,popcnt"))) static std::size_t marks_avx512(
+      Src& src, std::size_t base, std::size_t j, std::size_t full, std::int32_t hi, std::int32_t lo_m1,
+      std::uint8_t* ix, unsigned long long& kept, unsigned long long& in_bracket, pool_writer& pool,
+      stage_writer& stage) {
+    constexpr bool sum = !std::is_same_v<Src, acc_source>;
+    const __m512i h = _mm512_set1_epi32(hi), l = _mm512_set1_epi32(lo_m1), abs_mask = _mm512_set1_epi32(0x7fffffff);
+    const __m512i finite_max = _mm512_set1_epi32(std::int32_t(inf_bits) - 1);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i top = _mm512_set1_epi32(-1);
+    const float* acc_in = src.acc;
+    const float* g = nullptr;
+    const float* r = nullptr;
+    float* acc_out = nullptr;
+    if constexpr (sum) {
+      g = src.g;
+      r = src.r;
+      acc_out = src.acc;
+    }
+    unsigned long long k = 0, b = 0, nf = 0;
+    std::uint32_t* stage_list = stage.list;
+    float* stage_values = stage.values;
+    std::size_t fill = stage.fill;
+    const std::size_t room_end = stage.end >= 16 ? stage.end - 16 : 0;  // a whole 16-lane store fits below it
+    bool stage_full = stage.full;
+    for (; j + 2 <= full; j += 2) {
+      const std::size_t p = base + 8 * j;
+      __m512 a;
+      if constexpr (sum) {
+        a = _mm512_add_ps(_mm512_loadu_ps(g + p), _mm512_loadu_ps(r + p));
+        _mm512_storeu_ps(acc_out + p, a);
+      } else {
+        a = _mm512_loadu_ps(acc_in + p);
+      }
+      const __m512i u = _mm512_and_si512(_mm512_castps_si512(a), abs_mask);
+      if constexpr (sum) {
+        nf += unsigned(__builtin_popcount(unsigned(_mm512_cmpgt_epi32_mask(u, finite_max))));
+        if constexpr (Src::wants_top) top = _mm512_max_epi32(top, u);
+      }
+      const unsigned above = _mm512_cmpgt_epi32_mask(u, h);
+      const unsigned found = _mm512_cmpgt_epi32_mask(u, l) | above;
+      const unsigned in = found & ~above;
+      if constexpr (Stage) {
+        if (fill <= room_end) {
+          _mm512_storeu_ps(stage_values + fill, _mm512_maskz_compress_ps(__mmask16(found), a));
+          const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(std::int32_t(std::uint32_t(p))), lane);
+          _mm512_storeu_si512(stage_list + fill, _mm512_maskz_compress_epi32(__mmask16(found), at));
+          fill += unsigned(__builtin_popcount(found));
+        } else if (found) {
+          stage_full = true;
+        }
+      }
+      const auto bytes = std::uint16_t(above);
+      std::memcpy(ix + j, &bytes, 2);  // group j's byte, then group j + 1's
+      k += unsigned(__builtin_popcount(above));
+      if (in) [[unlikely]] {
+        b += unsigned(__builtin_popcount(in));
+        pool.add(in, p, acc_in);
+      }
+    }
+    kept += k;
+    in_bracket += b;
+    if constexpr (Stage) {
+      stage.fill = fill;
+      stage.full = stage_full;
+    }
+    if constexpr (sum) {
+      src.nonfinite += std::uint32_t(nf);
+      if constexpr (Src::wants_top) src.top = std::max(src.top, _mm512_reduce_max_epi32(top));
     }
     return j;
   }
