@@ -11,7 +11,7 @@
 // 2 ranks x 2 threads oversubscribe a 2-core machine, which is what 2 ranks on one
 // host look like). Every iteration: both ranks call reduce_scatter together, then,
 // with the ranks idle, the main thread times a memcpy of the gradient and one of a
-// shard. Counters (x memcpy = memcpy time of the same bytes / stage time, 1.0 = as
+// shard, and then every rank times a memcpy of its gradient at once. Counters (x memcpy = memcpy time of the same bytes / stage time, 1.0 = as
 // fast as a copy; the slower rank's time per iteration):
 //   compress/memcpy  reduce_stats::stage_seconds::compress(): sparsify + index +
 //                    sketch (values) + residual commit, over the gradient bytes
@@ -25,6 +25,10 @@
 //   best_*/memcpy    the same ratios from the fastest iteration of the stage and of
 //                    the memcpy (a shared machine slows single calls by 20-40 %:
 //                    the best of several is the steadier figure)
+//   compress/memcpy_all  compress against a memcpy of the gradient that every rank
+//                    runs at once (each its own; the slowest rank's time): with 2
+//                    ranks on 2 cores, compress shares the memory bandwidth with the
+//                    other rank's, and this copy shares it the same way
 // Stage times come from the Reducer's own profiling (set_profiling(true),
 // reduce_stats::seconds), so they are the library's figures; the whole call is timed
 // around reduce_scatter.
@@ -120,7 +124,9 @@ void codec(benchmark::State& state) {
   // Persistent rank threads (their OpenMP pools live across iterations); the main
   // thread releases them for each call and waits for both before timing the memcpy.
   std::vector<rank_sample> samples(static_cast<std::size_t>(world_size));
-  bool stop = false;
+  std::vector<std::vector<float>> copies(static_cast<std::size_t>(world_size), std::vector<float>(n));
+  std::vector<double> copy_s(static_cast<std::size_t>(world_size));
+  bool stop = false, copy_job = false;  // copy_job: the ranks' next job is a memcpy each, not a call
   std::barrier sync(world_size + 1);
   std::vector<std::thread> ranks;
   for (int r = 0; r < world_size; ++r)
@@ -130,7 +136,14 @@ void codec(benchmark::State& state) {
       for (;;) {
         sync.arrive_and_wait();  // start
         if (stop) return;
-        samples[std::size_t(r)] = one_call(red[std::size_t(r)], comm, grads[std::size_t(r)], outs[std::size_t(r)], Topo);
+        if (copy_job) {
+          const auto t0 = clock_type::now();
+          std::memcpy(copies[std::size_t(r)].data(), grads[std::size_t(r)].data(), n * sizeof(float));
+          benchmark::DoNotOptimize(copies[std::size_t(r)].data());
+          copy_s[std::size_t(r)] = seconds_since(t0);
+        } else {
+          samples[std::size_t(r)] = one_call(red[std::size_t(r)], comm, grads[std::size_t(r)], outs[std::size_t(r)], Topo);
+        }
         sync.arrive_and_wait();  // done
       }
     });
@@ -144,15 +157,25 @@ void codec(benchmark::State& state) {
       }
     return true;
   };
+  // Every rank copies its gradient at once; the slowest rank's seconds.
+  const auto copy_all = [&] {
+    copy_job = true;
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();
+    copy_job = false;
+    return *std::max_element(copy_s.begin(), copy_s.end());
+  };
   const auto finish = [&] {
     stop = true;
     sync.arrive_and_wait();
     for (auto& t : ranks) t.join();
   };
 
-  // Untimed warm-up: first touch of every workspace and of the copy target.
+  // Untimed warm-up: first touch of every workspace and of the copy targets.
   bool ok = call_all();
   std::memcpy(copy.data(), grads[0].data(), n * sizeof(float));
+  (void)copy_all();
+  double memcpy_all = 0;
   double call = 0, compress = 0, decode = 0, residual = 0, memcpy_grad = 0, memcpy_shard = 0;
   double sparsify = 0, index = 0, sketch = 0, exchange = 0;
   double best_call = 1e30, best_compress = 1e30, best_decode = 1e30, best_grad = 1e30, best_shard = 1e30;
@@ -195,12 +218,14 @@ void codec(benchmark::State& state) {
       const double shard_s = seconds_since(t0);
       memcpy_shard += shard_s / memcpy_reps;
       best_shard = std::min(best_shard, shard_s);
+      memcpy_all += copy_all() / memcpy_reps;
     }
   }
   finish();
   if (!ok) return;
   const double it = double(state.iterations());
   state.counters["compress/memcpy"] = memcpy_grad / compress;
+  state.counters["compress/memcpy_all"] = memcpy_all / compress;
   state.counters["decode/memcpy"] = memcpy_shard / decode;
   state.counters["residual/memcpy"] = memcpy_grad / residual;
   state.counters["call/memcpy"] = memcpy_grad / call;
