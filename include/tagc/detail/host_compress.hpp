@@ -162,51 +162,75 @@ inline std::uint32_t host_select(const float* acc, std::size_t n, std::uint32_t*
   return prefix;
 }
 
+// The sketch cells of partitions [h0, h0 + H) of shard s from the kept list (the
+// entries of shard s: [b, e)). Each cell adds its terms in ascending block order,
+// as build_sketch does: bit-identical, however the partitions are split into tasks.
+template <class Value, int H>
+inline void host_sketch_shard(const float* kept_values, const std::uint32_t* kept, const std::uint32_t* b,
+                              const std::uint32_t* e, const layout& l, std::size_t s, int h0,
+                              const std::uint8_t* sender_check, float* sketch, float wire_scale) {
+  const std::size_t part_cells = l.part_rows * l.lanes;  // partition h owns cells [h, h + 1) * part_cells
+  // The task clears its own cells (one parallel region per sketch, and the cells
+  // are in cache for the additions).
+  float* out = sketch + s * l.cells;
+  std::fill(out + std::size_t(h0) * part_cells, out + std::size_t(h0 + H) * part_cells, 0.0f);
+  const std::size_t first = s * l.shard_size;
+  // The list is ascending: the block changes only when an entry passes its end,
+  // so the lane is a subtraction and the rotation a conditional one (no
+  // division per entry: a 64-bit divide costs tens of cycles).
+  const std::size_t lanes = l.lanes;
+  std::size_t block_begin = 0, block_end = 0, row_base[H] = {}, rot[H] = {};
+  float sign[H] = {};
+  for (const std::uint32_t* p = b; p != e; ++p) {
+    const std::size_t el = std::size_t(*p) - first;
+    if (sender_check && !index_marked(sender_check, l, s, el)) continue;
+    if (el >= block_end) {
+      const auto j = std::uint32_t(el / lanes);
+      block_begin = std::size_t(j) * lanes;
+      block_end = block_begin + lanes;
+      for (int k = 0; k < H; ++k) {
+        const std::uint32_t hash = sketch_hash(j, h0 + k);
+        row_base[k] = sketch_row(hash, l.part_rows, h0 + k) * lanes;
+        sign[k] = sketch_sign(hash);
+        rot[k] = sketch_rotation(j, h0 + k, lanes);
+      }
+    }
+    const float v = wire_round<Value>(kept_values[p - kept] * wire_scale);
+    for (int k = 0; k < H; ++k) {
+      std::size_t lane = el - block_begin + rot[k];  // = (el % lanes + rot) % lanes
+      if (lane >= lanes) lane -= lanes;
+      out[row_base[k] + lane] += sign[k] * v;
+    }
+  }
+}
+
 // The sketch cells [shards][cells] (fp32 sums) from the kept list and its values
 // (acc at the kept positions: read in order, not a cache miss per entry and
-// partition). Each cell adds its terms in ascending block order, as build_sketch
-// does: bit-identical.
+// partition). A task per shard takes its three partitions in one pass over the
+// shard's entries (the list read and the sender check asked once per entry, not
+// once per partition); with fewer shards than threads, a task per partition keeps
+// the threads busy instead. The cells are the same either way.
 template <class Value>
 inline void host_sketch_from_kept(const float* kept_values, const std::uint32_t* kept, std::size_t m,
                                   const layout& l, const std::uint8_t* sender_check, float* sketch, float wire_scale) {
   const std::size_t shards = std::size_t(l.shards), cells = l.cells;
-  const std::size_t part_cells = l.part_rows * l.lanes;  // partition h owns cells [h, h + 1) * part_cells
   [[maybe_unused]] const bool par = shards * cells >= host_inline_below || m >= host_inline_below;
-  const int tasks = int(shards) * 3;
+  int per_task = 3;  // partitions per task
+#if defined(_OPENMP) && !defined(__CUDA_ARCH__)
+  if (par && shards < std::size_t(omp_get_max_threads())) per_task = 1;
+#endif
+  const int tasks = int(shards) * (3 / per_task);
 #pragma omp parallel for schedule(dynamic, 1) if (par)
   for (int t = 0; t < tasks; ++t) {
-    const std::size_t s = std::size_t(t) / 3;
-    const int h = t % 3;
-    // A task owns its partition's cells: it clears them itself (one parallel
-    // region per sketch, and the cells are in cache for the additions).
-    std::fill(sketch + s * cells + std::size_t(h) * part_cells, sketch + s * cells + std::size_t(h + 1) * part_cells,
-              0.0f);
+    const std::size_t s = std::size_t(t) / std::size_t(3 / per_task);
+    const int h0 = per_task == 3 ? 0 : t % 3;
     const std::size_t first = s * l.shard_size;
     const std::uint32_t* b = std::lower_bound(kept, kept + m, std::uint32_t(first));
     const std::uint32_t* e = std::lower_bound(b, kept + m, std::uint32_t(std::min(first + l.shard_size, l.length)));
-    float* out = sketch + s * cells;
-    // The list is ascending: the block changes only when an entry passes its end,
-    // so the lane is a subtraction and the rotation a conditional one (no
-    // division per entry: a 64-bit divide costs tens of cycles).
-    const std::size_t lanes = l.lanes;
-    std::size_t block_begin = 0, block_end = 0, row_base = 0, rot = 0;
-    float sign = 1.0f;
-    for (const std::uint32_t* p = b; p != e; ++p) {
-      const std::size_t el = std::size_t(*p) - first;
-      if (sender_check && !index_marked(sender_check, l, s, el)) continue;
-      if (el >= block_end) {
-        const auto j = std::uint32_t(el / lanes);
-        block_begin = std::size_t(j) * lanes;
-        block_end = block_begin + lanes;
-        const std::uint32_t hash = sketch_hash(j, h);
-        row_base = sketch_row(hash, l.part_rows, h) * lanes;
-        sign = sketch_sign(hash);
-        rot = sketch_rotation(j, h, lanes);
-      }
-      std::size_t lane = el - block_begin + rot;  // = (el % lanes + rot) % lanes
-      if (lane >= lanes) lane -= lanes;
-      out[row_base + lane] += sign * wire_round<Value>(kept_values[p - kept] * wire_scale);
-    }
+    if (per_task == 3)
+      host_sketch_shard<Value, 3>(kept_values, kept, b, e, l, s, 0, sender_check, sketch, wire_scale);
+    else
+      host_sketch_shard<Value, 1>(kept_values, kept, b, e, l, s, h0, sender_check, sketch, wire_scale);
   }
 }
 
