@@ -642,6 +642,20 @@ class threshold_marker {
   }
 
 #if defined(TAGC_HOST_AVX2)
+  // A vector loop's source pointers, as locals: acc to read, or g + residual to
+  // sum and acc to write (the others null).
+  struct loop_sources {
+    const float* acc_in;
+    const float* g;
+    const float* r;
+    float* acc_out;
+  };
+  template <class Src>
+  static loop_sources loop_sources_of(const Src& src) {
+    if constexpr (std::is_same_v<Src, acc_source>) return {src.acc, nullptr, nullptr, nullptr};
+    else return {src.acc, src.g, src.r, src.acc};
+  }
+
   // Sources with an AVX2 loop: acc, or g + residual with a float residual (a bf16
   // residual widens entry by entry: the SSE2 loop).
   template <class Src>
@@ -666,15 +680,7 @@ class threshold_marker {
     const __m256i h = _mm256_set1_epi32(hi), l = _mm256_set1_epi32(lo_m1), abs_mask = _mm256_set1_epi32(0x7fffffff);
     const __m256i finite_max = _mm256_set1_epi32(std::int32_t(inf_bits) - 1);
     __m256i nf = _mm256_setzero_si256(), top = _mm256_set1_epi32(-1);
-    const float* acc_in = src.acc;
-    const float* g = nullptr;
-    const float* r = nullptr;
-    float* acc_out = nullptr;
-    if constexpr (sum) {
-      g = src.g;
-      r = src.r;
-      acc_out = src.acc;
-    }
+    const auto [acc_in, g, r, acc_out] = loop_sources_of(src);
     unsigned long long k = 0, b = 0;
     std::uint32_t* stage_list = stage.list;
     float* stage_values = stage.values;
@@ -749,15 +755,7 @@ class threshold_marker {
     const __m512i finite_max = _mm512_set1_epi32(std::int32_t(inf_bits) - 1);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512i top = _mm512_set1_epi32(-1);
-    const float* acc_in = src.acc;
-    const float* g = nullptr;
-    const float* r = nullptr;
-    float* acc_out = nullptr;
-    if constexpr (sum) {
-      g = src.g;
-      r = src.r;
-      acc_out = src.acc;
-    }
+    const auto [acc_in, g, r, acc_out] = loop_sources_of(src);
     unsigned long long k = 0, b = 0, nf = 0;
     std::uint32_t* stage_list = stage.list;
     float* stage_values = stage.values;
@@ -832,10 +830,7 @@ class threshold_marker {
       return (std::uint32_t(entry >> 32) - std::uint32_t(bracket_lo_m1_) - 1u) >> shift;
     };
     std::array<std::uint32_t, bins> hist{};
-    for (std::size_t k = 0; k < segs; ++k) {
-      const std::uint64_t* seg = pool_.data() + k * segment_;
-      for (std::uint32_t i = 0; i < seg_fill_[k]; ++i) ++hist[bin_of(seg[i])];
-    }
+    for_each_pooled([&](std::uint64_t entry) { ++hist[bin_of(entry)]; });
     std::size_t above = 0;
     int bin = bins - 1;
     for (; bin > 0 && above + hist[std::size_t(bin)] < rank; --bin) above += hist[std::size_t(bin)];
@@ -843,11 +838,9 @@ class threshold_marker {
     if (in_bin <= sample_.size()) {
       std::uint32_t* u = sample_.data();
       std::size_t m = 0;
-      for (std::size_t k = 0; k < segs; ++k) {
-        const std::uint64_t* seg = pool_.data() + k * segment_;
-        for (std::uint32_t i = 0; i < seg_fill_[k]; ++i)
-          if (bin_of(seg[i]) == std::uint32_t(bin)) u[m++] = std::uint32_t(seg[i] >> 32);
-      }
+      for_each_pooled([&](std::uint64_t entry) {
+        if (bin_of(entry) == std::uint32_t(bin)) u[m++] = std::uint32_t(entry >> 32);
+      });
       std::nth_element(u, u + (r - 1), u + m, std::greater<std::uint32_t>());
       return u[r - 1];
     }
@@ -872,20 +865,26 @@ class threshold_marker {
     const auto shard_size = std::uint32_t(l.shard_size);
     std::size_t chunk_first[host_chunks];
     for (int c = 0; c < host_chunks; ++c) chunk_first[c] = chunk_begin(G, c);
+    for_each_pooled([&](std::uint64_t entry) {
+      if (std::uint32_t(entry >> 32) <= t) return;
+      const auto pos = std::uint32_t(entry);
+      const std::uint32_t s = pos / shard_size, e = pos - s * shard_size;
+      const std::size_t gi = std::size_t(s) * gps + e / 8u, bit = std::size_t(e) * bits;
+      std::uint8_t* b = index + std::size_t(s) * l.index_bytes + bit / 8;
+      *b = std::uint8_t(*b | (1u << (bit % 8)));
+      int c = 0;  // the last chunk whose first group is <= gi
+      for (int q = 1; q < host_chunks; ++q) c += chunk_first[q] <= gi ? 1 : 0;
+      ++kept_[c + 1];
+    });
+  }
+
+  // f(entry) for every entry in the pool's used segments ((u << 32) | position).
+  template <class F>
+  void for_each_pooled(F f) const {
     const std::size_t segs = std::min(next_seg_, seg_fill_.size());
     for (std::size_t k = 0; k < segs; ++k) {
       const std::uint64_t* seg = pool_.data() + k * segment_;
-      for (std::uint32_t i = 0; i < seg_fill_[k]; ++i) {
-        if (std::uint32_t(seg[i] >> 32) <= t) continue;
-        const auto pos = std::uint32_t(seg[i]);
-        const std::uint32_t s = pos / shard_size, e = pos - s * shard_size;
-        const std::size_t gi = std::size_t(s) * gps + e / 8u, bit = std::size_t(e) * bits;
-        std::uint8_t* b = index + std::size_t(s) * l.index_bytes + bit / 8;
-        *b = std::uint8_t(*b | (1u << (bit % 8)));
-        int c = 0;  // the last chunk whose first group is <= gi
-        for (int q = 1; q < host_chunks; ++q) c += chunk_first[q] <= gi ? 1 : 0;
-        ++kept_[c + 1];
-      }
+      for (std::uint32_t i = 0; i < seg_fill_[k]; ++i) f(seg[i]);
     }
   }
 
