@@ -327,3 +327,50 @@ TEST_CASE("paths: NaN/Inf counted by the fused marking pass (AVX-512, AVX2 and S
     check_nonfinite_count<fp16_t>(40001);
   });
 }
+
+TEST_CASE("paths: the bracket's bounds from its sample (bins of the top bits, then the bins between ordered)") {
+  // Against nth_element over the whole sample: the value at each rank, for
+  // sizes from 1 to the full 64K sample, ranks at both ends and in the middle,
+  // either bound absent, and samples with many ties, zeros, NaN and Inf bits.
+  std::mt19937_64 rng(7);
+  std::student_t_distribution<float> t(3.0f);
+  const auto abs_bits_of = [](float x) { return tagc::abs_bits(x); };
+  for (const std::size_t m : {std::size_t(1), std::size_t(2), std::size_t(100), std::size_t(65536)}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<std::uint32_t> base(m);
+      for (std::size_t i = 0; i < m; ++i) {
+        const float x = kind == 1 ? float(rng() % 4) * 0.25f : 1e-3f * t(rng);  // kind 1: four values (0 among them)
+        base[i] = abs_bits_of(x);
+      }
+      if (kind == 2)
+        for (std::size_t i = 0; i < m; i += 97) base[i] = i % 2 ? 0x7fc00000u : 0x7f800000u;  // NaN, Inf
+      const std::size_t ranks[][2] = {{0, std::min<std::size_t>(1, m)},
+                                      {m / 100, std::min(m - 1, m / 100 + 40)},
+                                      {m / 2, m - 1},
+                                      {m, m / 3},  // no upper bound
+                                      {m / 3, m},  // no lower bound
+                                      {m, m}};
+      for (const auto& k : ranks) {
+        if (k[0] < m && k[1] < m && k[0] >= k[1]) continue;
+        CAPTURE(m);
+        CAPTURE(kind);
+        CAPTURE(k[0]);
+        CAPTURE(k[1]);
+        const auto nth = [&](std::size_t r) {
+          std::vector<std::uint32_t> v = base;
+          std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(r), v.end(), std::greater<std::uint32_t>());
+          return v[r];
+        };
+        std::vector<std::uint32_t> s = base;
+        std::uint32_t u1 = 12345u, u2 = 67890u;  // left as they are where no rank is asked for
+        detail::host::sample_ranks(s.data(), m, k[0], k[1], u1, u2);
+        CHECK(u1 == (k[0] < m ? nth(k[0]) : 12345u));
+        CHECK(u2 == (k[1] < m ? nth(k[1]) : 67890u));
+        std::sort(s.begin(), s.end());
+        std::vector<std::uint32_t> sorted = base;
+        std::sort(sorted.begin(), sorted.end());
+        CHECK(s == sorted);  // reordered, nothing lost
+      }
+    }
+  }
+}
