@@ -25,6 +25,8 @@
 //   best_*/memcpy    the same ratios from the fastest iteration of the stage and of
 //                    the memcpy (a shared machine slows single calls by 20-40 %:
 //                    the best of several is the steadier figure)
+//   workspace_B_per_elem  Reducer::workspace_bytes() / elements (rank 0): every
+//                    buffer allocated at initialize, the residual included
 //   compress/memcpy_all  compress against a memcpy of the gradient that every rank
 //                    runs at once (each its own; the slowest rank's time): with 2
 //                    ranks on 2 cores, compress shares the memory bandwidth with the
@@ -245,6 +247,8 @@ void codec(benchmark::State& state) {
   // Throughputs for the cost model (bench/e2e/overhead.sh): gradient bytes / compress, shard bytes / decode.
   state.counters["compress_GBps"] = double(n) * sizeof(float) * it / compress / 1e9;
   state.counters["decode_GBps"] = double(shard) * sizeof(float) * it / decode / 1e9;
+  // Memory (issue 10): every workspace rank 0's Reducer allocated at initialize, residual included, per element.
+  state.counters["workspace_B_per_elem"] = double(red[0].workspace_bytes()) / double(n);
   state.counters["unresolved"] = double(samples[0].stats.unresolved);
   state.counters["load"] = samples[0].stats.load;
 }
