@@ -334,13 +334,12 @@ TEST_CASE("paths: the bracket's bounds from its sample (bins of the top bits, th
   // either bound absent, and samples with many ties, zeros, NaN and Inf bits.
   std::mt19937_64 rng(7);
   std::student_t_distribution<float> t(3.0f);
-  const auto abs_bits_of = [](float x) { return tagc::abs_bits(x); };
   for (const std::size_t m : {std::size_t(1), std::size_t(2), std::size_t(100), std::size_t(65536)}) {
     for (int kind = 0; kind < 3; ++kind) {
       std::vector<std::uint32_t> base(m);
       for (std::size_t i = 0; i < m; ++i) {
         const float x = kind == 1 ? float(rng() % 4) * 0.25f : 1e-3f * t(rng);  // kind 1: four values (0 among them)
-        base[i] = abs_bits_of(x);
+        base[i] = abs_bits(x);
       }
       if (kind == 2)
         for (std::size_t i = 0; i < m; i += 97) base[i] = i % 2 ? 0x7fc00000u : 0x7f800000u;  // NaN, Inf

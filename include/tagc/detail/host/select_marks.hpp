@@ -68,9 +68,10 @@ inline std::size_t sample_blocks_for(std::size_t n) { return std::min(sample_blo
 // k1 < k2 when both are asked for; a rank >= m is not, its output is left as it
 // was) of s[0, m), |x| bits (< 2^31), which is reordered. A histogram of the top
 // 11 bits names the bins holding the two ranks; the entries of those bins and the
-// bins between are moved to the front, and only they are ordered. Two nth_element calls over
-// the whole 64K sample cost ~0.6 ms, a tenth of the fused marking pass at 16M;
-// the values are the same (the k-th largest does not depend on how it is found).
+// bins between are moved to the front, and only they are ordered. Two nth_element
+// calls over the whole 64K sample cost ~0.6 ms, a tenth of the fused marking pass
+// at 16M; the values are the same (the k-th largest does not depend on how it is
+// found).
 inline void sample_ranks(std::uint32_t* s, std::size_t m, std::size_t k1, std::size_t k2, std::uint32_t& u1,
                          std::uint32_t& u2) {
   constexpr int bins = 2048, shift = 20;  // |x| bits < 2^31: the exponent and 3 mantissa bits
@@ -518,7 +519,8 @@ class threshold_marker {
     const double d = 6.0 * std::sqrt(r * (1.0 - q)) + 16.0;
     const double r_hi = std::floor(r - d), r_lo = std::ceil(r + d);  // 1-based ranks, descending
     // 0-based; m where the rank falls outside the sample (no bound on that side)
-    const std::size_t k_hi = r_hi >= 1.0 ? std::size_t(r_hi) - 1 : m, k_lo = r_lo <= double(m) ? std::size_t(r_lo) - 1 : m;
+    const std::size_t k_hi = r_hi >= 1.0 ? std::size_t(r_hi) - 1 : m;
+    const std::size_t k_lo = r_lo <= double(m) ? std::size_t(r_lo) - 1 : m;
     std::uint32_t u_hi = 0, u_lo = 0;
     sample_ranks(s, m, k_hi, k_lo, u_hi, u_lo);
     hi = k_hi < m ? std::int32_t(u_hi) : 0x7fffffff;
