@@ -163,3 +163,17 @@ TEST_CASE("step path: a peeled sketch allocates nothing (1-bit and exact reduce-
             3, 200003, 0.9, true) == 0);
   CHECK(step_allocations<reducer_for<SketchFp16Policy<4>, ExactIndexPolicy>>(2, 200003, 0.9, true) == 0);
 }
+
+// The portable path is the code a GPU runs: its sums (work left, entries
+// resolved) came from thrust::transform_reduce, whose temporary storage is a
+// malloc per call on the host and a cudaMalloc / cudaFree per call on CUDA. They
+// are OpenMP reductions here and CUB reductions into the decoder's workspace there.
+TEST_CASE("step path: the portable path (what a GPU runs) allocates nothing either") {
+  using portable_sketch = Reducer<SparsifyPolicy, IndexPolicy<1>, SketchPolicy<10>, DecodePolicy<>, exec::host_portable>;
+  using portable_fp16 = Reducer<SparsifyPolicy, IndexPolicy<1>, SketchFp16Policy<4>, DecodePolicy<>, exec::host_portable>;
+  using portable_packed = Reducer<SparsifyPolicy, IndexPolicy<1>, PackedPolicy, DecodePolicy<>, exec::host_portable>;
+  CHECK(step_allocations<portable_sketch>(2, 200003, 0.9875, false) == 0);
+  CHECK(step_allocations<portable_sketch>(3, 200003, 0.9875, true) == 0);
+  CHECK(step_allocations<portable_fp16>(2, 200003, 0.9, true) == 0);  // near the peeling threshold: many rounds
+  CHECK(step_allocations<portable_packed>(2, 200003, 0.95, true) == 0);
+}

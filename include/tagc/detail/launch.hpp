@@ -9,7 +9,9 @@
 // cores are shared). Sums on the host are OpenMP reductions, not
 // thrust::transform_reduce, whose OpenMP backend allocates its partial sums on
 // every call (the step path allocates nothing: tests/test_step_alloc.cpp).
-// (On CUDA, transform_reduce still takes Thrust's temporary storage.)
+// On CUDA these sums still take Thrust's temporary storage; they serve the
+// statistics only. The decoder's per-call counts use CUB reductions into its own
+// workspace instead (detail/portable_decode.hpp).
 
 #include <cstddef>
 #include <cstdint>

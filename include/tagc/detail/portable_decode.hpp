@@ -18,6 +18,10 @@
 //                  host learns the frontier's size (and progress) only at those
 //                  compactions, never every round
 //   estimate       the conservative estimate for what is left
+//   counts         sums over the support or the frontier (work left, entries
+//                  resolved): CUB DeviceReduce on CUDA into the same workspace,
+//                  not thrust::transform_reduce, whose temporary storage is a
+//                  cudaMalloc / cudaFree per call (an OpenMP reduction on the host)
 //
 // Every buffer is sized in initialize(); run() allocates nothing.
 
@@ -27,17 +31,19 @@
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform_reduce.h>
 
 #include "../core/status.hpp"
 #include "../shard/layout.hpp"
 #include "decode_counts.hpp"
 #include "decode_kernels.hpp"
+#include "launch.hpp"
 #include "support_words.hpp"
 
 #if defined(__CUDACC__)
+#  include <cub/device/device_reduce.cuh>
 #  include <cub/device/device_scan.cuh>
 #  include <cub/device/device_select.cuh>
+#  include <cuda/std/functional>
 
 #  include "../exec/cuda.hpp"  // TAGC_CUDA_TRY
 #endif
@@ -95,14 +101,19 @@ class portable_decoder {
     frontier_[1].assign(l.shard_size, 0u);
     selected_.assign(1, 0u);
 #if defined(__CUDACC__)
-    if constexpr (Exec::is_device) {  // one temporary for both CUB calls: the larger of their needs
-      std::size_t scan_bytes = 0, select_bytes = 0;
+    if constexpr (Exec::is_device) {  // one temporary for every CUB call: the largest of their needs
+      sum_.assign(1, 0ull);
+      std::size_t scan_bytes = 0, select_bytes = 0, sum_bytes[3] = {0, 0, 0};
       TAGC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, raw_(word_counts_), raw_(word_offsets_) + 1,
                                                   int(words_), exec.stream));
       const decode_view none{};
       TAGC_CUDA_TRY(cub::DeviceSelect::If(nullptr, select_bytes, raw_(frontier_[0]), raw_(frontier_[1]),
                                           raw_(selected_), int(l.shard_size), peeling_active{none}, exec.stream));
-      const std::size_t bytes = scan_bytes > select_bytes ? scan_bytes : select_bytes;
+      TAGC_TRY(sum_temp_bytes(count_state{none, 0}, sum_bytes[0]));
+      TAGC_TRY(sum_temp_bytes(at_position<work_left>{work_left{none}, nullptr}, sum_bytes[1]));
+      TAGC_TRY(sum_temp_bytes(at_position<count_state>{count_state{none, 0}, nullptr}, sum_bytes[2]));
+      std::size_t bytes = scan_bytes > select_bytes ? scan_bytes : select_bytes;
+      for (const std::size_t b : sum_bytes) bytes = b > bytes ? b : bytes;
       scan_temp_.assign(bytes ? bytes : 1, 0);
     }
 #endif
@@ -112,7 +123,7 @@ class portable_decoder {
     return (count_.size() + ids_.size() + writer_.size() + support_.size() + edges_.size() + word_counts_.size() +
             word_offsets_.size() + frontier_[0].size() + frontier_[1].size() + selected_.size()) *
                sizeof(std::uint32_t) +
-           scan_temp_.size();
+           scan_temp_.size() + sum_.size() * sizeof(unsigned long long);
   }
 
   // Same contract as host::shard_decoder::run.
@@ -128,7 +139,9 @@ class portable_decoder {
     launch(m, add_edges{v});
     if (peels) TAGC_TRY(apply_rounds(v, m));
     d.support = m;
-    d.unresolved = sum_over_support(m, count_state{v, entry_unresolved});
+    unsigned long long unresolved = 0;
+    TAGC_TRY(sum_over(raw_(support_), m, count_state{v, entry_unresolved}, unresolved));
+    d.unresolved = unresolved;
     d.peeled = m - d.unresolved;
     if (estimates && d.unresolved) launch(m, estimate_round{v});
     return {};
@@ -144,11 +157,35 @@ class portable_decoder {
     thrust::for_each(exec_.policy(), thrust::counting_iterator<std::size_t>(0),
                      thrust::counting_iterator<std::size_t>(n), f);
   }
-  template <class F> unsigned long long sum_over_support(std::size_t m, F f) const {
-    if (m == 0) return 0;
-    const std::uint32_t* list = thrust::raw_pointer_cast(support_.data());
-    return thrust::transform_reduce(exec_.policy(), list, list + m, f, 0ull, thrust::plus<unsigned long long>());
+  // out = the sum of f(list[k]) over [0, n), f: uint32 -> unsigned long long.
+  template <class F> status sum_over(const std::uint32_t* list, std::size_t n, F f, unsigned long long& out) {
+    out = 0;
+    if (n == 0) return {};
+    if constexpr (Exec::is_device) {
+#if defined(__CUDACC__)
+      std::size_t bytes = scan_temp_.size();
+      TAGC_CUDA_TRY(cub::DeviceReduce::TransformReduce(raw_(scan_temp_), bytes, list, raw_(sum_), int(n),
+                                                       ::cuda::std::plus<unsigned long long>{}, f, 0ull,
+                                                       exec_.stream));
+      TAGC_TRY(exec_.copy_to_host(raw_(sum_), &out, 1));
+#endif
+    } else {
+      unsigned long long s = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s) if (n >= host_inline_below)
+      for (std::size_t k = 0; k < n; ++k) s += f(list[k]);
+      out = s;
+    }
+    return {};
   }
+#if defined(__CUDACC__)
+  // CUB's temporary bytes for sum_over with f at the largest n (the shard).
+  template <class F> status sum_temp_bytes(F f, std::size_t& bytes) {
+    TAGC_CUDA_TRY(cub::DeviceReduce::TransformReduce(nullptr, bytes, static_cast<const std::uint32_t*>(nullptr),
+                                                     raw_(sum_), int(lay_.shard_size),
+                                                     ::cuda::std::plus<unsigned long long>{}, f, 0ull, exec_.stream));
+    return {};
+  }
+#endif
 
   // Word counts, their scan (offsets[0] = 0, offsets[k + 1] = marks in words 0..k), the entries.
   status support_list(const std::uint8_t* own_index, std::size_t& m) {
@@ -171,11 +208,9 @@ class portable_decoder {
     return {};
   }
 
-  template <class F> unsigned long long sum_at(const std::uint32_t* positions, std::size_t n, F f) const {
-    if (n == 0) return 0;
-    return thrust::transform_reduce(exec_.policy(), positions, positions + n,
-                                    at_position<F>{f, thrust::raw_pointer_cast(support_.data())}, 0ull,
-                                    thrust::plus<unsigned long long>());
+  // out = the sum of f(support[positions[k]]) over [0, n): a count over the frontier.
+  template <class F> status sum_at(const std::uint32_t* positions, std::size_t n, F f, unsigned long long& out) {
+    return sum_over(positions, n, at_position<F>{f, raw_(support_)}, out);
   }
 
   // Keep the active positions of `in` (n of them) in `out`; how many, on the host.
@@ -209,7 +244,8 @@ class portable_decoder {
     std::uint32_t* next = raw_(frontier_[1]);
     launch(m, write_position{cur});
     std::size_t n = m;
-    unsigned long long before = sum_at(cur, n, work_left{v});
+    unsigned long long before = 0;
+    TAGC_TRY(sum_at(cur, n, work_left{v}, before));
     const std::size_t max_rounds = 2 * m + 8;  // each productive round retires at least one unit of work
     for (std::size_t round = 0; before != 0 && round < max_rounds; ++round) {
       launch(n, over_frontier<peel_round>{{v}, cur});
@@ -223,9 +259,11 @@ class portable_decoder {
         std::uint32_t* t = cur;
         cur = next;
         next = t;
-        const unsigned long long now = sum_at(cur, n, work_left{v});
+        unsigned long long now = 0, resolved = 0;
+        TAGC_TRY(sum_at(cur, n, work_left{v}, now));
+        if (now == before) TAGC_TRY(sum_at(cur, n, count_state{v, entry_resolved}, resolved));
         // Only unresolved entries with no lone cell left: a stopping set.
-        if (now == before && sum_at(cur, n, count_state{v, entry_resolved}) == 0) break;
+        if (now == before && resolved == 0) break;
         before = now;
       }
     }
@@ -242,7 +280,8 @@ class portable_decoder {
   vector<std::uint32_t> word_offsets_;          // [index words + 1] their inclusive scan, shifted by one
   vector<std::uint32_t> frontier_[2];           // [shard] support positions still peeling (ping-pong)
   vector<std::uint32_t> selected_;              // [1] the compacted frontier's size (CUDA)
-  vector<unsigned char> scan_temp_;             // CUB scan / select workspace (CUDA only)
+  vector<unsigned char> scan_temp_;             // CUB scan / select / reduce workspace (CUDA only)
+  vector<unsigned long long> sum_;              // [1] a sum's result (CUDA only)
 };
 
 }  // namespace detail
