@@ -77,18 +77,6 @@ struct launcher {
       return thrust::transform_reduce(exec.policy(), b, e, f, T(0), thrust::plus<T>());
     }
   }
-  // sum of f(list[i]) over [0, m)
-  template <class F> unsigned long long sum_list(const std::uint32_t* list, std::size_t m, F f) const {
-    if (m == 0) return 0;
-    if constexpr (!Exec::is_device) {
-      unsigned long long s = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s) if (m >= host_inline_below)
-      for (std::size_t i = 0; i < m; ++i) s += f(list[i]);
-      return s;
-    } else {
-      return thrust::transform_reduce(exec.policy(), list, list + m, f, 0ull, thrust::plus<unsigned long long>());
-    }
-  }
 };
 
 }  // namespace detail
