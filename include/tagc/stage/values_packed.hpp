@@ -13,6 +13,11 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 #include <thrust/scan.h>
+#if defined(__CUDACC__)
+#  include <cub/device/device_scan.cuh>
+
+#  include "../exec/cuda.hpp"  // TAGC_CUDA_TRY
+#endif
 
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
@@ -65,12 +70,21 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
       offsets_.assign(index_all + 1, 0u);
       starts_.assign(std::size_t(p.shards) + 1, 0u);
       starts_host_.assign(starts_.size(), 0u);
+#if defined(__CUDACC__)
+      if constexpr (Exec::is_device) {
+        std::size_t bytes = 0;
+        TAGC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, marks_of(nullptr), detail::raw(offsets_),
+                                                    int(index_all + 1), exec.stream));
+        scan_temp_.assign(bytes ? bytes : 1, 0);
+      }
+#endif
     }
     return {};
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) + detail::buffer_bytes(offsets_) +
-           detail::buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t) + host_.workspace_bytes();
+           detail::buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t) + host_.workspace_bytes() +
+           detail::buffer_bytes(scan_temp_);
   }
   std::size_t max_cell_terms() const { return 1; }  // a packed slot holds one value per rank
 
@@ -87,9 +101,19 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
       return;
     }
     const std::size_t index_all = offsets_.size() - 1;
-    const auto marks = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
-                                                       detail::marks_in_byte{idx, plan_.lay, index_all});
-    thrust::exclusive_scan(launch_.exec.policy(), marks, marks + std::ptrdiff_t(index_all + 1), offsets_.begin(), 0u);
+    // The slots' offsets: marks per index byte, scanned. On CUDA by CUB into
+    // scan_temp_ (thrust::exclusive_scan would cudaMalloc / cudaFree its
+    // temporaries on every call); an error shows at the space's synchronize().
+    if constexpr (Exec::is_device) {
+#if defined(__CUDACC__)
+      std::size_t bytes = scan_temp_.size();
+      (void)cub::DeviceScan::ExclusiveSum(detail::raw(scan_temp_), bytes, marks_of(idx), detail::raw(offsets_),
+                                          int(index_all + 1), launch_.exec.stream);
+#endif
+    } else {
+      const auto marks = marks_of(idx);
+      thrust::exclusive_scan(launch_.exec.policy(), marks, marks + std::ptrdiff_t(index_all + 1), offsets_.begin(), 0u);
+    }
     launch_(starts_.size(), detail::shard_starts{detail::raw(offsets_), detail::raw(starts_), plan_.lay.index_bytes});
     (void)launch_.exec.copy_to_host(detail::raw(starts_), starts_host_.data(), starts_host_.size());
     std::size_t slots = 0;
@@ -151,7 +175,15 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   std::size_t slots_ = 0, value_bytes_ = 0;
   vector<wire_t> values_send_;  // [shards][slots]
   vector<wire_t> values_recv_;  // this shard's summed slots
+  // Marks in each byte of the whole index `idx` (0 past its end): the scan's input.
+  auto marks_of(const std::uint8_t* idx) const {
+    return thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
+                                           detail::marks_in_byte{idx, plan_.lay, plan_.lay.index_bytes *
+                                                                                     std::size_t(plan_.shards)});
+  }
+
   vector<std::uint32_t> offsets_, starts_;  // scan over index bytes, shard starts
+  vector<unsigned char> scan_temp_;         // CUB's scan workspace (CUDA only)
   std::vector<std::uint32_t> starts_host_;  // host copy of starts_ (sized once)
   detail::host::packed_slots host_;         // host paths: the slots from index words (instead of the three above)
 };
