@@ -9,9 +9,9 @@
 // cores are shared). Sums on the host are OpenMP reductions, not
 // thrust::transform_reduce, whose OpenMP backend allocates its partial sums on
 // every call (the step path allocates nothing: tests/test_step_alloc.cpp).
-// On CUDA these sums still take Thrust's temporary storage; they serve the
-// statistics only. The decoder's per-call counts use CUB reductions into its own
-// workspace instead (detail/portable_decode.hpp).
+// Sums on a device space go through sum_workspace (below): CUB into storage sized
+// at initialize, where thrust::transform_reduce would cudaMalloc / cudaFree its
+// temporaries on every call.
 
 #include <cstddef>
 #include <cstdint>
@@ -21,10 +21,16 @@
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/transform_reduce.h>
 
 #include "../core/config.hpp"
 #include "../core/status.hpp"
+
+#if defined(__CUDACC__)
+#  include <cub/device/device_reduce.cuh>
+#  include <cuda/std/functional>
+
+#  include "../exec/cuda.hpp"  // TAGC_CUDA_TRY
+#endif
 
 TAGC_BEGIN_NAMESPACE
 namespace detail {
@@ -61,22 +67,64 @@ struct launcher {
     auto [b, e] = index_range(n);
     thrust::for_each(exec.policy(), b, e, f);
   }
-  // sum of f(i) over [0, n)
-  template <class F> unsigned long long sum(std::size_t n, F f) const { return sum_of<unsigned long long>(n, f); }
-  // sum of f(i) over [0, n) in T (the host adds in a fixed order per chunk; floating sums
-  // may differ from the device's in the last bits: used for statistics only)
+  // Host spaces: sum of f(i) over [0, n) in T, an OpenMP reduction (floating sums
+  // may differ from a device's in the last bits: used for statistics only).
   template <class T, class F> T sum_of(std::size_t n, F f) const {
+    static_assert(!Exec::is_device, "a device sum goes through sum_workspace (its storage is sized at initialize)");
+    T s = T(0);
+#pragma omp parallel for schedule(static) reduction(+ : s) if (n >= host_inline_below)
+    for (std::size_t i = 0; i < n; ++i) s += f(i);
+    return s;
+  }
+};
+
+// Sums of f(i) over [0, n) (T: 8 bytes) that allocate nothing per call: on a
+// device, CUB's temporary storage and the result's slot are sized by reserve()
+// at initialize, for the largest n and each functor type summed; on the host,
+// the launcher's OpenMP reduction (nothing to reserve). A device error is the
+// space's: it shows at its synchronize() or next copy, and the sum reads 0.
+template <class Exec>
+class sum_workspace {
+ public:
+  template <class T> using vector = typename Exec::template vector<T>;
+
+  template <class T, class F> status reserve([[maybe_unused]] const Exec& exec, [[maybe_unused]] std::size_t most,
+                                             [[maybe_unused]] F f) {
+    static_assert(sizeof(T) == sizeof(unsigned long long));
+#if defined(__CUDACC__)
+    if constexpr (Exec::is_device) {
+      std::size_t bytes = 0;
+      if (result_.empty()) result_.assign(1, 0ull);
+      TAGC_CUDA_TRY(cub::DeviceReduce::TransformReduce(nullptr, bytes, thrust::counting_iterator<std::size_t>(0),
+                                                       reinterpret_cast<T*>(raw(result_)), most, ::cuda::std::plus<T>{},
+                                                       f, T(0), exec.stream));
+      if (bytes > temp_.size()) temp_.assign(bytes, 0);
+    }
+#endif
+    return {};
+  }
+  std::size_t workspace_bytes() const { return buffer_bytes(temp_) + buffer_bytes(result_); }
+
+  template <class T, class F> T sum(const launcher<Exec>& launch, std::size_t n, F f) const {
     if (n == 0) return T(0);
     if constexpr (!Exec::is_device) {
-      T s = T(0);
-#pragma omp parallel for schedule(static) reduction(+ : s) if (n >= host_inline_below)
-      for (std::size_t i = 0; i < n; ++i) s += f(i);
-      return s;
+      return launch.template sum_of<T>(n, f);
     } else {
-      auto [b, e] = index_range(n);
-      return thrust::transform_reduce(exec.policy(), b, e, f, T(0), thrust::plus<T>());
+      T out = T(0);
+#if defined(__CUDACC__)
+      std::size_t bytes = temp_.size();
+      T* result = reinterpret_cast<T*>(raw(result_));
+      if (cub::DeviceReduce::TransformReduce(raw(temp_), bytes, thrust::counting_iterator<std::size_t>(0), result, n,
+                                             ::cuda::std::plus<T>{}, f, T(0), launch.exec.stream) == cudaSuccess)
+        (void)launch.exec.copy_to_host(result, &out, 1);
+#endif
+      return out;
     }
   }
+
+ private:
+  mutable vector<unsigned char> temp_;        // CUB's temporary storage (device spaces)
+  mutable vector<unsigned long long> result_;  // [1] the sum (device spaces)
 };
 
 }  // namespace detail

@@ -58,6 +58,8 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     const std::size_t all = p.lay.index_bytes * std::size_t(p.shards);
     local_.assign(all, 0);
     reduced_.assign(p.scatter_index ? p.lay.index_bytes : all, 0);
+    if constexpr (Exec::is_device)  // received_marks() on a device
+      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, reduced_.size(), detail::count_marks{nullptr, p.lay, 0}));
     if constexpr (host_paths) {
       kept_.assign(kept_capacity(p.lay.length), 0u);
       kept_values_.assign(kept_.size(), 0.0f);
@@ -66,7 +68,7 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(local_) + detail::buffer_bytes(reduced_) + detail::buffer_bytes(kept_) +
-           detail::buffer_bytes(kept_values_);
+           detail::buffer_bytes(kept_values_) + sums_.workspace_bytes();
   }
 
   // This rank's marks (counter = 1 where |acc| is above the threshold); counts the kept entries.
@@ -147,11 +149,13 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
       return plan_.lay.index_bytes ? detail::host::count_marks(reduced(), plan_.lay, first_shard,
                                                                reduced_.size() / plan_.lay.index_bytes)
                                    : 0;
-    return launch_.sum(reduced_.size(), detail::count_marks{reduced(), plan_.lay, first_shard});
+    return sums_.template sum<unsigned long long>(launch_, reduced_.size(),
+                                                  detail::count_marks{reduced(), plan_.lay, first_shard});
   }
 
  private:
   detail::launcher<Exec> launch_{};
+  detail::sum_workspace<Exec> sums_;  // received_marks() on a device
   reducer_plan plan_{};
   vector<std::uint8_t> local_;    // [shards][index_bytes] this rank's marks
   vector<std::uint8_t> reduced_;  // summed: all shards, or this shard's (index reduce-scatter)

@@ -78,13 +78,15 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
         scan_temp_.assign(bytes ? bytes : 1, 0);
       }
 #endif
+      // the support in fill_stats()
+      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, p.lay.index_bytes, detail::count_marks{nullptr, p.lay, 0}));
     }
     return {};
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) + detail::buffer_bytes(offsets_) +
            detail::buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t) + host_.workspace_bytes() +
-           detail::buffer_bytes(scan_temp_);
+           detail::buffer_bytes(scan_temp_) + sums_.workspace_bytes();
   }
   std::size_t max_cell_terms() const { return 1; }  // a packed slot holds one value per rank
 
@@ -159,7 +161,8 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     if constexpr (!Exec::is_device)  // 64 marks per popcount, not a loop per entry
       s.support = detail::host::count_marks(c.own_index, plan_.lay, plan_.own_shard, 1);
     else
-      s.support = launch_.sum(plan_.lay.index_bytes, detail::count_marks{c.own_index, plan_.lay, plan_.own_shard});
+      s.support = sums_.template sum<unsigned long long>(
+          launch_, plan_.lay.index_bytes, detail::count_marks{c.own_index, plan_.lay, plan_.own_shard});
     s.peeled = s.support;
     s.packed_slots = slots_;
   }
@@ -184,6 +187,7 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
 
   vector<std::uint32_t> offsets_, starts_;  // scan over index bytes, shard starts
   vector<unsigned char> scan_temp_;         // CUB's scan workspace (CUDA only)
+  detail::sum_workspace<Exec> sums_;        // the support in fill_stats() on a device
   std::vector<std::uint32_t> starts_host_;  // host copy of starts_ (sized once)
   detail::host::packed_slots host_;         // host paths: the slots from index words (instead of the three above)
 };

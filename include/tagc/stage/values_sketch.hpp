@@ -11,7 +11,6 @@
 #include <string>
 #include <type_traits>
 
-#include <thrust/transform_reduce.h>
 
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
@@ -63,7 +62,11 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
     const std::size_t shards = std::size_t(p.shards);
     const std::size_t cells = l.dense ? l.shard_size : l.cells;
     max_cell_terms_ = 1;  // a dense cell holds one value per rank
-    if constexpr (narrow_cells) sketch_f32_.assign(cells * shards, 0.0f);
+    if constexpr (narrow_cells) {
+      sketch_f32_.assign(cells * shards, 0.0f);
+      // the unfed rounding in encode(measure) on a device
+      TAGC_TRY(sums_.template reserve<double>(exec, cells * shards, detail::cell_rounding<wire_t>{nullptr, nullptr}));
+    }
     values_send_.assign(cells * shards, wire_t(0.0f));
     values_recv_.assign(cells, wire_t(0.0f));
     if (!l.dense) {
@@ -79,7 +82,7 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) +
            detail::buffer_bytes(sketch_f32_) + detail::buffer_bytes(bucket_start_) +
-           detail::buffer_bytes(bucket_order_);
+           detail::buffer_bytes(bucket_order_) + sums_.workspace_bytes();
   }
   // The most values one rank adds into one cell (bounds the fp16 range scale).
   std::size_t max_cell_terms() const { return max_cell_terms_; }
@@ -111,8 +114,8 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
       launch_(values_send_.size(), detail::round_cells<wire_t>{detail::raw(sketch_f32_), detail::raw(values_send_)});
       if (measure) {
         unfed_rounding_ = double(c.wire_unscale) *
-            launch_.template sum_of<double>(values_send_.size(), detail::cell_rounding<wire_t>{
-                                                                     detail::raw(sketch_f32_), detail::raw(values_send_)});
+            sums_.template sum<double>(launch_, values_send_.size(),
+                                       detail::cell_rounding<wire_t>{detail::raw(sketch_f32_), detail::raw(values_send_)});
       }
     } else {
       (void)measure;
@@ -199,6 +202,7 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
   vector<wire_t> values_recv_;  // this shard's summed cells
   vector<float> sketch_f32_;    // 16-bit cells: fp32 sums before rounding; then the owner's widened cells
   vector<std::uint32_t> bucket_start_, bucket_order_;  // sketch gather map (constant)
+  detail::sum_workspace<Exec> sums_;                   // 16-bit cells: the unfed rounding on a device
 };
 
 }  // namespace stage
