@@ -81,8 +81,7 @@ struct launcher {
 // Sums of f(i) over [0, n) (T: 8 bytes) that allocate nothing per call: on a
 // device, CUB's temporary storage and the result's slot are sized by reserve()
 // at initialize, for the largest n and each functor type summed; on the host,
-// the launcher's OpenMP reduction (nothing to reserve). A device error is the
-// space's: it shows at its synchronize() or next copy, and the sum reads 0.
+// the launcher's OpenMP reduction (nothing to reserve).
 template <class Exec>
 class sum_workspace {
  public:
@@ -105,21 +104,29 @@ class sum_workspace {
   }
   std::size_t workspace_bytes() const { return buffer_bytes(temp_) + buffer_bytes(result_); }
 
-  template <class T, class F> T sum(const launcher<Exec>& launch, std::size_t n, F f) const {
-    if (n == 0) return T(0);
+  // out = the sum; a device error comes back as the status.
+  template <class T, class F> status sum(const launcher<Exec>& launch, std::size_t n, F f, T& out) const {
+    out = T(0);
+    if (n == 0) return {};
     if constexpr (!Exec::is_device) {
-      return launch.template sum_of<T>(n, f);
+      out = launch.template sum_of<T>(n, f);
     } else {
-      T out = T(0);
 #if defined(__CUDACC__)
       std::size_t bytes = temp_.size();
       T* result = reinterpret_cast<T*>(raw(result_));
-      if (cub::DeviceReduce::TransformReduce(raw(temp_), bytes, thrust::counting_iterator<std::size_t>(0), result, n,
-                                             ::cuda::std::plus<T>{}, f, T(0), launch.exec.stream) == cudaSuccess)
-        (void)launch.exec.copy_to_host(result, &out, 1);
+      TAGC_CUDA_TRY(cub::DeviceReduce::TransformReduce(raw(temp_), bytes, thrust::counting_iterator<std::size_t>(0),
+                                                       result, n, ::cuda::std::plus<T>{}, f, T(0), launch.exec.stream));
+      TAGC_TRY(launch.exec.copy_to_host(result, &out, 1));
 #endif
-      return out;
     }
+    return {};
+  }
+  // The sum, for statistics: a device error reads 0 here and shows at the
+  // space's synchronize() or next copy.
+  template <class T, class F> T sum(const launcher<Exec>& launch, std::size_t n, F f) const {
+    T out = T(0);
+    (void)sum(launch, n, f, out);
+    return out;
   }
 
  private:

@@ -19,9 +19,9 @@
 //                  compactions, never every round
 //   estimate       the conservative estimate for what is left
 //   counts         sums over the support or the frontier (work left, entries
-//                  resolved): CUB DeviceReduce on CUDA into the same workspace,
-//                  not thrust::transform_reduce, whose temporary storage is a
-//                  cudaMalloc / cudaFree per call (an OpenMP reduction on the host)
+//                  resolved): sum_workspace (detail/launch.hpp), CUB into storage
+//                  sized at initialize on CUDA, not thrust::transform_reduce,
+//                  whose temporary storage is a cudaMalloc / cudaFree per call
 //
 // Every buffer is sized in initialize(); run() allocates nothing.
 
@@ -40,10 +40,8 @@
 #include "support_words.hpp"
 
 #if defined(__CUDACC__)
-#  include <cub/device/device_reduce.cuh>
 #  include <cub/device/device_scan.cuh>
 #  include <cub/device/device_select.cuh>
-#  include <cuda/std/functional>
 
 #  include "../exec/cuda.hpp"  // TAGC_CUDA_TRY
 #endif
@@ -51,12 +49,13 @@
 TAGC_BEGIN_NAMESPACE
 namespace detail {
 
-// Run a support-list functor on the support positions a frontier lists.
+// f at the k-th position a list holds (a frontier's support positions, or the
+// support itself), with f's result: the rounds' functors, and the terms of a sum.
 template <class F>
 struct over_frontier {
   F f;
   const std::uint32_t* frontier;
-  TAGC_HOST_DEVICE void operator()(std::size_t k) const { f(std::size_t(frontier[k])); }
+  TAGC_HOST_DEVICE auto operator()(std::size_t k) const { return f(frontier[k]); }
 };
 // An entry-state functor (work_left, count_state) at a support position.
 template <class F>
@@ -101,29 +100,32 @@ class portable_decoder {
     frontier_[1].assign(l.shard_size, 0u);
     selected_.assign(1, 0u);
 #if defined(__CUDACC__)
-    if constexpr (Exec::is_device) {  // one temporary for every CUB call: the largest of their needs
-      sum_.assign(1, 0ull);
-      std::size_t scan_bytes = 0, select_bytes = 0, sum_bytes[3] = {0, 0, 0};
+    if constexpr (Exec::is_device) {  // one temporary for both CUB calls: the larger of their needs
+      std::size_t scan_bytes = 0, select_bytes = 0;
       TAGC_CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, raw_(word_counts_), raw_(word_offsets_) + 1,
                                                   int(words_), exec.stream));
       const decode_view none{};
       TAGC_CUDA_TRY(cub::DeviceSelect::If(nullptr, select_bytes, raw_(frontier_[0]), raw_(frontier_[1]),
                                           raw_(selected_), int(l.shard_size), peeling_active{none}, exec.stream));
-      TAGC_TRY(sum_temp_bytes(count_state{none, 0}, sum_bytes[0]));
-      TAGC_TRY(sum_temp_bytes(at_position<work_left>{work_left{none}, nullptr}, sum_bytes[1]));
-      TAGC_TRY(sum_temp_bytes(at_position<count_state>{count_state{none, 0}, nullptr}, sum_bytes[2]));
-      std::size_t bytes = scan_bytes > select_bytes ? scan_bytes : select_bytes;
-      for (const std::size_t b : sum_bytes) bytes = b > bytes ? b : bytes;
+      const std::size_t bytes = scan_bytes > select_bytes ? scan_bytes : select_bytes;
       scan_temp_.assign(bytes ? bytes : 1, 0);
     }
 #endif
+    // the sums run() and apply_rounds() take, at their largest (the shard)
+    const decode_view none{};
+    TAGC_TRY(sums_.template reserve<unsigned long long>(exec, l.shard_size,
+                                                        over_frontier<count_state>{count_state{none, 0}, nullptr}));
+    TAGC_TRY(sums_.template reserve<unsigned long long>(
+        exec, l.shard_size, over_frontier<at_position<work_left>>{{work_left{none}, nullptr}, nullptr}));
+    TAGC_TRY(sums_.template reserve<unsigned long long>(
+        exec, l.shard_size, over_frontier<at_position<count_state>>{{count_state{none, 0}, nullptr}, nullptr}));
     return {};
   }
   std::size_t workspace_bytes() const {
     return (count_.size() + ids_.size() + writer_.size() + support_.size() + edges_.size() + word_counts_.size() +
             word_offsets_.size() + frontier_[0].size() + frontier_[1].size() + selected_.size()) *
                sizeof(std::uint32_t) +
-           scan_temp_.size() + sum_.size() * sizeof(unsigned long long);
+           scan_temp_.size() + sums_.workspace_bytes();
   }
 
   // Same contract as host::shard_decoder::run.
@@ -158,34 +160,9 @@ class portable_decoder {
                      thrust::counting_iterator<std::size_t>(n), f);
   }
   // out = the sum of f(list[k]) over [0, n), f: uint32 -> unsigned long long.
-  template <class F> status sum_over(const std::uint32_t* list, std::size_t n, F f, unsigned long long& out) {
-    out = 0;
-    if (n == 0) return {};
-    if constexpr (Exec::is_device) {
-#if defined(__CUDACC__)
-      std::size_t bytes = scan_temp_.size();
-      TAGC_CUDA_TRY(cub::DeviceReduce::TransformReduce(raw_(scan_temp_), bytes, list, raw_(sum_), int(n),
-                                                       ::cuda::std::plus<unsigned long long>{}, f, 0ull,
-                                                       exec_.stream));
-      TAGC_TRY(exec_.copy_to_host(raw_(sum_), &out, 1));
-#endif
-    } else {
-      unsigned long long s = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s) if (n >= host_inline_below)
-      for (std::size_t k = 0; k < n; ++k) s += f(list[k]);
-      out = s;
-    }
-    return {};
+  template <class F> status sum_over(const std::uint32_t* list, std::size_t n, F f, unsigned long long& out) const {
+    return sums_.sum(launcher<Exec>{exec_}, n, over_frontier<F>{f, list}, out);
   }
-#if defined(__CUDACC__)
-  // CUB's temporary bytes for sum_over with f at the largest n (the shard).
-  template <class F> status sum_temp_bytes(F f, std::size_t& bytes) {
-    TAGC_CUDA_TRY(cub::DeviceReduce::TransformReduce(nullptr, bytes, static_cast<const std::uint32_t*>(nullptr),
-                                                     raw_(sum_), int(lay_.shard_size),
-                                                     ::cuda::std::plus<unsigned long long>{}, f, 0ull, exec_.stream));
-    return {};
-  }
-#endif
 
   // Word counts, their scan (offsets[0] = 0, offsets[k + 1] = marks in words 0..k), the entries.
   status support_list(const std::uint8_t* own_index, std::size_t& m) {
@@ -209,7 +186,7 @@ class portable_decoder {
   }
 
   // out = the sum of f(support[positions[k]]) over [0, n): a count over the frontier.
-  template <class F> status sum_at(const std::uint32_t* positions, std::size_t n, F f, unsigned long long& out) {
+  template <class F> status sum_at(const std::uint32_t* positions, std::size_t n, F f, unsigned long long& out) const {
     return sum_over(positions, n, at_position<F>{f, raw_(support_)}, out);
   }
 
@@ -280,8 +257,8 @@ class portable_decoder {
   vector<std::uint32_t> word_offsets_;          // [index words + 1] their inclusive scan, shifted by one
   vector<std::uint32_t> frontier_[2];           // [shard] support positions still peeling (ping-pong)
   vector<std::uint32_t> selected_;              // [1] the compacted frontier's size (CUDA)
-  vector<unsigned char> scan_temp_;             // CUB scan / select / reduce workspace (CUDA only)
-  vector<unsigned long long> sum_;              // [1] a sum's result (CUDA only)
+  vector<unsigned char> scan_temp_;             // CUB scan / select workspace (CUDA only)
+  sum_workspace<Exec> sums_;                    // the counts over the support and the frontier
 };
 
 }  // namespace detail

@@ -59,7 +59,8 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     local_.assign(all, 0);
     reduced_.assign(p.scatter_index ? p.lay.index_bytes : all, 0);
     if constexpr (Exec::is_device)  // received_marks() on a device
-      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, reduced_.size(), detail::count_marks{nullptr, p.lay, 0}));
+      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, reduced_.size(),
+                                                          detail::count_marks{nullptr, p.lay, 0}));
     if constexpr (host_paths) {
       kept_.assign(kept_capacity(p.lay.length), 0u);
       kept_values_.assign(kept_.size(), 0.0f);

@@ -79,7 +79,8 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
       }
 #endif
       // the support in fill_stats()
-      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, p.lay.index_bytes, detail::count_marks{nullptr, p.lay, 0}));
+      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, p.lay.index_bytes,
+                                                          detail::count_marks{nullptr, p.lay, 0}));
     }
     return {};
   }
