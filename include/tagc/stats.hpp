@@ -39,7 +39,11 @@ struct reduce_stats {
   double index_bytes = 0.0;    // index all-reduce
   double value_bytes = 0.0;    // sketch (or dense values) reduce-scatter / all-reduce
   double retransmit_bytes = 0.0;  // unresolved count all-reduce + bitmap all-gather (when any)
-  double total_bytes() const { return control_bytes + index_bytes + value_bytes + retransmit_bytes; }
+  // Two-level reducers (two_level_reducer.hpp): the plain reduce-scatter among the ranks
+  // of this rank's node; the fields above then count only what crosses nodes.
+  double intranode_bytes = 0.0;
+  double total_bytes() const { return control_bytes + index_bytes + value_bytes + retransmit_bytes + intranode_bytes; }
+  double internode_bytes() const { return total_bytes() - intranode_bytes; }
   // Stage wall times in seconds, filled only when the Reducer profiles
   // (set_profiling(true)): each stage then ends with a synchronisation, which on
   // a GPU costs overlap, so it is off by default.

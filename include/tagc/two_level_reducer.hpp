@@ -1,0 +1,280 @@
+#pragma once
+// defines: tagc::TwoLevelReducer<NodeReducer, CrossReducer> — a reduce-scatter in two
+//          levels: plainly among the ranks of a node, compressed among the nodes.
+//
+// Why: every rank of a flat compressed reduce-scatter keeps its own top entries, so the
+// union of kept positions (index counters, packed slots, sketch load) grows with the
+// number of ranks. Links inside a node are fast and links between nodes are slow, so
+// the node first sums its ranks' gradients with a plain reduce-scatter and only the
+// exchange between nodes is compressed: the union then grows with the nodes, not the
+// ranks, and the error-feedback residual covers a node's slice (1/K of the buffer).
+// This is the hybrid the TAGC paper leaves as future work, and what ZeRO++'s qgZ and
+// FSDP2's HSDP do.
+//
+// Layout (W = M nodes x K ranks per node, S = ceil(length / W), the flat shard size):
+//   1. permute: the gradient, padded to W x S, is rearranged so that block l (M x S
+//      elements) holds shards l, K + l, 2K + l, ... : the flat shards that the ranks
+//      with local rank l own, in node order;
+//   2. node:  NodeReducer reduce-scatters the W x S buffer among the node's K ranks
+//      (sum): local rank l receives block l summed over its node (its "slice");
+//   3. check: every rank counts NaN/Inf in its slice and whether its sizes were right;
+//      two 16-byte all-reduces (cross, then node) give every rank the world's verdict
+//      before any residual changes;
+//   4. cross: CrossReducer reduce-scatters the slice among the M ranks with local rank l
+//      (sum): node m receives shard m of the slice, i.e. flat shard m x K + l, which is
+//      this rank's own flat shard;
+//   5. mean: the shard is divided by W in float, as the flat reducers do.
+// So rank r ends with exactly the flat reduce-scatter's shard r; with an exact cross
+// reducer (plain, or packed values at theta = 0) and exactly representable sums the two
+// agree bit for bit (tests/test_two_level.cpp), whatever the node shape.
+//
+// NodeReducer is normally PlainReducer<float | bfloat16, Exec> (or an AnyReducer built
+// as plain); CrossReducer any reducer with the Reducer contract (Reducer, AnyReducer).
+// Both are given reduce_op::sum; the mean is taken once, at the end.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/two_level.hpp"
+#include "core/status.hpp"
+#include "detail/launch.hpp"
+#include "stage/arguments.hpp"
+#include "stats.hpp"
+
+TAGC_BEGIN_NAMESPACE
+
+namespace detail {
+// Device path of step 1: element i of the node-major buffer from the flat gradient.
+struct node_major_gather {
+  const float* grad;
+  float* out;
+  std::size_t length, shard;
+  std::size_t nodes, ranks_per_node;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::size_t slot = i / shard, e = i - slot * shard;  // slot = l * M + m
+    const std::size_t l = slot / nodes, m = slot - l * nodes;
+    const std::size_t src = (m * ranks_per_node + l) * shard + e;
+    out[i] = src < length ? grad[src] : 0.0f;
+  }
+};
+struct count_nonfinite {
+  const float* x;
+  TAGC_HOST_DEVICE unsigned long long operator()(std::size_t i) const {
+    std::uint32_t b;
+    std::memcpy(&b, x + i, sizeof b);
+    return (b & 0x7f800000u) == 0x7f800000u ? 1ull : 0ull;
+  }
+};
+struct scale_in_place {
+  float* x;
+  float s;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const { x[i] *= s; }
+};
+}  // namespace detail
+
+template <class NodeReducer, class CrossReducer>
+class TwoLevelReducer {
+ public:
+  using exec_space = typename CrossReducer::exec_space;
+  using node_reducer = NodeReducer;
+  using cross_reducer = CrossReducer;
+  template <class T> using vector = typename exec_space::template vector<T>;
+
+  static constexpr std::uint64_t state_magic = 0x74616763'32'6c76ull;  // "tagc" "2" "lv"
+  static constexpr std::uint64_t state_version = 1;
+
+  TwoLevelReducer() = default;
+
+  // `args` describes the whole job as for a flat reducer (length, world, rank, op,
+  // sharded topology, theta and the knobs the cross reducer takes); `shape` splits the
+  // world into nodes. Refused: a shape that does not multiply to the world, a replicated
+  // topology, and whatever the two reducers refuse for their level.
+  status initialize(const reducer_arguments& args, node_shape shape, exec_space exec = {}) {
+    name_.assign(args.name.data(), args.name.size());
+    if (args.topo != topology::sharded)
+      return annotate({errc::invalid_argument, "a two-level reducer reduce-scatters (topology::sharded); "
+                                               "for all-reduce use a flat reducer"});
+    if (shape.nodes < 1 || shape.ranks_per_node < 1 || shape.world() != args.world_size)
+      return annotate({errc::invalid_argument, "node shape " + std::to_string(shape.nodes) + " x " +
+                                                   std::to_string(shape.ranks_per_node) +
+                                                   " does not make the world size " + std::to_string(args.world_size)});
+    if (args.rank < 0 || args.rank >= args.world_size)
+      return annotate({errc::invalid_argument, "rank " + std::to_string(args.rank) + " outside [0, " +
+                                                   std::to_string(args.world_size) + ")"});
+    args_ = args;
+    args_.name = {};
+    shape_ = shape;
+    exec_ = exec;
+    const std::size_t world = std::size_t(args.world_size);
+    shard_ = (args.length + world - 1) / world;
+    slice_len_ = shard_ * std::size_t(shape.nodes);
+
+    reducer_arguments node = args;
+    node.length = shard_ * world;
+    node.world_size = shape.ranks_per_node;
+    node.rank = shape.local_rank_of(args.rank);
+    node.op = reduce_op::sum;
+    TAGC_TRY(node_.initialize(node, exec));
+    reducer_arguments cross = args;
+    cross.length = slice_len_;
+    cross.world_size = shape.nodes;
+    cross.rank = shape.node_of(args.rank);
+    cross.op = reduce_op::sum;
+    TAGC_TRY(cross_.initialize(cross, exec));
+    if (node_.output_size() != slice_len_ || cross_.output_size() != shard_)
+      return annotate({errc::internal, "two-level layout: node stage gives " + std::to_string(node_.output_size()) +
+                                           " elements (want " + std::to_string(slice_len_) + "), cross stage " +
+                                           std::to_string(cross_.output_size()) + " (want " + std::to_string(shard_) +
+                                           ")"});
+    node_major_.assign(node.length, 0.0f);  // padding is written once, here
+    slice_.assign(slice_len_, 0.0f);
+    TAGC_TRY(nonfinite_.template reserve<unsigned long long>(exec, slice_len_, detail::count_nonfinite{nullptr}));
+    initialized_ = true;
+    return {};
+  }
+
+  // Rank r's flat shard: output_size() elements, as a flat reduce-scatter gives it.
+  std::size_t output_size() const { return shard_; }
+  node_shape shape() const { return shape_; }
+  const reducer_arguments& arguments() const { return args_; }
+  std::string_view name() const { return name_; }
+  NodeReducer& node_stage() { return node_; }
+  CrossReducer& cross_stage() { return cross_; }
+  const CrossReducer& cross_stage() const { return cross_; }
+  // Buffers of this level (the node-major gradient and the slice), beside the stages' own.
+  std::size_t buffer_bytes() const { return detail::buffer_bytes(node_major_) + detail::buffer_bytes(slice_); }
+
+  // stats (optional): the cross stage's statistics (what crosses nodes), with the node
+  // stage's bytes in reduce_stats::intranode_bytes.
+  template <communicator C>
+  status reduce_scatter(two_level_communicator<C>& comm, std::span<const float> grad, std::span<float> shard,
+                        reduce_stats* stats = nullptr) {
+    return reduce_scatter(comm.node, comm.cross, grad, shard, stats);
+  }
+
+  template <communicator NodeComm, communicator CrossComm>
+  status reduce_scatter(NodeComm& node, CrossComm& cross, std::span<const float> grad, std::span<float> shard,
+                        reduce_stats* stats = nullptr) {
+    if (!initialized_) return annotate({errc::invalid_argument, "two-level reducer used before initialize()"});
+    if (node.size() != shape_.ranks_per_node || cross.size() != shape_.nodes ||
+        node.rank() != shape_.local_rank_of(args_.rank) || cross.rank() != shape_.node_of(args_.rank))
+      return annotate({errc::invalid_argument,
+                       "communicators are local rank " + std::to_string(node.rank()) + " of " +
+                           std::to_string(node.size()) + " and node " + std::to_string(cross.rank()) + " of " +
+                           std::to_string(cross.size()) + "; the reducer was planned for rank " +
+                           std::to_string(args_.rank) + " of " + std::to_string(shape_.nodes) + " nodes x " +
+                           std::to_string(shape_.ranks_per_node)});
+    // A rank with wrong sizes still takes part in the node collective (on this
+    // reducer's own buffers) so that every rank reaches the shared verdict below.
+    const bool sizes_ok = grad.size() == args_.length && shard.size() == shard_;
+    if (sizes_ok) node_major(grad);
+    reduce_stats node_stats;
+    TAGC_TRY(node_.reduce_scatter(node, std::span<const float>(detail::raw(node_major_), node_major_.size()),
+                                  std::span<float>(detail::raw(slice_), slice_len_), &node_stats));
+    const detail::launcher<exec_space> launch{exec_};
+    unsigned long long nonfinite = 0;
+    TAGC_TRY(annotate(nonfinite_.sum(launch, slice_len_, detail::count_nonfinite{detail::raw(slice_)}, nonfinite)));
+    std::array<std::int64_t, 2> mine{std::int64_t(nonfinite), sizes_ok ? 0 : 1}, cross_sum{}, all{};
+    TAGC_TRY(annotate(cross.all_reduce(std::span<const std::int64_t>(mine), std::span<std::int64_t>(cross_sum))));
+    TAGC_TRY(annotate(node.all_reduce(std::span<const std::int64_t>(cross_sum), std::span<std::int64_t>(all))));
+    if (all[1] != 0)
+      return annotate({errc::size_mismatch,
+                       std::to_string(all[1]) + " rank(s) passed a gradient or shard of the wrong size (expected " +
+                           std::to_string(args_.length) + " and " + std::to_string(shard_) + " elements; this rank " +
+                           std::to_string(grad.size()) + " and " + std::to_string(shard.size()) + ")"});
+    if (all[0] != 0)
+      return annotate({errc::non_finite, std::to_string(all[0]) +
+                                             " NaN/Inf entries in the nodes' summed gradients (a NaN/Inf gradient on "
+                                             "some rank, or a node sum that overflowed); nothing was changed"});
+    reduce_stats cross_stats;
+    TAGC_TRY(cross_.reduce_scatter(cross, std::span<const float>(detail::raw(slice_), slice_len_), shard,
+                                   stats ? &cross_stats : nullptr));
+    if (args_.op == reduce_op::mean) launch(shard_, detail::scale_in_place{shard.data(), 1.0f / float(args_.world_size)});
+    if (stats) {
+      *stats = cross_stats;
+      stats->control_bytes += ring_bytes_sent(collective::all_reduce, double(sizeof mine), shape_.nodes);
+      stats->intranode_bytes =
+          node_stats.total_bytes() + ring_bytes_sent(collective::all_reduce, double(sizeof mine), shape_.ranks_per_node);
+    }
+    return {};
+  }
+
+  // ---- state: the cross stage's error feedback (the node stage's, if it keeps any) ----
+  std::vector<std::byte> save_state() const {
+    const std::vector<std::byte> n = node_.save_state(), c = cross_.save_state();
+    const std::uint64_t head[6] = {state_magic, state_version, std::uint64_t(shape_.nodes),
+                                   std::uint64_t(shape_.ranks_per_node), n.size(), c.size()};
+    std::vector<std::byte> out(sizeof head + n.size() + c.size());
+    std::memcpy(out.data(), head, sizeof head);
+    if (!n.empty()) std::memcpy(out.data() + sizeof head, n.data(), n.size());
+    if (!c.empty()) std::memcpy(out.data() + sizeof head + n.size(), c.data(), c.size());
+    return out;
+  }
+  status load_state(std::span<const std::byte> in) {
+    if (!initialized_) return annotate({errc::invalid_argument, "load_state before initialize"});
+    std::uint64_t head[6];
+    if (in.size() < sizeof head)
+      return annotate({errc::io, "two-level reducer state truncated: " + std::to_string(in.size()) + " bytes"});
+    std::memcpy(head, in.data(), sizeof head);
+    if (head[0] != state_magic || head[1] != state_version)
+      return annotate({errc::io, "not a two-level reducer state of version " + std::to_string(state_version) +
+                                     " (a flat reducer's state cannot seed a two-level one: the residual covers "
+                                     "another slice)"});
+    if (head[2] != std::uint64_t(shape_.nodes) || head[3] != std::uint64_t(shape_.ranks_per_node))
+      return annotate({errc::size_mismatch, "two-level reducer state was saved with " + std::to_string(head[2]) +
+                                                " nodes x " + std::to_string(head[3]) + " ranks, this reducer has " +
+                                                std::to_string(shape_.nodes) + " x " +
+                                                std::to_string(shape_.ranks_per_node)});
+    if (in.size() != sizeof head + head[4] + head[5])
+      return annotate({errc::io, "two-level reducer state has " + std::to_string(in.size()) + " bytes, its header says " +
+                                     std::to_string(sizeof head + head[4] + head[5])});
+    TAGC_TRY(node_.load_state(in.subspan(sizeof head, head[4])));
+    return cross_.load_state(in.subspan(sizeof head + head[4], head[5]));
+  }
+
+ private:
+  // Step 1: the node-major copy of the gradient (its padding stays zero).
+  void node_major(std::span<const float> grad) {
+    const std::size_t M = std::size_t(shape_.nodes), K = std::size_t(shape_.ranks_per_node);
+    float* out = detail::raw(node_major_);
+    if constexpr (!exec_space::is_device) {
+      // One copy per shard: no division per element.
+      const std::ptrdiff_t slots = std::ptrdiff_t(M * K);
+#pragma omp parallel for schedule(static) if (shard_ * M * K >= detail::host_inline_below)
+      for (std::ptrdiff_t slot = 0; slot < slots; ++slot) {
+        const std::size_t l = std::size_t(slot) / M, m = std::size_t(slot) % M;
+        const std::size_t src = (m * K + l) * shard_;
+        const std::size_t n = src < grad.size() ? std::min(shard_, grad.size() - src) : 0;
+        if (n) std::memcpy(out + std::size_t(slot) * shard_, grad.data() + src, n * sizeof(float));
+      }
+    } else {
+      detail::launcher<exec_space>{exec_}(shard_ * M * K,
+                                          detail::node_major_gather{grad.data(), out, grad.size(), shard_, M, K});
+    }
+  }
+
+  status annotate(status s) const {
+    if (s.ok() || name_.empty()) return s;
+    return {s.code(), "unit '" + name_ + "' (two-level): " + s.message()};
+  }
+
+  reducer_arguments args_{};
+  std::string name_;
+  node_shape shape_{};
+  exec_space exec_{};
+  std::size_t shard_ = 0, slice_len_ = 0;
+  bool initialized_ = false;
+  NodeReducer node_;
+  CrossReducer cross_;
+  vector<float> node_major_, slice_;
+  detail::sum_workspace<exec_space> nonfinite_;
+};
+
+TAGC_END_NAMESPACE

@@ -1,0 +1,259 @@
+// TwoLevelReducer: a plain reduce-scatter inside each node, a compressed one across
+// nodes. Held to the flat reduce-scatter (same shard on every rank) for many node
+// shapes and lengths; one verdict on every rank for bad input; state resumes exactly.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include <tagc/comm/local_cluster.hpp>
+#include <tagc/plain_reducer.hpp>
+#include <tagc/reducer.hpp>
+#include <tagc/two_level_reducer.hpp>
+
+using namespace tagc;
+
+namespace {
+
+using Plain = PlainReducer<float>;
+using PlainBf16 = PlainReducer<bfloat16>;
+using Packed = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy>;
+using PackedBf16 = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedBf16Policy>;
+
+// Small integers: every sum below is exact in fp32 and in bf16, whatever its order,
+// so two-level and flat must agree bit for bit.
+std::vector<float> small_integers(std::size_t n, int rank, int step) {
+  std::vector<float> g(n);
+  for (std::size_t i = 0; i < n; ++i)
+    g[i] = float(int((i * 2654435761u + std::size_t(rank) * 40503u + std::size_t(step) * 977u) % 9u) - 4);
+  return g;
+}
+
+// A gradient with a spread of magnitudes (for sparsified runs).
+std::vector<float> spread(std::size_t n, int rank, int step) {
+  std::vector<float> g(n);
+  std::uint32_t x = 0x9e3779b9u ^ std::uint32_t(rank * 7919 + step * 104729);
+  for (std::size_t i = 0; i < n; ++i) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    g[i] = (float(x % 20001u) - 10000.0f) * 1e-4f * (1.0f + float(i % 17));
+  }
+  return g;
+}
+
+template <class R>
+std::vector<std::vector<float>> flat_run(int world, std::size_t n, reduce_op op, double theta = -1.0) {
+  std::vector<std::vector<float>> out(static_cast<std::size_t>(world));
+  local_world w(world);
+  w.run([&](local_communicator& c) {
+    R r;
+    REQUIRE(r.initialize({.length = n, .world_size = world, .rank = c.rank(), .op = op, .sparsity = theta}).ok());
+    auto& o = out[std::size_t(c.rank())];
+    o.assign(r.output_size(), -1.0f);
+    const auto g = small_integers(n, c.rank(), 0);
+    REQUIRE(r.reduce_scatter(c, g, o).ok());
+  });
+  return out;
+}
+
+template <class Node, class Cross>
+std::vector<std::vector<float>> two_level_run(node_shape shape, std::size_t n, reduce_op op, double theta = -1.0) {
+  std::vector<std::vector<float>> out(static_cast<std::size_t>(shape.world()));
+  local_cluster cluster(shape.nodes, shape.ranks_per_node);
+  cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+    TwoLevelReducer<Node, Cross> r;
+    REQUIRE(r.initialize({.length = n, .world_size = shape.world(), .rank = rank, .op = op, .sparsity = theta}, shape)
+                .ok());
+    auto& o = out[std::size_t(rank)];
+    o.assign(r.output_size(), -1.0f);
+    const auto g = small_integers(n, rank, 0);
+    const status s = r.reduce_scatter(lv, g, o);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  });
+  return out;
+}
+
+const node_shape shapes[] = {{1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 2}, {2, 4}};
+const std::size_t lengths[] = {1, 7, 1000, 4099, 65537};
+
+}  // namespace
+
+TEST_CASE("two-level = flat, bit for bit: plain fp32, plain bf16 and packed values at theta = 0") {
+  for (const node_shape shape : shapes) {
+    for (const std::size_t n : lengths) {
+      CAPTURE(shape.nodes);
+      CAPTURE(shape.ranks_per_node);
+      CAPTURE(n);
+      const int world = shape.world();
+      for (const reduce_op op : {reduce_op::sum, reduce_op::mean}) {
+        const auto flat = flat_run<Plain>(world, n, op);
+        CHECK(two_level_run<Plain, Plain>(shape, n, op) == flat);
+        CHECK(flat_run<PlainBf16>(world, n, op) == flat);
+        CHECK(two_level_run<PlainBf16, Plain>(shape, n, op) == flat);
+        // An exact compressed stage across nodes (every nonzero kept, values packed).
+        CHECK(two_level_run<Plain, Packed>(shape, n, op, 0.0) == flat);
+      }
+    }
+  }
+}
+
+TEST_CASE("two-level, compressed across nodes: nothing lost over steps (inputs = delivered + residuals)") {
+  for (const node_shape shape : {node_shape{2, 2}, node_shape{3, 2}, node_shape{2, 4}}) {
+    CAPTURE(shape.nodes);
+    CAPTURE(shape.ranks_per_node);
+    const std::size_t n = 50001;
+    const int steps = 4;
+    std::vector<double> inputs(n, 0.0), delivered(n, 0.0), residual(n, 0.0);
+    std::mutex m;
+    local_cluster cluster(shape.nodes, shape.ranks_per_node);
+    cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+      // fp32 values: a bf16 collective's own rounding of the summed slots reaches no residual
+      TwoLevelReducer<Plain, Packed> r;
+      REQUIRE(r.initialize({.length = n, .world_size = shape.world(), .rank = rank, .sparsity = 0.95}, shape).ok());
+      std::vector<float> out(r.output_size());
+      for (int t = 0; t < steps; ++t) {
+        const auto g = spread(n, rank, t);
+        reduce_stats st;
+        REQUIRE(r.reduce_scatter(lv, g, out, &st).ok());
+        CHECK(st.kept < r.cross_stage().plan().length / 10);  // sparsified across nodes
+        CHECK(st.intranode_bytes > 0.0);
+        std::lock_guard lk(m);
+        for (std::size_t i = 0; i < n; ++i) inputs[i] += g[i];
+        const std::size_t first = std::size_t(rank) * r.output_size();
+        for (std::size_t i = 0; i < out.size() && first + i < n; ++i) delivered[first + i] += out[i];
+      }
+      // The residual covers this rank's slice: flat shards m * K + l for every node m.
+      const auto res = r.cross_stage().residual_to_host();
+      const std::size_t S = r.output_size();
+      const int l = shape.local_rank_of(rank);
+      std::lock_guard lk(m);
+      for (int node = 0; node < shape.nodes; ++node)
+        for (std::size_t e = 0; e < S; ++e) {
+          const std::size_t flat = std::size_t(node * shape.ranks_per_node + l) * S + e;
+          if (flat < n) residual[flat] += res[std::size_t(node) * S + e];
+        }
+    });
+    double err = 0.0, mass = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      err += std::abs(inputs[i] - delivered[i] - residual[i]);
+      mass += std::abs(inputs[i]);
+    }
+    CHECK(err < 1e-5 * mass);
+  }
+}
+
+TEST_CASE("two-level bf16: 16 bits x (M-1)/M per parameter and node cross the nodes") {
+  const node_shape shape{4, 4};
+  const std::size_t n = 64000;  // a multiple of 16: no padding
+  std::vector<double> internode(std::size_t(shape.world()));
+  local_cluster cluster(shape.nodes, shape.ranks_per_node);
+  cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+    TwoLevelReducer<PlainBf16, PlainBf16> r;
+    REQUIRE(r.initialize({.length = n, .world_size = shape.world(), .rank = rank}, shape).ok());
+    std::vector<float> out(r.output_size());
+    reduce_stats st;
+    REQUIRE(r.reduce_scatter(lv, small_integers(n, rank, 0), out, &st).ok());
+    internode[std::size_t(rank)] = st.internode_bytes() - st.control_bytes;
+  });
+  double node0 = 0.0;
+  for (int l = 0; l < shape.ranks_per_node; ++l) node0 += internode[std::size_t(l)];
+  CHECK(8.0 * node0 / double(n) == doctest::Approx(16.0 * 3.0 / 4.0));  // 12 bits: the fair bf16 baseline
+}
+
+TEST_CASE("two-level: NaN or a wrong size on one rank is refused on every rank, and nothing changes") {
+  const node_shape shape{2, 2};
+  const std::size_t n = 20000;
+  for (const int bad : {0, 3}) {
+    for (const bool nan : {true, false}) {
+      CAPTURE(bad);
+      CAPTURE(nan);
+      local_cluster cluster(shape.nodes, shape.ranks_per_node, std::chrono::seconds(20));
+      cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+        TwoLevelReducer<Plain, PackedBf16> r;
+        REQUIRE(r.initialize({.length = n, .world_size = 4, .rank = rank, .sparsity = 0.9}, shape).ok());
+        std::vector<float> out(r.output_size());
+        REQUIRE(r.reduce_scatter(lv, spread(n, rank, 0), out).ok());
+        const auto before = r.save_state();
+        auto g = spread(n, rank, 1);
+        if (rank == bad) {
+          if (nan) g[n / 2] = std::nanf("");
+          else g.pop_back();
+        }
+        const status s = r.reduce_scatter(lv, g, out);
+        CHECK(s.code() == (nan ? errc::non_finite : errc::size_mismatch));
+        CHECK(r.save_state() == before);
+        // and the next good call works on every rank
+        CHECK(r.reduce_scatter(lv, spread(n, rank, 2), out).ok());
+      });
+    }
+  }
+}
+
+TEST_CASE("two-level: node shapes that cannot work are refused with the reason") {
+  node_shape s;
+  CHECK(check_node_shape(8, 3, s).code() == errc::invalid_argument);
+  CHECK(check_node_shape(8, 3, s).message().find("does not divide the world size 8") != std::string::npos);
+  CHECK(check_node_shape(8, 0, s).code() == errc::invalid_argument);
+  REQUIRE(check_node_shape(12, 4, s).ok());
+  CHECK(s == node_shape{3, 4});
+
+  TwoLevelReducer<Plain, Packed> r;
+  CHECK(r.initialize({.length = 100, .world_size = 8, .rank = 0}, {3, 2}).code() == errc::invalid_argument);
+  CHECK(r.initialize({.length = 100, .world_size = 4, .rank = 0, .topo = topology::replicated}, {2, 2}).code() ==
+        errc::invalid_argument);
+  // communicators of another shape than planned
+  local_cluster cluster(2, 2);
+  cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+    TwoLevelReducer<Plain, Plain> q;
+    REQUIRE(q.initialize({.length = 100, .world_size = 4, .rank = rank}, {1, 4}).ok());
+    std::vector<float> g(100, 1.0f), out(q.output_size());
+    CHECK(q.reduce_scatter(lv, g, out).code() == errc::invalid_argument);
+  });
+}
+
+TEST_CASE("two-level: a save / load in the middle continues bit for bit; foreign states are refused") {
+  const node_shape shape{2, 3};
+  const std::size_t n = 30011;
+  using R = TwoLevelReducer<Plain, PackedBf16>;
+  const reducer_arguments base{.length = n, .world_size = 6, .sparsity = 0.97,
+                               .schedule = {.warmup_steps = 4, .start = 0.5}};
+  std::vector<std::vector<float>> whole(6), resumed(6);
+  local_cluster a(2, 3), b(2, 3);
+  std::vector<std::vector<std::byte>> saved(6);
+  a.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+    R r;
+    reducer_arguments args = base;
+    args.rank = rank;
+    REQUIRE(r.initialize(args, shape).ok());
+    std::vector<float> out(r.output_size());
+    for (int t = 0; t < 6; ++t) {
+      if (t == 3) saved[std::size_t(rank)] = r.save_state();
+      REQUIRE(r.reduce_scatter(lv, spread(n, rank, t), out).ok());
+    }
+    whole[std::size_t(rank)] = out;
+  });
+  b.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+    R r;
+    reducer_arguments args = base;
+    args.rank = rank;
+    REQUIRE(r.initialize(args, shape).ok());
+    REQUIRE(r.load_state(saved[std::size_t(rank)]).ok());
+    std::vector<float> out(r.output_size());
+    for (int t = 3; t < 6; ++t) REQUIRE(r.reduce_scatter(lv, spread(n, rank, t), out).ok());
+    resumed[std::size_t(rank)] = out;
+  });
+  CHECK(resumed == whole);
+
+  // Another node shape, or a flat reducer's state, is refused by name.
+  R other;
+  reducer_arguments args = base;
+  args.rank = 0;
+  REQUIRE(other.initialize(args, {3, 2}).ok());
+  const status s = other.load_state(saved[0]);
+  CHECK(s.code() == errc::size_mismatch);
+  CHECK(s.message().find("2 nodes x 3 ranks") != std::string::npos);
+  PackedBf16 flat;
+  REQUIRE(flat.initialize({.length = n, .world_size = 6, .rank = 0, .sparsity = 0.97}).ok());
+  CHECK(other.load_state(flat.save_state()).code() == errc::io);
+}
