@@ -39,6 +39,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -91,6 +92,8 @@ class TwoLevelReducer {
   static constexpr std::uint64_t state_version = 1;
 
   TwoLevelReducer() = default;
+  // Stages that must be made before they are initialised (AnyReducer: build_reducer first).
+  TwoLevelReducer(NodeReducer node, CrossReducer cross) : node_(std::move(node)), cross_(std::move(cross)) {}
 
   // `args` describes the whole job as for a flat reducer (length, world, rank, op,
   // sharded topology, theta and the knobs the cross reducer takes); `shape` splits the

@@ -121,6 +121,12 @@ const std::map<std::string, Flag>& flags() {
          a.gather_dtype = v;
        }, "parameter all-gather in fp32|bf16 (fp32); bf16: the model computes with the bf16-rounded master "
           "weights, half the gather bytes; master weights, AdamW state and gradients stay fp32"}},
+      {"ranks-per-node", {false, [](A& a, S v) {
+         if (v == "auto") { a.ranks_per_node = 0; return; }
+         a.ranks_per_node = number<int>("ranks-per-node", v);
+         if (a.ranks_per_node < 1) throw ArgsError("--ranks-per-node: expected a count >= 1 or 'auto', got " + v);
+       }, "ranks per node K|auto (1): gradients reduce-scatter plainly inside a node of K ranks and compressed "
+          "across nodes (two levels); auto: the ranks sharing a host; must divide the world size"}},
       {"ratio", {false, [](A& a, S v) {
          a.ratio = number<int>("ratio", v);
          if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);

@@ -77,6 +77,10 @@ struct Args {
   // shard to bf16, the gathered weights the model computes with are those values widened;
   // master weights, AdamW state and gradients stay fp32: FSDP's MixedPrecision(param_dtype=bf16))
   std::string gather_dtype = "fp32";
+  // --ranks-per-node K: gradients reduce-scatter plainly among a node's K ranks and
+  // compressed across nodes (tagc::TwoLevelReducer); 1: every rank its own node (flat);
+  // 0 ("auto"): the ranks that share a host
+  int ranks_per_node = 1;
   int ratio = 10, index_bits = 4;  // index_bits: 1, 4 or index_bits_exact
   ValuesMode values = ValuesMode::sketch;
   IndexExchange index_exchange = IndexExchange::all_reduce;

@@ -17,6 +17,7 @@ nlohmann::json compression_info(const Args& a) {
   // the parameter all-gather's format: recorded when it is not the default fp32 (it must
   // match on resume, and it changes the numerics of every configuration alike)
   if (a.gather_dtype != "fp32") j["gather_dtype"] = a.gather_dtype;
+  if (a.ranks_per_node != 1) j["ranks_per_node"] = a.ranks_per_node == 0 ? "auto" : std::to_string(a.ranks_per_node);
   if (a.shuffle) j["shuffle_seed"] = a.shuffle_seed;
   if (a.compress == CompressMode::none) return j;
   const tagc::reducer_description d = compress_options(a).reducer;
@@ -41,7 +42,7 @@ std::string compression_summary(const Args& a) {
   const nlohmann::json j = compression_info(a);
   std::string s;
   for (const char* key : {"compress", "values", "ratio", "index_bits", "index_exchange", "residual", "baseline_dtype",
-                          "gather_dtype", "sparsity_warmup", "sparsity_schedule", "sparsity_start"}) {
+                          "gather_dtype", "ranks_per_node", "sparsity_warmup", "sparsity_schedule", "sparsity_start"}) {
     if (!j.contains(key)) continue;
     std::string k = key;
     for (char& c : k)
@@ -90,7 +91,8 @@ nlohmann::json step_json(const StepMetrics& m) {
   json j = {{"type", "step"},         {"step", m.step},         {"loss", m.loss},
             {"lr", m.lr},             {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms},
             {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms},
-            {"tokens", m.tokens},     {"grad_bytes", m.grad_bytes}, {"bytes", bytes},
+            {"tokens", m.tokens},     {"grad_bytes", m.grad_bytes},
+            {"grad_bytes_internode", m.grad_bytes_internode}, {"bytes", bytes},
             {"calls", calls}};
   if (!m.compression.empty()) {
     j["compression"] = {{"segments", m.compression.size()},

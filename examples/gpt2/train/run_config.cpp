@@ -77,6 +77,7 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"link-latency-us", {num(a.link_latency_us), may}},
       {"baseline-dtype", {a.baseline_dtype, must}},
       {"gather-dtype", {a.gather_dtype, must}},
+      {"ranks-per-node", {a.ranks_per_node == 0 ? "auto" : num(a.ranks_per_node), must}},
       {"ratio", {num(a.ratio), must}},
       {"index-bits", {index_bits_name(a.index_bits), must}},
       {"values", {to_string(a.values), must}},

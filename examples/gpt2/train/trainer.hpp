@@ -97,6 +97,8 @@ struct StepMetrics {
   double comm_ms = 0.0;     // time the worker spent inside collectives (overlapped or not)
   double wait_ms = 0.0;     // time the compute thread was blocked on the worker
   double grad_bytes = 0.0;  // bytes this rank sent for gradient reductions (ring model)
+  // ... of which to ranks of other nodes (--ranks-per-node; 1: every rank its own node, all of it)
+  double grad_bytes_internode = 0.0;
   tagc::traffic traffic;    // bytes/calls/seconds by collective kind, this step
   std::vector<SegmentStats> compression;  // this rank's shards
   // Over every rank's shards of the compressed segments: support, support / sketch
@@ -170,7 +172,12 @@ class Trainer {
   void all_reduce_sum(std::span<double> values);
   double all_reduce_sum(double x);
   RankGroup rank_group();
-  void decide_auto();  // trainer_auto_impl.hpp: measure, fill auto_ and paths_
+  void decide_auto();
+  void split_levels();  // --ranks-per-node: levels_ and shape_
+  // Bytes sent so far for gradients: on comm_, or on the two levels (internode_only: the cross level)
+  double gradient_bytes_sent(bool internode_only) const;
+  // comm_'s counters plus the two levels' (what this rank sent in all)
+  tagc::traffic all_counters() const;  // trainer_auto_impl.hpp: measure, fill auto_ and paths_
   std::string segment_name(size_t i) const;
   double sum_of_squares(const float* x, size_t n) const;
   template <class T>
@@ -205,6 +212,11 @@ class Trainer {
   bool gather_bf16_ = false;
   vector<tagc::bfloat16> gather_send16_, gather_recv16_;
   vector<float> local_rounded_;
+  // --ranks-per-node K > 1: the node and cross communicators (split from comm) and their
+  // byte-counting views, which the segments' two-level reducers use
+  tagc::node_shape shape_{};
+  std::unique_ptr<tagc::two_level_communicator<Comm>> levels_raw_;
+  std::unique_ptr<tagc::two_level_communicator<Counted>> levels_;
   std::vector<std::array<std::unique_ptr<UnitReducer<Exec, Counted>>, 2>> reducers_;
   std::vector<std::array<tagc::reduce_stats, 2>> stats_;
   std::vector<uint8_t> paths_;  // see segment_paths()
@@ -212,7 +224,7 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;  // host: the loader fills these
   vector<int> dev_inputs_, dev_targets_;   // ... copied here on a device space
   vector<double> scratch_;                 // all_reduce_sum's in and out halves
-  double grad_bytes_ = 0.0;  // written by the worker, read after wait_all
+  double grad_bytes_ = 0.0, grad_bytes_internode_ = 0.0;  // written by the worker, read after wait_all
   int step_ = 0;
   uint64_t rng_state_ = 0;
   double last_loss_ = 0.0, last_norm_ = 0.0;  // of the last step (a save refuses non-finite)

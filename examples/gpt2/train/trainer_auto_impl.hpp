@@ -132,7 +132,7 @@ void Trainer<Exec, Comm>::decide_auto() {
       for (int call = 0; call < 1 + codec_timed_calls; ++call) {
         tagc::reduce_stats st;
         check(queue_.run([&] {
-                return r->reduce_scatter(comm_, std::span<const float>(raw(grad), g.length),
+                return r->reduce_scatter(comm_, nullptr, std::span<const float>(raw(grad), g.length),
                                          std::span<float>(raw(shard), g.shard), &st);
               }),
               "--compress auto: codec measurement");

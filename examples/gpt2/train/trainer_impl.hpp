@@ -21,6 +21,9 @@
 // defines: train::throw_if_failed, train::AgreedError
 #include "watchdog.hpp"
 
+// defines: tagc::split_two_level (MPI; --ranks-per-node)
+#include "tagc/comm/mpi_two_level.hpp"
+
 #include <thrust/copy.h>
 #include <thrust/fill.h>
 #include <thrust/transform.h>
@@ -158,6 +161,7 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
     }
   }
 
+  split_levels();
   const CompressOptions co = compress_options(args_);
   plain_local_ = local_ && co.plain.values == tagc::values_kind::plain_fp32;
   // A unit none of whose segments has a reducer (1 rank) accumulates its gradient in
@@ -196,7 +200,7 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
         if (path == path_none || segment_local(size_t(2 * u + s))) continue;
         auto& r = reducers_[size_t(u)][size_t(s)];
         const tagc::reducer_description d = path == path_tagc ? unit_reducer(co, plan_.unit(u).name) : co.plain;
-        r = make_segment_reducer<Exec, Counted>(co, d, g.length, world(), rank(), queue_.side());
+        r = make_segment_reducer<Exec, Counted>(co, d, g.length, world(), rank(), queue_.side(), shape_);
         // Stage timings for the log: on the CPU they only read the clock; on a GPU they
         // would synchronize after each stage (lost overlap), so not there.
         r->set_profiling(!Exec::is_device);
@@ -211,6 +215,50 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
 
 template <class Exec, class Comm>
 Trainer<Exec, Comm>::~Trainer() = default;
+
+// --ranks-per-node: the world in two levels (the same verdict on every rank).
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::split_levels() {
+  shape_ = {world(), 1};
+  if (args_.ranks_per_node == 1) return;
+  if (args_.compress == CompressMode::automatic)
+    throw std::runtime_error("--ranks-per-node with --compress auto: the cost model is flat; choose the compression");
+  if constexpr (std::is_same_v<Comm, tagc::mpi_communicator>) {
+    std::optional<tagc::two_level_communicator<Comm>> levels;
+    if (const tagc::status s = tagc::split_two_level(comm_.inner(), args_.ranks_per_node, levels); !s.ok())
+      throw std::runtime_error("--ranks-per-node: " + s.message());
+    shape_ = levels->shape();
+    if (shape_.ranks_per_node == 1) return;  // every rank its own node: the flat reducers
+    levels_raw_ = std::make_unique<tagc::two_level_communicator<Comm>>(std::move(*levels));
+    levels_ = std::make_unique<tagc::two_level_communicator<Counted>>(
+        tagc::two_level_communicator<Counted>{Counted(levels_raw_->node), Counted(levels_raw_->cross)});
+  } else {
+    throw std::runtime_error("--ranks-per-node: two-level reduction is not implemented on this backend yet");
+  }
+}
+
+template <class Exec, class Comm>
+tagc::traffic Trainer<Exec, Comm>::all_counters() const {
+  tagc::traffic t = comm_.counters();
+  if (!levels_) return t;
+  for (const auto* level : {&levels_->node, &levels_->cross})
+    for (size_t k = 0; k < t.by_kind.size(); ++k) {
+      const auto& b = level->counters().by_kind[k];
+      auto& a = t.by_kind[k];
+      a.calls += b.calls;
+      a.bytes_sent += b.bytes_sent;
+      a.payload_bytes += b.payload_bytes;
+      a.seconds += b.seconds;
+    }
+  return t;
+}
+
+template <class Exec, class Comm>
+double Trainer<Exec, Comm>::gradient_bytes_sent(bool internode_only) const {
+  if (!levels_) return comm_.counters().total_bytes_sent();
+  const double cross = levels_->cross.counters().total_bytes_sent();
+  return internode_only ? cross : cross + levels_->node.counters().total_bytes_sent();
+}
 
 template <class Exec, class Comm>
 size_t Trainer<Exec, Comm>::num_parameters() const {
@@ -319,7 +367,7 @@ typename Trainer<Exec, Comm>::Ticket Trainer<Exec, Comm>::enqueue_gather(int u, 
 template <class Exec, class Comm>
 void Trainer<Exec, Comm>::enqueue_reduce(int u) {
   queue_.enqueue([this, u, step = step_ + 1]() -> tagc::status {
-    const double before = comm_.counters().total_bytes_sent();
+    const double before = gradient_bytes_sent(false), before_internode = gradient_bytes_sent(true);
     for (int s = 0; s < 2; ++s) {
       auto& r = reducers_[size_t(u)][size_t(s)];
       const Segment& g = plan_.unit(u).seg[s];
@@ -329,14 +377,16 @@ void Trainer<Exec, Comm>::enqueue_reduce(int u) {
                          raw(grad_shard_) + g.owned);
         continue;
       }
-      if (tagc::status st = r->reduce_scatter(comm_, std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
+      if (tagc::status st = r->reduce_scatter(comm_, levels_.get(),
+                                              std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
                                               std::span<float>(raw(grad_shard_) + g.owned, g.shard),
                                               &stats_[size_t(u)][size_t(s)]);
           !st.ok())  // which step and unit: the library knows neither
         return {st.code(), "step " + std::to_string(step) + ", " + segment_name(size_t(2 * u + s)) + " (" +
                                (r->compressed() ? "compressed" : "plain") + " reduce-scatter): " + st.what()};
     }
-    grad_bytes_ += comm_.counters().total_bytes_sent() - before;
+    grad_bytes_ += gradient_bytes_sent(false) - before;
+    grad_bytes_internode_ += gradient_bytes_sent(true) - before_internode;
     return {};
   });
 }
@@ -384,8 +434,9 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   const int K = args_.accum;
   (void)queue_.take_busy_seconds();
   (void)queue_.take_wait_seconds();
-  const tagc::traffic before = comm_.counters();  // the worker is idle between steps
+  const tagc::traffic before = all_counters();  // the worker is idle between steps
   grad_bytes_ = 0.0;
+  grad_bytes_internode_ = 0.0;
   // After the previous step's wait_all, so no reduce still reads these.
   for (auto& g : grads_) thrust::fill(model_exec_.policy(), g.data(), g.data() + g.size(), 0.0f);
 
@@ -472,11 +523,12 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   m.comm_ms = queue_.take_busy_seconds() * 1e3;
   m.compute_ms = m.step_ms - m.wait_ms;
   m.grad_bytes = grad_bytes_;
+  m.grad_bytes_internode = grad_bytes_internode_;
   m.all_support = out[2];
   m.all_load = out[3] > 0 ? out[2] / out[3] : 0.0;
   m.all_unresolved = out[4];
   m.all_pending = out[5];
-  m.traffic = comm_.counters();
+  m.traffic = all_counters();
   for (size_t k = 0; k < m.traffic.by_kind.size(); ++k) {
     auto& a = m.traffic.by_kind[k];
     const auto& b = before.by_kind[k];

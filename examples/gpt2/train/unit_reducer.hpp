@@ -19,7 +19,9 @@
 #include "compress_options.hpp"
 #include "reducer_catalogue.hpp"
 
+#include "tagc/comm/two_level.hpp"
 #include "tagc/stats.hpp"
+#include "tagc/two_level_reducer.hpp"
 
 #include <thrust/memory.h>
 
@@ -32,6 +34,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace train {
@@ -39,34 +42,55 @@ namespace train {
 template <class Exec, class C>
 class UnitReducer {
  public:
-  UnitReducer(tagc::AnyReducer<Exec, C> r, const Exec& exec)
+  using Any = tagc::AnyReducer<Exec, C>;
+  // --ranks-per-node K > 1: plain inside the node, this segment's reducer across nodes.
+  using TwoLevel = tagc::TwoLevelReducer<Any, Any>;
+
+  UnitReducer(Any r, const Exec& exec)
       : r_(std::move(r)), exec_(exec), verify_(r_.compressed() && std::getenv("TAGC_GPT2_VERIFY") != nullptr) {}
-  bool compressed() const { return r_.compressed(); }
-  size_t output_size() const { return r_.output_size(); }
+  UnitReducer(std::unique_ptr<TwoLevel> two, const Exec& exec) : exec_(exec), two_(std::move(two)) {}
+  bool compressed() const { return two_ ? two_->cross_stage().compressed() : r_.compressed(); }
+  size_t output_size() const { return two_ ? two_->output_size() : r_.output_size(); }
   // grad: the segment's full local gradient (unpadded); shard: output_size() elements,
-  // both in Exec memory. TAGC_GPT2_VERIFY=1: also checks "result == dense mean
-  // reduce-scatter of what was sent" (sent = grad + residual before - residual after)
-  // and prints the error.
-  tagc::status reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard,
-                              tagc::reduce_stats* stats) {
+  // both in Exec memory; levels: the node and cross communicators (two-level only).
+  // TAGC_GPT2_VERIFY=1 (flat): also checks "result == dense mean reduce-scatter of what
+  // was sent" (sent = grad + residual before - residual after) and prints the error.
+  tagc::status reduce_scatter(C& comm, tagc::two_level_communicator<C>* levels, std::span<const float> grad,
+                              std::span<float> shard, tagc::reduce_stats* stats) {
+    if (two_) {
+      if (!levels) return {tagc::errc::internal, "two-level reducer without its node and cross communicators"};
+      return two_->reduce_scatter(*levels, grad, shard, stats);
+    }
     if (!verify_) return r_.reduce_scatter(comm, grad, shard, stats);
     return verified_reduce_scatter(comm, grad, shard, stats);
   }
-  // Error-feedback state (empty for the plain path).
-  std::vector<std::byte> save_state() const { return r_.save_state(); }
-  tagc::status load_state(std::span<const std::byte> state) { return r_.load_state(state); }
+  // Error-feedback state (empty for the flat plain path; a two-level state otherwise).
+  std::vector<std::byte> save_state() const { return two_ ? two_->save_state() : r_.save_state(); }
+  tagc::status load_state(std::span<const std::byte> state) {
+    return two_ ? two_->load_state(state) : r_.load_state(state);
+  }
   // Per-stage seconds in reduce_stats::seconds (they synchronize after each stage:
   // cheap on the CPU, lost overlap on a GPU).
-  void set_profiling(bool on) { r_.set_profiling(on); }
-  std::string describe() const { return r_.describe(); }
+  void set_profiling(bool on) {
+    if (!two_) return r_.set_profiling(on);
+    two_->node_stage().set_profiling(on);
+    two_->cross_stage().set_profiling(on);
+  }
+  std::string describe() const {
+    if (!two_) return r_.describe();
+    const auto shape = two_->shape();
+    return "two-level " + std::to_string(shape.nodes) + " nodes x " + std::to_string(shape.ranks_per_node) +
+           ": node " + two_->node_stage().describe() + "; across nodes " + two_->cross_stage().describe();
+  }
 
  private:
   tagc::status verified_reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard,
                                        tagc::reduce_stats* stats);
 
-  tagc::AnyReducer<Exec, C> r_;
+  Any r_;
   Exec exec_;
   bool verify_ = false;
+  std::unique_ptr<TwoLevel> two_;
 };
 
 // Entries of this rank's shard whose delivery was deferred to a later step: the
@@ -97,12 +121,27 @@ tagc::AnyReducer<Exec, C> build_segment_reducer(const tagc::reducer_catalogue<Ex
 
 // The reducer `d` describes (o.reducer for the compressed segments, o.plain: fp32, or
 // bf16 as llm.c, for the others) for a segment of `length`, on `exec`, from this
-// space's catalogue (reducer_catalogue_for). Throws std::runtime_error as above.
+// space's catalogue (reducer_catalogue_for). With a node shape of more than one rank per
+// node: two levels, o.plain among the node's ranks and `d` across the nodes. Throws
+// std::runtime_error as above.
 template <class Exec, class C>
 std::unique_ptr<UnitReducer<Exec, C>> make_segment_reducer(const CompressOptions& o, const tagc::reducer_description& d,
-                                                           size_t length, int world, int rank, const Exec& exec) {
-  return std::make_unique<UnitReducer<Exec, C>>(
-      build_segment_reducer(reducer_catalogue_for(exec), d, o, length, world, rank, exec), exec);
+                                                           size_t length, int world, int rank, const Exec& exec,
+                                                           tagc::node_shape shape = {}) {
+  const auto& catalogue = reducer_catalogue_for(exec);
+  if (shape.ranks_per_node <= 1)
+    return std::make_unique<UnitReducer<Exec, C>>(build_segment_reducer(catalogue, d, o, length, world, rank, exec),
+                                                  exec);
+  using Two = typename UnitReducer<Exec, C>::TwoLevel;
+  tagc::AnyReducer<Exec, C> node, cross;
+  for (auto [desc, out] : {std::pair{&o.plain, &node}, std::pair{&d, &cross}})
+    if (const tagc::status s = tagc::build_reducer(catalogue, *desc, *out); !s.ok())
+      throw std::runtime_error(reducer_flags(*desc) + ": " + s.message());
+  auto two = std::make_unique<Two>(std::move(node), std::move(cross));
+  if (const tagc::status s = two->initialize(segment_arguments(o, length, world, rank), shape, exec); !s.ok())
+    throw std::runtime_error("tagc two-level reducer (" + reducer_flags(d) + ", " + std::to_string(shape.nodes) +
+                             " nodes x " + std::to_string(shape.ranks_per_node) + " ranks): " + s.what());
+  return std::make_unique<UnitReducer<Exec, C>>(std::move(two), exec);
 }
 
 template <class Exec, class C>
