@@ -63,7 +63,7 @@ for r in rows:
     same = [b for b in rows if b["config"] == "fp32" and b["world"] == r["world"] and b["rate"] == r["rate"] and b["val_loss"] != ""]
     ref = next((b for b in same if b["nodes"] == r["nodes"]), same[0] if same else None)
     if ref and r["val_loss"] != "":
-        r["gap_vs_fp32_pct"] = round(100 * (r["val_loss"] / ref["val_loss"] - 1), 2)
+        r["gap_vs_fp32_pct"] = round(100 * (r["val_loss"] / ref["val_loss"] - 1), 2) + 0.0  # no "-0.0"
 
 cols = ["config", "world", "nodes", "ranks_per_node", "steps", "bits_per_param_internode", "val_loss", "gap_vs_fp32_pct",
         "ms_per_step", "rate", "bits_per_param_rank", "bytes_source", "comm_ms", "wait_ms"]
