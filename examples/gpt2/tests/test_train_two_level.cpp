@@ -90,4 +90,15 @@ TEST_CASE("two levels: a count that does not divide the world is refused on ever
                     doctest::Contains("does not divide the world size 4"));
 }
 
+TEST_CASE("a 1-bit index across more than 2 ranks is refused unless insisted on; across 2 nodes it runs") {
+  Args a = tiny(2, 2);
+  a.compress = train::CompressMode::non_attention;
+  a.index_bits = 1;
+  CHECK_THROWS_WITH(run(a, MPI_COMM_WORLD, 1), doctest::Contains("--index-bits 1 across 4 ranks"));
+  Args insist = a;
+  insist.allow_index_carries = true;
+  CHECK(run(insist, MPI_COMM_WORLD, 2).loss.size() == 2);
+  CHECK(run(nodes_of(a, 2), MPI_COMM_WORLD, 2).loss.size() == 2);  // 2 nodes: the pair repair is exact
+}
+
 int main(int argc, char** argv) { return train_test::mpi_doctest_main(argc, argv); }

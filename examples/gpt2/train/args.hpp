@@ -81,6 +81,9 @@ struct Args {
   // compressed across nodes (tagc::TwoLevelReducer); 1: every rank its own node (flat);
   // 0 ("auto"): the ranks that share a host
   int ranks_per_node = 1;
+  // A 1-bit index across more than 2 ranks (flat) or nodes (two levels) holds back most of
+  // the update (summed counters carry); refused unless this is set
+  bool allow_index_carries = false;
   int ratio = 10, index_bits = 4;  // index_bits: 1, 4 or index_bits_exact
   ValuesMode values = ValuesMode::sketch;
   IndexExchange index_exchange = IndexExchange::all_reduce;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 namespace train {
@@ -64,7 +65,7 @@ nlohmann::json step_json(const StepMetrics& m) {
     calls[tagc::collective_name(c)] = t.calls;
   }
   // Aggregate over the compressed segments: sums, and the worst load.
-  double elements = 0, kept = 0, support = 0, unresolved = 0, pending = 0, load_max = 0, cells = 0;
+  double elements = 0, kept = 0, support = 0, unresolved = 0, pending = 0, load_max = 0, cells = 0, carries = 0;
   json units = json::array();
   tagc::reduce_stats::stage_seconds t;
   for (const auto& s : m.compression) {
@@ -82,6 +83,7 @@ nlohmann::json step_json(const StepMetrics& m) {
     support += double(r.support);
     unresolved += double(r.unresolved);
     pending += deferred_entries(r);
+    carries += double(r.deferred);
     if (!r.dense && r.load > 0) cells += double(r.support) / r.load;
     load_max = std::max(load_max, r.load);
     units.push_back({{"unit", s.unit}, {"seg", s.segment}, {"sparsity", r.sparsity}, {"theta", r.theta}, {"load", r.load},
@@ -101,7 +103,11 @@ nlohmann::json step_json(const StepMetrics& m) {
                         {"load_max", load_max},
                         {"support", support},
                         {"unresolved", unresolved},
-                        {"deferred", pending}};
+                        {"deferred", pending},
+                        // this rank's kept entries not delivered this step (summed-index carries
+                        // + retransmissions): they stay in the residual for a later step
+                        {"index_carries", carries},
+                        {"held_back_share", kept > 0 ? (carries + pending) / kept : 0.0}};
     // Where the compressed segments' time went (ms, this rank, summed over segments).
     j["reducer_ms"] = {{"check", t.check * 1e3},   {"sparsify", t.sparsify * 1e3},
                        {"index", t.index * 1e3},   {"index_exchange", t.index_exchange * 1e3},
@@ -151,6 +157,17 @@ void Metrics::step(const StepMetrics& m) {
   char line[256];
   std::snprintf(line, sizeof line, "step %d/%d | loss %.4f | lr %.2e | %.0f ms (comm %.0f, wait %.0f) | %.0f tok/s | ETA %.0fs",
                 m.step, total_steps_, m.loss, m.lr, m.step_ms, m.comm_ms, m.wait_ms, tok_s, eta);
+  // Kept entries held back this step (index carries, retransmissions): shown once it is a
+  // large share, so a configuration that delays most of its update cannot do so silently.
+  double kept = 0, held = 0;
+  for (const auto& s : m.compression) {
+    kept += double(s.stats.kept);
+    held += double(s.stats.deferred) + deferred_entries(s.stats);
+  }
+  if (kept > 0 && held > 0.25 * kept) {
+    const size_t n = std::strlen(line);
+    std::snprintf(line + n, sizeof line - n, " | held back %.0f%% of kept", 100.0 * held / kept);
+  }
   if (tty_) {
     std::fprintf(stderr, "\r%s\033[K", line);
     line_open_ = true;

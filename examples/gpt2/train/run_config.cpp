@@ -78,6 +78,7 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"baseline-dtype", {a.baseline_dtype, must}},
       {"gather-dtype", {a.gather_dtype, must}},
       {"ranks-per-node", {a.ranks_per_node == 0 ? "auto" : num(a.ranks_per_node), must}},
+      {"allow-index-carries", {sw(a.allow_index_carries), may}},
       {"ratio", {num(a.ratio), must}},
       {"index-bits", {index_bits_name(a.index_bits), must}},
       {"values", {to_string(a.values), must}},
