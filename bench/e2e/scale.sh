@@ -14,9 +14,10 @@
 #               one-level reduction, every rank its own link); --no-flat leaves them out
 #   --configs   fp32, bf16 (uncompressed baselines; two-level bf16 is the fair one, as in
 #               ZeRO++), paper (sketch 10x, 1-bit index), paper-adaptive, packed-bf16 (exact
-#               index, bf16 values at the union), shared-bf16 (--index-bits shared, once the
+#               index, bf16 values at the union; -w25: with a 25-step theta warm-up), shared-bf16 (--index-bits shared, once the
 #               trainer has it)
-#   --rates     tc rate of each node's link, per direction (full duplex)
+#   --rates     tc rate of each node's link, per direction (full duplex); 'loopback': no bed,
+#               every rank on plain loopback (losses and bytes only: they do not depend on the link)
 #   --steps     steps per run (default 5: a smoke run; the study proper wants 1000); the
 #               validation loss is taken at the end (--val-every defaults to --steps)
 #   --skip      first steps left out of the means (warm-up)
@@ -62,9 +63,11 @@ flags_of() {
   case "$1" in
     fp32) echo "--compress none --baseline-dtype fp32" ;;
     bf16) echo "--compress none --baseline-dtype bf16" ;;
-    paper) echo "--compress non-attention --ratio 10 --index-bits 1" ;;
-    paper-adaptive) echo "--compress non-attention --ratio 10 --index-bits 1 --adaptive" ;;
+    # the 1-bit index is refused across more than 2 nodes unless insisted on (it holds most entries back)
+    paper) echo "--compress non-attention --ratio 10 --index-bits 1 --allow-index-carries" ;;
+    paper-adaptive) echo "--compress non-attention --ratio 10 --index-bits 1 --adaptive --allow-index-carries" ;;
     packed-bf16) echo "--compress non-attention --values packed-bf16 --index-bits exact" ;;
+    packed-bf16-w25) echo "--compress non-attention --values packed-bf16 --index-bits exact --sparsity-warmup 25" ;;
     shared-bf16) echo "--compress non-attention --values packed-bf16 --index-bits shared" ;;
     *) echo "scale.sh: unknown config $1 (see --help)" >&2; return 2 ;;
   esac
@@ -98,8 +101,10 @@ for rate in ${RATES//,/ }; do
       name="$c-w$w-n$n"
       echo "== $rate $name: $n node(s) x $k rank(s), $STEPS steps (load $(cut -d' ' -f1 /proc/loadavg))"
       t0=$SECONDS
-      if scripts/multinode.sh run --nodes "$n" --ranks-per-node "$k" --rate "$rate" \
-          -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -- "$EXE" "${common[@]}" --steps "$STEPS" --val-every "$VAL_EVERY" \
+      if [[ $rate == loopback ]]; then launch=(scripts/mpirun_local.sh -np "$w")
+      else launch=(scripts/multinode.sh run --nodes "$n" --ranks-per-node "$k" --rate "$rate"
+                   -x OMP_NUM_THREADS -x OMP_WAIT_POLICY --); fi
+      if "${launch[@]}" "$EXE" "${common[@]}" --steps "$STEPS" --val-every "$VAL_EVERY" \
           --ranks-per-node "$k" $(flags_of "$c") --log "$OUT/$rate/$name.jsonl" >"$OUT/$rate/$name.log" 2>&1; then
         echo "   $((SECONDS - t0)) s; $(grep -E '^step [0-9]+/' "$OUT/$rate/$name.log" | tail -1)"
       else
