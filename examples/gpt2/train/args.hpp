@@ -36,6 +36,9 @@ enum class IndexExchange { all_reduce, reduce_scatter };
 // --index-bits exact: the narrowest counter width that is exact for the world size
 // (tagc::ExactIndexPolicy); stored in Args::index_bits as this value (tagc::index_auto).
 inline constexpr int index_bits_exact = 0;
+// --index-bits shared: one selection for all ranks (tagc::SharedIndexPolicy, tagc::index_shared):
+// the leader's top-k, in turn; packed values only; bytes per rank independent of the world size.
+inline constexpr int index_bits_shared = -1;
 
 // One --unit-sparsity entry: `unit` names a unit ("embed", "mlp.1") or a kind ("mlp": every
 // layer's); theta in [0, 1].
@@ -77,7 +80,7 @@ struct Args {
   // shard to bf16, the gathered weights the model computes with are those values widened;
   // master weights, AdamW state and gradients stay fp32: FSDP's MixedPrecision(param_dtype=bf16))
   std::string gather_dtype = "fp32";
-  int ratio = 10, index_bits = 4;  // index_bits: 1, 4 or index_bits_exact
+  int ratio = 10, index_bits = 4;  // index_bits: 1, 4, index_bits_exact or index_bits_shared
   ValuesMode values = ValuesMode::sketch;
   IndexExchange index_exchange = IndexExchange::all_reduce;
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
