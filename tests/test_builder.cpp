@@ -28,6 +28,29 @@ TEST_CASE("packed reducers need no decode policy") {
   CHECK(describe(description_of<P>()) == "values=packed-bf16 index=exact exchange=all-reduce residual=float");
 }
 
+TEST_CASE("index=shared: the shared-index reducer's description, parsed back; only packed fp32/bf16 values") {
+  using S = Reducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy>;
+  static_assert(description_of<S>().index_bits == index_shared);
+  CHECK(describe(description_of<S>()) == "values=packed-bf16 index=shared exchange=all-reduce residual=float");
+  reducer_description back;
+  REQUIRE(parse_reducer_description("values=packed index=shared theta=0.99", back).ok());
+  CHECK(back.index_bits == index_shared);
+  CHECK(back.values == values_kind::packed);
+  CHECK(check_description(back).ok());
+  for (values_kind v : {values_kind::sketch, values_kind::packed_fp16}) {
+    back.values = v;
+    const status s = check_description(back);
+    CHECK_FALSE(s.ok());
+    CHECK(contains(s.message(), "index=shared sends packed fp32 or bf16 values"));
+  }
+  // Both are in the default catalogue.
+  const auto catalogue = tagc_test::default_local_catalogue();
+  back.values = values_kind::packed_bf16;
+  CHECK(catalogue.contains(back));
+  back.values = values_kind::packed;
+  CHECK(catalogue.contains(back));
+}
+
 TEST_CASE("describe prints only the fields that apply; parse reads it back") {
   reducer_description d;
   CHECK(describe(d) == "values=sketch ratio=10 index=4 exchange=all-reduce decoder=peel-estimate residual=float");
@@ -64,7 +87,7 @@ TEST_CASE("parse refuses unknown keys and values, naming them and the choices") 
 
 TEST_CASE("build_reducer refuses what no reducer can be, and what the catalogue lacks") {
   const auto catalogue = tagc_test::default_local_catalogue();
-  CHECK(catalogue.entries().size() == 31);
+  CHECK(catalogue.entries().size() == 33);
   any_local r;
   reducer_description d;
   d.ratio = 3;

@@ -177,3 +177,14 @@ TEST_CASE("step path: the portable path (what a GPU runs) allocates nothing eith
   CHECK(step_allocations<portable_fp16>(2, 200003, 0.9, true) == 0);  // near the peeling threshold: many rounds
   CHECK(step_allocations<portable_packed>(2, 200003, 0.95, true) == 0);
 }
+
+// SharedIndexPolicy: the leader's select, the list or bitmap and its scan, the
+// values' all-reduce and the statistics' counts all run in workspaces sized at
+// initialize (theta 0.999: a list; 0.9: a bitmap expanded on every rank).
+TEST_CASE("step path: a shared index allocates nothing (list and bitmap, fp32 and bf16, both topologies)") {
+  using shared_f32 = Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy>;
+  using shared_bf16 = Reducer<SparsifyBf16ResidualPolicy, SharedIndexPolicy, PackedBf16Policy>;
+  CHECK(step_allocations<shared_f32>(3, 200003, 0.999, true) == 0);
+  CHECK(step_allocations<shared_f32>(2, 200003, 0.9, false) == 0);
+  CHECK(step_allocations<shared_bf16>(3, 200003, 0.9, true, topology::replicated) == 0);
+}

@@ -80,7 +80,8 @@ template <class Sparsify, class Index, class Values, class Decode = DecodePolicy
 class Reducer {
   static_assert(tagc_dependent_false<Sparsify>,
                 "tagc: no Reducer for this policy combination; expected Reducer<SparsifyPolicy, "
-                "IndexPolicy<bits[, exchange]>, SketchPolicy<ratio> | PackedPolicy, DecodePolicy<mode>[, Exec]>");
+                "IndexPolicy<bits[, exchange]>, SketchPolicy<ratio> | PackedPolicy, DecodePolicy<mode>[, Exec]> "
+                "or Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy | PackedBf16Policy> (shared_reducer.hpp)");
 };
 
 template <class Residual, int Bits, index_exchange IX, class Values, decode_mode Mode, class Exec>

@@ -16,6 +16,7 @@
 //   policy/sketch.hpp     SketchPolicy<ratio[, lanes, value]>: block-keyed count sketch (SketchBf16Policy, SketchFp16Policy)
 //   policy/decode.hpp     DecodePolicy<mode>: peeling, estimation, carry
 //   policy/packed.hpp     PackedPolicy: exact union values instead of a sketch (PackedBf16Policy, PackedFp16Policy)
+//   policy/shared_index.hpp SharedIndexPolicy: one selection for all ranks (shared_reducer.hpp), no union
 //   policy/wire_value.hpp 16-bit values on the wire: rounding, the fp16 range scale
 //   core/bfloat16.hpp, core/float16.hpp  the 16-bit types
 //   comm/communicator.hpp the Communicator concept; comm/local.hpp, comm/mpi.hpp,
@@ -36,5 +37,6 @@
 #include "policy/sketch.hpp"
 #include "policy/sparsify.hpp"
 #include "reducer.hpp"
+#include "shared_reducer.hpp"
 #include "shard/layout.hpp"
 #include "stats.hpp"

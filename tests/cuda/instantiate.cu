@@ -62,6 +62,11 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
                                    tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
   TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyBf16ResidualPolicy, tagc::IndexPolicy<4>, tagc::SketchFp16Policy<10>,
                                    tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
+  // The shared index (shared_reducer.hpp): fp32 and bf16 values, a bf16 residual.
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyPolicy, tagc::SharedIndexPolicy, tagc::PackedPolicy,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyBf16ResidualPolicy, tagc::SharedIndexPolicy, tagc::PackedBf16Policy,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
   narrow n;
   TAGC_TRY(n.initialize(
       {.length = g.size(), .world_size = c.size(), .rank = c.rank(), .topo = tagc::topology::replicated},

@@ -36,6 +36,8 @@ const char* to_string(ValuesMode v) {
   return "?";
 }
 const char* to_string(IndexExchange x) { return x == IndexExchange::all_reduce ? "all-reduce" : "reduce-scatter"; }
-std::string index_bits_name(int bits) { return bits == index_bits_exact ? "exact" : std::to_string(bits); }
+std::string index_bits_name(int bits) {
+  return bits == index_bits_exact ? "exact" : bits == index_bits_shared ? "shared" : std::to_string(bits);
+}
 
 }  // namespace train

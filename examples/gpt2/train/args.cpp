@@ -136,9 +136,11 @@ const std::map<std::string, Flag>& flags() {
        }, "sketch ratio 2|4|10 (10)"}},
       {"index-bits", {false, [](A& a, S v) {
          if (v == "exact") { a.index_bits = index_bits_exact; return; }
+         if (v == "shared") { a.index_bits = index_bits_shared; return; }
          a.index_bits = number<int>("index-bits", v);
-         if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4|exact, got " + v);
-       }, "1|4|exact (" + index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for the world size"}},
+         if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4|exact|shared, got " + v);
+       }, "1|4|exact|shared (" + index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for the world "
+          "size; shared: one selection for all ranks (a rotating leader's top-k; --values packed|packed-bf16)"}},
       {"values", {false, [](A& a, S v) {
          if (v == "sketch") a.values = ValuesMode::sketch;
          else if (v == "packed") a.values = ValuesMode::packed;

@@ -36,6 +36,9 @@ enum class IndexExchange { all_reduce, reduce_scatter };
 // --index-bits exact: the narrowest counter width that is exact for the world size
 // (tagc::ExactIndexPolicy); stored in Args::index_bits as this value (tagc::index_auto).
 inline constexpr int index_bits_exact = 0;
+// --index-bits shared: one selection for all ranks (tagc::SharedIndexPolicy, tagc::index_shared):
+// the leader's top-k, in turn; packed values only; bytes per rank independent of the world size.
+inline constexpr int index_bits_shared = -1;
 
 // One --unit-sparsity entry: `unit` names a unit ("embed", "mlp.1") or a kind ("mlp": every
 // layer's); theta in [0, 1].
@@ -84,7 +87,7 @@ struct Args {
   // A 1-bit index across more than 2 ranks (flat) or nodes (two levels) holds back most of
   // the update (summed counters carry); refused unless this is set
   bool allow_index_carries = false;
-  int ratio = 10, index_bits = 4;  // index_bits: 1, 4 or index_bits_exact
+  int ratio = 10, index_bits = 4;  // index_bits: 1, 4, index_bits_exact or index_bits_shared
   ValuesMode values = ValuesMode::sketch;
   IndexExchange index_exchange = IndexExchange::all_reduce;
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio

@@ -35,11 +35,13 @@ tagc::decode_mode decode_mode_of(DecoderMode m) {
 }
 }  // namespace
 
+static_assert(index_bits_exact == tagc::index_auto && index_bits_shared == tagc::index_shared);
+
 CompressOptions compress_options(const Args& a) {
   CompressOptions o;
   o.reducer.values = values_kind_of(a.values);
   o.reducer.ratio = a.ratio;
-  o.reducer.index_bits = a.index_bits;  // index_bits_exact == tagc::index_auto
+  o.reducer.index_bits = a.index_bits;  // index_bits_exact == tagc::index_auto, index_bits_shared == tagc::index_shared
   o.reducer.exchange = a.index_exchange == IndexExchange::reduce_scatter ? tagc::index_exchange::reduce_scatter
                                                                          : tagc::index_exchange::all_reduce;
   o.reducer.decoder = decode_mode_of(a.decoder);

@@ -41,18 +41,21 @@
 #include "../policy/sparsify.hpp"
 #include "../policy/sparsity_schedule.hpp"
 #include "../reducer.hpp"
+#include "../shared_reducer.hpp"
 #include "../stage/arguments.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
 enum class values_kind { sketch, sketch_bf16, sketch_fp16, packed, packed_bf16, packed_fp16, plain_fp32, plain_bf16 };
 enum class residual_kind { fp32, bf16 };
+// index=shared: SharedIndexPolicy (one selection for all ranks, no union; shared_reducer.hpp).
+inline constexpr int index_shared = -1;
 
 struct reducer_description {
   values_kind values = values_kind::sketch;
   int ratio = 10;                   // sketch values: SketchPolicy<ratio>
   int lanes = 1024;                 // sketch values: SketchPolicy<ratio, lanes> (printed only when not 1024)
-  int index_bits = 4;               // 1, 2, 4, 8 or index_auto (0, "exact": ExactIndexPolicy)
+  int index_bits = 4;               // 1, 2, 4, 8, index_auto (0, "exact": ExactIndexPolicy) or index_shared (-1)
   index_exchange exchange = index_exchange::all_reduce;
   decode_mode decoder = decode_mode::peel_then_estimate;  // sketch values
   residual_kind residual = residual_kind::fp32;
@@ -98,7 +101,9 @@ inline constexpr std::string_view to_string(index_exchange x) {
   return x == index_exchange::all_reduce ? "all-reduce" : "reduce-scatter";
 }
 inline constexpr std::string_view to_string(residual_kind r) { return r == residual_kind::fp32 ? "float" : "bf16"; }
-inline std::string index_bits_name(int bits) { return bits == index_auto ? "exact" : std::to_string(bits); }
+inline std::string index_bits_name(int bits) {
+  return bits == index_auto ? "exact" : bits == index_shared ? "shared" : std::to_string(bits);
+}
 
 // The fields that do not apply to the values kind set to their defaults, so two
 // descriptions of the same reducer compare equal (a packed reducer has no ratio,
@@ -245,9 +250,10 @@ inline status parse_reducer_description(std::string_view text, reducer_descripti
       if (!detail::parse_int(value, d.lanes) || d.lanes < 1) return bad("a whole number >= 1");
     } else if (key == "index") {
       if (value == "exact") d.index_bits = index_auto;
+      else if (value == "shared") d.index_bits = index_shared;
       else if (!detail::parse_int(value, d.index_bits) ||
                (d.index_bits != 1 && d.index_bits != 2 && d.index_bits != 4 && d.index_bits != 8))
-        return bad("1|2|4|8|exact");
+        return bad("1|2|4|8|exact|shared");
     } else if (key == "exchange") {
       if (!detail::parse_enum(value, all_exchanges, d.exchange)) return bad(detail::enum_choices(all_exchanges));
     } else if (key == "decoder") {
@@ -292,6 +298,9 @@ inline status check_description(const reducer_description& d) {
   if (d.exchange == index_exchange::reduce_scatter && d.index_bits != index_auto)
     return {errc::invalid_argument,
             describe(d) + ": exchange=reduce-scatter needs an index exact at any world size (index=exact)"};
+  if (d.index_bits == index_shared && d.values != values_kind::packed && d.values != values_kind::packed_bf16)
+    return {errc::invalid_argument, describe(d) + ": index=shared sends packed fp32 or bf16 values "
+                                                  "(values=packed|packed-bf16)"};
   if (is_packed(d.values) && d.adapt.enabled)
     return {errc::invalid_argument, describe(d) + ": adaptive theta steers the sketch load; packed values have none"};
   return {};
@@ -349,6 +358,16 @@ struct describes<Reducer<BasicSparsifyPolicy<Res>, IndexPolicy<Bits, IX>, Packed
     d.values = packed_kind<T>;
     d.index_bits = Bits;
     d.exchange = IX;
+    d.residual = residual_of<Res>;
+    return d;
+  }();
+};
+template <class Res, class T, decode_mode M, class E>
+struct describes<Reducer<BasicSparsifyPolicy<Res>, SharedIndexPolicy, PackedValuesPolicy<T>, DecodePolicy<M>, E>> {
+  static constexpr reducer_description value = [] {
+    reducer_description d;
+    d.values = packed_kind<T>;
+    d.index_bits = index_shared;
     d.residual = residual_of<Res>;
     return d;
   }();

@@ -1,0 +1,206 @@
+#pragma once
+// defines: the shared-index functors (SharedIndexPolicy): acc = g + residual, the
+//          leader's threshold histogram over acc, its bitmap, the bitmap's list of
+//          positions, packing / unpacking values at the positions, the residual's
+//          commit and the statistics' counts.
+//          Implementation detail of shared_reducer.hpp and stage/shared_selection.hpp;
+//          users read policy/shared_index.hpp, not this file.
+
+#include <cstddef>
+#include <cstdint>
+#include <cuda/atomic>
+#include <cuda/std/bit>
+
+#include "../core/bits.hpp"
+#include "../core/config.hpp"
+#include "select_kernels.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace detail {
+
+// Marks a free slot of the position list (every real position is < length < 2^32).
+inline constexpr std::uint32_t no_position = 0xffffffffu;
+
+// acc[i] = g[i] + residual[i]; NaN/Inf entries counted into *nonfinite.
+template <class R>
+struct shared_accumulate {
+  const float* grad;
+  const R* residual;
+  float* acc;
+  unsigned long long* nonfinite;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    const float a = grad[i] + residual_load(residual, i);
+    acc[i] = a;
+    if (abs_bits(a) >= inf_bits) {
+      cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> c(*nonfinite);
+      c.fetch_add(1ull, cuda::memory_order_relaxed);
+    }
+  }
+};
+
+// Pass `pass` of the radix select over u = bits(|acc|) (as histogram_pass, from acc).
+struct acc_histogram_pass {
+  const float* acc;
+  std::uint32_t* hist;  // [hist_copies][hist_bins]
+  const select_state* state;
+  int pass;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::uint32_t u = abs_bits(acc[i]);
+    if (pass > 0 && (u >> (digit_shift(pass) + digit_bits(pass))) != state->prefix) return;
+    const std::uint32_t digit = (u >> digit_shift(pass)) & ((1u << digit_bits(pass)) - 1u);
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> h(hist[histogram_copy() * hist_bins + digit]);
+    h.fetch_add(1u, cuda::memory_order_relaxed);
+  }
+};
+
+// One bitmap word per call: bit b of word w marks position 32 w + b when
+// |acc| > threshold, or every position when `all` (theta = 0: zeros too, so that
+// other ranks' values there are sent). The threshold is also published in
+// `threshold_out` (one thread), for the other ranks' statistics.
+struct mark_word {
+  const float* acc;
+  const select_state* state;
+  bool all;
+  std::size_t length;
+  std::uint32_t* words;
+  std::uint32_t* threshold_out;
+  TAGC_HOST_DEVICE void operator()(std::size_t w) const {
+    const std::uint32_t t = all ? 0u : state->threshold;
+    if (w == 0) *threshold_out = t;
+    std::uint32_t bits = 0;
+    for (std::uint32_t b = 0; b < 32; ++b) {
+      const std::size_t i = w * 32 + b;
+      if (i >= length) break;
+      if (all || abs_bits(acc[i]) > t) bits |= 1u << b;
+    }
+    words[w] = bits;
+  }
+};
+
+// Set bits of word w (0 past the end): the scan's input.
+struct bitmap_word_marks {
+  const std::uint32_t* words;
+  std::size_t count;
+  TAGC_HOST_DEVICE std::uint32_t operator()(std::size_t w) const {
+    return w < count ? std::uint32_t(cuda::std::popcount(words[w])) : 0u;
+  }
+};
+
+// The ascending positions of word w's bits at list[offsets[w] ...] (never past `capacity`).
+struct expand_word {
+  const std::uint32_t* words;
+  const std::uint32_t* offsets;  // exclusive scan of bitmap_word_marks
+  std::uint32_t* list;
+  std::size_t capacity;
+  TAGC_HOST_DEVICE void operator()(std::size_t w) const {
+    std::uint32_t bits = words[w];
+    std::size_t at = offsets[w];
+    while (bits != 0u && at < capacity) {
+      list[at++] = std::uint32_t(w * 32 + std::size_t(cuda::std::countr_zero(bits)));
+      bits &= bits - 1u;
+    }
+  }
+};
+
+// One thread: how many positions the list holds (it is sorted, free slots last)
+// and which of them fall in [first, last): counts[0] = listed, counts[1] = the
+// first in range, counts[2] = one past the last in range.
+struct count_positions {
+  const std::uint32_t* list;
+  std::size_t k;
+  std::size_t first, last;
+  unsigned long long* counts;
+  TAGC_HOST_DEVICE std::size_t lower_bound(std::uint64_t x) const {
+    std::size_t lo = 0, hi = k;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (std::uint64_t(list[mid]) < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+  TAGC_HOST_DEVICE void operator()(std::size_t) const {
+    counts[0] = lower_bound(no_position);
+    counts[1] = lower_bound(first);
+    counts[2] = lower_bound(last);
+  }
+};
+
+// values[j] = this rank's acc at the j-th shared position, on the wire type (0 in free slots).
+template <class Value>
+struct pack_shared {
+  const float* acc;
+  const std::uint32_t* list;
+  std::size_t length;
+  Value* values;
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::uint32_t p = list[j];
+    values[j] = p < length ? Value(acc[p]) : Value(0.0f);
+  }
+};
+
+// out[p - first] = scale * summed value, for the shared positions in [first, first + size).
+template <class Value>
+struct unpack_shared {
+  const std::uint32_t* list;
+  const Value* sums;
+  std::size_t length, first, size;
+  float scale;  // the op's: 1/N for mean
+  float* out;
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::uint32_t p = list[j];
+    if (p >= length || p < first || p - first >= size) return;
+    out[p - first] = float(sums[j]) * scale;
+  }
+};
+
+// The residual at a shared position: what the wire did not carry of acc,
+// acc - wire(acc) (0 for fp32 values). `from` holds acc there (for a float
+// residual it is the residual itself, which became the acc buffer).
+template <class Value, class R>
+struct settle_shared {
+  const std::uint32_t* list;
+  const float* from;
+  R* residual;
+  std::size_t length;
+  std::uint32_t seed;
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::uint32_t p = list[j];
+    if (p >= length) return;
+    const float a = from[p];
+    residual_store(residual, p, a - float(Value(a)), seed, residual_site::update);
+  }
+};
+
+// A stored (bf16) residual: residual = acc everywhere first (settle_shared then
+// overwrites the shared positions).
+template <class R>
+struct store_acc {
+  const float* acc;
+  R* residual;
+  std::uint32_t seed;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    residual_store(residual, i, acc[i], seed, residual_site::update);
+  }
+};
+
+// Statistics: entries with |acc| above the leader's threshold, over the whole
+// buffer (above_threshold) and at the shared positions (above_at_shared); the
+// difference is what this rank would have sent at the leader's threshold and holds back.
+struct above_threshold {
+  const float* acc;
+  const std::uint32_t* threshold;
+  TAGC_HOST_DEVICE unsigned long long operator()(std::size_t i) const { return abs_bits(acc[i]) > *threshold; }
+};
+struct above_at_shared {
+  const float* acc;
+  const std::uint32_t* list;
+  std::size_t length;
+  const std::uint32_t* threshold;
+  TAGC_HOST_DEVICE unsigned long long operator()(std::size_t j) const {
+    const std::uint32_t p = list[j];
+    return p < length && abs_bits(acc[p]) > *threshold;
+  }
+};
+
+}  // namespace detail
+TAGC_END_NAMESPACE

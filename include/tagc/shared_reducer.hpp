@@ -1,0 +1,455 @@
+#pragma once
+// defines: tagc::Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy | PackedBf16Policy[, Decode, Exec]>
+//          — the reducer whose selection is agreed across ranks before any value
+//          moves (policy/shared_index.hpp), so its bytes per rank do not grow
+//          with the number of ranks.
+//
+// One call, on every rank:
+//
+//   acc       acc = g + residual, into a buffer (the residual is untouched until the call commits)
+//   check     all ranks agree on lengths, configuration, theta and the step (which
+//             names the leader); nobody has NaN/Inf               (all-gather, 48 B/rank)
+//   select    the leader, rank steps() mod N, takes its k largest |acc|; the
+//             positions are broadcast (sorted list or bitmap)  (stage/shared_selection.hpp)
+//   values    every rank packs its acc at the k positions (fp32 or bf16) and the
+//             k values are summed by an all-reduce
+//   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
+//   residual  residual = acc, except at the shared positions: acc - wire(acc)
+//
+// Why an all-reduce of k values and not a reduce-scatter: the positions are not
+// spread evenly over the shards (the largest embedding gradients all fall into
+// one "hot" shard, issue 33), so a reduce-scatter would pad every shard's block
+// to the fullest shard's count, up to k each, N k values in all; the all-reduce
+// sends 2k (N-1)/N values per rank whatever the spread, and each rank keeps the
+// part that falls into its shard.
+//
+// The same contract as every Reducer: can_implement, initialize(args, exec)
+// allocates every workspace once (workspace_bytes()), the call allocates
+// nothing, errors are statuses naming the unit and step, every rank returns the
+// same verdict for bad input, and a refused call leaves the residual as it was.
+// Over any number of calls, exactly up to float sums (and, with bf16 values, the
+// collective's rounding of the summed values, which no rank sees):
+//   sum of inputs over ranks and calls = sum delivered + sum of residuals.
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <thrust/fill.h>
+
+#include "comm/communicator.hpp"
+#include "core/status.hpp"
+#include "detail/launch.hpp"
+#include "detail/shared_kernels.hpp"
+#include "exec/host.hpp"
+#include "policy/packed.hpp"
+#include "policy/shared_index.hpp"
+#include "policy/sparsify.hpp"
+#include "reducer.hpp"
+#include "stage/agreement.hpp"
+#include "stage/arguments.hpp"
+#include "stage/plan.hpp"
+#include "stage/select.hpp"
+#include "stage/shared_selection.hpp"
+#include "stats.hpp"
+
+TAGC_BEGIN_NAMESPACE
+
+template <class Residual, class Value, decode_mode Mode, class Exec>
+class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec> {
+  static_assert(!wire_scaled<Value>,
+                "tagc: a shared index sends fp32 or bf16 values (PackedPolicy, PackedBf16Policy); fp16 values "
+                "(PackedFp16Policy) would need a range scale agreed every call, which it does not implement");
+  using residual_t = Residual;
+  using wire_t = Value;
+  using agreement_stage = stage::Agreement<wire_t, Exec>;
+  using selection_stage = stage::SharedSelection<Exec>;
+
+ public:
+  using sparsify_policy = BasicSparsifyPolicy<Residual>;
+  using index_policy = SharedIndexPolicy;
+  using values_policy = PackedValuesPolicy<Value>;
+  using decode_policy = DecodePolicy<Mode>;
+  using exec_space = Exec;
+  template <class T> using vector = typename Exec::template vector<T>;
+
+  // Not the per-rank Reducer's "tagc": its states do not load here, nor these there.
+  static constexpr std::uint32_t state_magic = 0x74616773;  // "tags"
+  static constexpr std::uint32_t state_version = 1;
+
+  static status can_implement(const reducer_arguments& a) {
+    if (a.world_size < 1) return {errc::invalid_argument, "world size " + std::to_string(a.world_size) + " < 1"};
+    if (a.rank < 0 || a.rank >= a.world_size)
+      return {errc::invalid_argument,
+              "rank " + std::to_string(a.rank) + " outside [0, " + std::to_string(a.world_size) + ")"};
+    if (a.adapt.enabled)
+      return {errc::invalid_argument, "adaptive sparsity steers a sketch's load; a shared index has none (set theta)"};
+    TAGC_TRY(selection_stage::can_implement(a));
+    TAGC_TRY(stage::ThresholdSelect<residual_t, Exec>::can_implement(a));
+    TAGC_TRY(agreement_stage::can_implement(a));
+    return check_sparsity_schedule(a.schedule, a.sparsity >= 0.0 ? a.sparsity : default_sparsity(10));
+  }
+
+  Reducer() = default;
+
+  status initialize(const reducer_arguments& args, Exec exec = {}) {
+    name_.assign(args.name.data(), args.name.size());
+    if (auto s = can_implement(args); !s.ok()) return annotate(std::move(s), false);
+    args_ = args;
+    args_.name = {};
+    exec_ = exec;
+    launch_ = {exec};
+    sparsity_ = target_sparsity_ = args.sparsity >= 0.0 ? args.sparsity : default_sparsity(10);
+    stage::reducer_plan& p = plan_;
+    p.args = args;
+    p.args.name = {};
+    p.shards = args.topo == topology::sharded ? args.world_size : 1;
+    p.own_shard = args.topo == topology::sharded ? std::size_t(args.rank) : 0;
+    p.exact_index = true;  // every rank sends at exactly the shared positions
+    p.lay = make_layout(args.length, p.shards, 1024, 1, 1);
+    p.lay.dense = true;  // no sketch: only the shards' extent is used
+    // Sized for the densest theta any call of the schedule reaches (set_sparsity
+    // and load_state refuse a denser one).
+    const double densest = args.schedule.enabled() ? std::min(args.schedule.start, sparsity_) : sparsity_;
+    const std::size_t capacity = kept_at_most(densest);
+    residual_.assign(args.length, residual_t(0.0f));
+    acc_.assign(args.length, 0.0f);
+    values_.assign(capacity, wire_t(0.0f));
+    counters_.assign(n_counters, 0ull);
+    const auto initialize_stages = [&]() -> status {
+      TAGC_TRY(agreement_.initialize(p, exec));
+      TAGC_TRY(selection_.initialize(p, capacity, exec));
+      // the statistics' counts (sums over the buffer and over the positions)
+      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, args.length, detail::above_threshold{}));
+      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, capacity, detail::above_at_shared{}));
+      return {};
+    };
+    if (status s = initialize_stages(); !s.ok()) return annotate(std::move(s), false);
+    step_ = 0;
+    initialized_ = true;
+    return {};
+  }
+
+  // Change theta between calls; refused when denser than initialize sized the workspaces for.
+  status set_sparsity(double theta) {
+    if (!(theta >= 0.0 && theta <= 1.0))
+      return annotate({errc::invalid_argument, "sparsity " + std::to_string(theta) + " outside [0, 1]"}, false);
+    if (kept_at_most(theta) > selection_.capacity())
+      return annotate({errc::invalid_argument, capacity_message(theta)}, false);
+    sparsity_ = theta;
+    return {};
+  }
+  void set_profiling(bool on) { profiling_ = on; }
+
+  const layout& plan() const { return plan_.lay; }
+  const reducer_arguments& arguments() const { return args_; }
+  std::string_view name() const { return name_; }
+  double sparsity() const { return sparsity_; }
+  double next_sparsity() const { return current_sparsity(); }
+  bool exact_index() const { return true; }
+  // The leader of the next call.
+  int next_leader() const { return int(step_ % std::uint64_t(std::max(args_.world_size, 1))); }
+  std::size_t output_size() const {
+    return args_.topo == topology::sharded ? plan_.lay.shard_size : plan_.lay.length;
+  }
+  std::size_t workspace_bytes() const {
+    return detail::buffer_bytes(residual_) + detail::buffer_bytes(acc_) + detail::buffer_bytes(values_) +
+           detail::buffer_bytes(counters_) + agreement_.workspace_bytes() + selection_.workspace_bytes() +
+           sums_.workspace_bytes();
+  }
+
+  template <communicator C>
+  status reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard, reduce_stats* stats = nullptr) {
+    if (args_.topo != topology::sharded)
+      return annotate({errc::invalid_argument, "reduce_scatter on a Reducer initialised for topology::replicated"});
+    return annotate(run(comm, grad, shard, stats));
+  }
+  template <communicator C>
+  status all_reduce(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats = nullptr) {
+    if (args_.topo != topology::replicated)
+      return annotate({errc::invalid_argument, "all_reduce on a Reducer initialised for topology::sharded"});
+    return annotate(run(comm, grad, out, stats));
+  }
+
+  // ---- state: the error-feedback residual, theta and the step (which names the leader) ----
+  std::vector<float> residual_to_host() const {
+    std::vector<residual_t> h(residual_.size());
+    (void)exec_.copy_to_host(detail::raw(residual_), h.data(), h.size());
+    if constexpr (std::is_same_v<residual_t, float>) {
+      return h;
+    } else {
+      std::vector<float> f(h.size());
+      for (std::size_t i = 0; i < h.size(); ++i) f[i] = float(h[i]);
+      return f;
+    }
+  }
+  std::size_t residual_bytes() const { return detail::buffer_bytes(residual_); }
+  std::uint64_t steps() const { return step_; }
+
+  std::vector<std::byte> save_state() const {
+    std::vector<std::byte> out;
+    const auto h = header();
+    append(out, h.data(), h.size());
+    const double theta = sparsity_;
+    append(out, &theta, 1);
+    const std::uint64_t step = step_;
+    append(out, &step, 1);
+    std::vector<residual_t> r(residual_.size());
+    (void)exec_.copy_to_host(detail::raw(residual_), r.data(), r.size());
+    append(out, r.data(), r.size());
+    return out;
+  }
+  // Range-checked first; a refused state leaves the reducer as it was, with a status naming the field.
+  status load_state(std::span<const std::byte> in) { return annotate(load_state_checked(in), false); }
+
+ private:
+  static constexpr std::size_t n_counters = 4;  // [0] NaN/Inf in acc, [1..3] count_positions
+  static constexpr std::size_t header_words = 8;
+  static constexpr std::uint32_t per_rank_reducer_magic = 0x74616763;  // Reducer<..., IndexPolicy, ...>::state_magic
+
+  std::size_t kept_at_most(double theta) const {
+    return stage::ThresholdSelect<residual_t, Exec>::kept_at_most(theta, args_.length);
+  }
+  std::string capacity_message(double theta) const {
+    return "theta " + std::to_string(theta) + " keeps " + std::to_string(kept_at_most(theta)) +
+           " positions, more than the " + std::to_string(selection_.capacity()) +
+           " the shared index was sized for at initialize (its densest theta: the target or the schedule's start)";
+  }
+
+  std::array<std::uint64_t, header_words> header() const {
+    return {state_magic, state_version, std::uint64_t(args_.length), std::uint64_t(plan_.shards),
+            std::uint64_t(args_.rank), std::uint64_t(args_.topo), std::uint64_t(wire_type_id<wire_t>),
+            std::uint64_t(wire_type_id<residual_t>)};
+  }
+  template <class T> static void append(std::vector<std::byte>& out, const T* p, std::size_t n) {
+    const std::size_t at = out.size();
+    out.resize(at + n * sizeof(T));
+    if (n) std::memcpy(out.data() + at, p, n * sizeof(T));
+  }
+
+  status load_state_checked(std::span<const std::byte> in) {
+    if (!initialized_) return {errc::invalid_argument, "load_state before initialize"};
+    std::uint64_t h[header_words];
+    if (in.size() < 2 * sizeof(std::uint64_t))
+      return {errc::io, "shared-index reducer state truncated: " + std::to_string(in.size()) + " bytes"};
+    std::memcpy(h, in.data(), 2 * sizeof(std::uint64_t));
+    if (h[0] == per_rank_reducer_magic)
+      return {errc::invalid_argument, "this state was saved by a per-rank selection Reducer (IndexPolicy); a "
+                                      "shared-index reducer's residual is not interchangeable with it"};
+    if (h[0] != state_magic || h[1] != state_version)
+      return {errc::io, "not a tagc shared-index reducer state of version " + std::to_string(state_version) +
+                            " (bad magic or version)"};
+    if (in.size() < sizeof h)
+      return {errc::io, "shared-index reducer state truncated: " + std::to_string(in.size()) + " bytes"};
+    std::memcpy(h, in.data(), sizeof h);
+    const auto want = header();
+    static const char* names[] = {"magic", "version", "length", "shards", "rank", "topology", "value type",
+                                  "residual type"};
+    static_assert(sizeof names / sizeof names[0] == header_words);
+    for (std::size_t i = 2; i < header_words; ++i) {
+      if (h[i] == want[i]) continue;
+      if (i >= 6)
+        return {errc::size_mismatch, std::string("reducer state was saved with ") + names[i] + " " +
+                                         wire_type_name(std::int64_t(h[i])) + ", this reducer has " +
+                                         wire_type_name(std::int64_t(want[i]))};
+      return {errc::size_mismatch, std::string("reducer state was saved with ") + names[i] + " " +
+                                       std::to_string(h[i]) + ", this reducer has " + std::to_string(want[i])};
+    }
+    const std::size_t need = sizeof h + sizeof(double) + sizeof(std::uint64_t) + residual_.size() * sizeof(residual_t);
+    if (in.size() != need)
+      return {errc::io, "reducer state has " + std::to_string(in.size()) + " bytes, expected " + std::to_string(need)};
+    const std::byte* p = in.data() + sizeof h;
+    double theta;
+    std::memcpy(&theta, p, sizeof theta);
+    p += sizeof theta;
+    std::uint64_t step;
+    std::memcpy(&step, p, sizeof step);
+    p += sizeof step;
+    if (!(theta >= 0.0 && theta <= 1.0))
+      return {errc::io, "reducer state holds theta " + std::to_string(theta) + ", outside [0, 1] (damaged state?)"};
+    if (kept_at_most(theta) > selection_.capacity())
+      return {errc::invalid_argument, "reducer state holds " + capacity_message(theta)};
+    if (step >= (std::uint64_t(1) << 53))
+      return {errc::io, "reducer state holds step counter " + std::to_string(step) + ", beyond 2^53 calls (damaged state?)"};
+    std::vector<residual_t> residual(residual_.size());
+    if (!residual.empty()) std::memcpy(residual.data(), p, residual.size() * sizeof(residual_t));
+    for (std::size_t i = 0; i < residual.size(); ++i)
+      if (!std::isfinite(float(residual[i])))
+        return {errc::io, "reducer state holds a non-finite residual at element " + std::to_string(i) +
+                              " (damaged state?)"};
+    TAGC_TRY(exec_.copy_from_host(residual.data(), detail::raw(residual_), residual.size()));
+    sparsity_ = theta;
+    step_ = step;
+    return {};
+  }
+
+  status annotate(status s, bool with_step = true) const {
+    if (s.ok()) return s;
+    std::string prefix = name_.empty() ? std::string("reducer") : "unit '" + name_ + "'";
+    if (with_step) prefix += " (step " + std::to_string(step_) + ")";
+    return {s.code(), prefix + ": " + s.message()};
+  }
+  double current_sparsity() const { return scheduled_sparsity(args_.schedule, target_sparsity_, sparsity_, step_); }
+
+  // What every rank must share for this call: the policies, topology and op, and
+  // the call's k and step (the step names the leader; ranks that disagree on it
+  // would broadcast from different roots). Unsigned: it wraps, never overflows.
+  std::uint64_t config_hash(std::size_t k) const {
+    return 0x5a4edull + std::uint64_t(wire_type_id<wire_t>) * 50021u + std::uint64_t(args_.topo) * 7u +
+           std::uint64_t(args_.op) * 3u + std::uint64_t(k) * 1000003u + step_ * 0x9e3779b97f4a7c15ull;
+  }
+
+  void mark(double reduce_stats::stage_seconds::*slot, std::chrono::steady_clock::time_point& last) {
+    if (!profiling_) return;
+    (void)exec_.synchronize();
+    const auto now = std::chrono::steady_clock::now();
+    seconds_.*slot += std::chrono::duration<double>(now - last).count();
+    last = now;
+  }
+
+  template <communicator C>
+  status run(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats) {
+    if (!initialized_) return {errc::invalid_argument, "Reducer used before initialize()"};
+    if (comm.size() != args_.world_size || comm.rank() != args_.rank)
+      return {errc::invalid_argument, "communicator is rank " + std::to_string(comm.rank()) + " of " +
+                                          std::to_string(comm.size()) + ", the reducer was planned for rank " +
+                                          std::to_string(args_.rank) + " of " + std::to_string(args_.world_size)};
+    const std::size_t n = args_.length;
+    const bool sizes_ok = grad.size() == n && out.size() == output_size();
+    if (!sizes_ok && !args_.check_inputs)
+      return {errc::size_mismatch, "gradient has " + std::to_string(grad.size()) + " elements (expected " +
+                                       std::to_string(n) + "), output " + std::to_string(out.size()) + " (expected " +
+                                       std::to_string(output_size()) + ")"};
+    // Every rank computes the same theta and k from the same step: the same verdict.
+    const double theta = current_sparsity();
+    const std::size_t k = kept_at_most(theta);
+    if (k > selection_.capacity()) return {errc::invalid_argument, capacity_message(theta)};
+    using S = reduce_stats::stage_seconds;
+    seconds_ = {};
+    auto last = std::chrono::steady_clock::now();
+
+    float* acc = detail::raw(acc_);
+    unsigned long long* counters = detail::raw(counters_);
+    thrust::fill(launch_.exec.policy(), counters_.begin(), counters_.end(), 0ull);
+    if (sizes_ok) launch_(n, detail::shared_accumulate<residual_t>{grad.data(), detail::raw(residual_), acc, counters});
+    mark(&S::sparsify, last);
+    if (args_.check_inputs) {
+      unsigned long long nonfinite = 0;
+      TAGC_TRY(exec_.copy_to_host(counters, &nonfinite, 1));
+      typename agreement_stage::contribution mine{grad.size(), out.size(), std::uint32_t(std::min<unsigned long long>(nonfinite, 0xffffffffull)),
+                                                  0u, config_hash(k), 0, 0};
+      typename agreement_stage::verdict v;
+      if (status s = agreement_.check(comm, mine, n, output_size(), 1, v); !s.ok()) {
+        if (s.code() == errc::invalid_argument)  // a configuration mismatch: name what a shared index adds to it
+          return {s.code(), s.message() + "; a shared index also needs the same theta and step counter on every rank"};
+        return s;
+      }
+      mark(&S::check, last);
+    }
+
+    // The leader's positions, on every rank.
+    const int leader = int(step_ % std::uint64_t(args_.world_size));
+    TAGC_TRY(selection_.select(comm, acc, k, leader));
+    mark(&S::index_exchange, last);
+    const std::uint32_t* pos = selection_.positions();
+
+    // This rank's values there, summed over ranks.
+    wire_t* values = detail::raw(values_);
+    launch_(k, detail::pack_shared<wire_t>{acc, pos, n, values});
+    mark(&S::sketch, last);
+    TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const wire_t>(values, k), std::span<wire_t>(values, k)),
+                              "value exchange (all-reduce of the shared positions' values)"));
+    mark(&S::value_exchange, last);
+    // From here on the call cannot fail.
+
+    const bool sharded = args_.topo == topology::sharded;
+    const std::size_t first = sharded ? plan_.own_shard * plan_.lay.shard_size : 0;
+    std::size_t above = 0, above_shared = 0;
+    if (stats) {
+      launch_(1, detail::count_positions{pos, k, first, first + out.size(), counters + 1});
+      above = sums_.template sum<unsigned long long>(launch_, n, detail::above_threshold{acc, selection_.threshold_bits()});
+      above_shared = sums_.template sum<unsigned long long>(
+          launch_, k, detail::above_at_shared{acc, pos, n, selection_.threshold_bits()});
+    }
+    thrust::fill(launch_.exec.policy(), out.data(), out.data() + out.size(), 0.0f);
+    const float scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
+    launch_(k, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
+    mark(&S::decode, last);
+
+    // residual = acc, but acc - wire(acc) at the shared positions.
+    const std::uint32_t seed = detail::residual_seed(step_, args_.rank);
+    if constexpr (std::is_same_v<residual_t, float>) {
+      residual_.swap(acc_);  // the residual becomes this call's acc: no copy
+      float* r = detail::raw(residual_);
+      launch_(k, detail::settle_shared<wire_t, float>{pos, r, r, n, seed});
+    } else {
+      residual_t* r = detail::raw(residual_);
+      launch_(n, detail::store_acc<residual_t>{acc, r, seed});
+      launch_(k, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed});
+    }
+    mark(&S::residual, last);
+    ++step_;
+
+    if (stats) TAGC_TRY(fill_stats(*stats, theta, k, above, above_shared));
+    return {};
+  }
+
+  status fill_stats(reduce_stats& s, double theta, std::size_t k, std::size_t above, std::size_t above_shared) const {
+    unsigned long long counts[n_counters];
+    std::uint32_t threshold = 0;
+    TAGC_TRY(exec_.copy_to_host(detail::raw(counters_), counts, n_counters));
+    TAGC_TRY(exec_.copy_to_host(selection_.threshold_bits(), &threshold, 1));
+    const int world = args_.world_size;
+    s = reduce_stats{};
+    s.elements = args_.length;
+    s.theta = theta;
+    s.kept = counts[1];  // the shared positions: every rank sends a value at each
+    s.sparsity = args_.length ? 1.0 - double(s.kept) / double(args_.length) : 1.0;
+    // Held back: this rank's entries above the leader's threshold that were not shared
+    // (they wait in its residual for a call that picks them).
+    s.deferred = above - std::min(above, above_shared);
+    s.threshold = float_from_bits(threshold);
+    s.index_bits = selection_.sends_list(k) ? 32 : 1;  // bits per listed position, or per element of a bitmap
+    s.exact_index = true;
+    s.index_popcount = counts[1];
+    s.support = counts[3] - counts[2];
+    s.peeled = s.support;
+    s.packed_slots = k;
+    s.value_type_bytes = int(sizeof(wire_t));
+    s.residual_bytes = residual_bytes();
+    s.control_bytes = args_.check_inputs
+        ? ring_bytes_sent(collective::all_gather, double(agreement_stage::bytes_per_rank() * std::size_t(world)), world)
+        : 0.0;
+    s.index_bytes = ring_bytes_sent(collective::broadcast, double(selection_.broadcast_bytes(k)), world);
+    s.value_bytes = ring_bytes_sent(collective::all_reduce, double(k * sizeof(wire_t)), world);
+    s.seconds = seconds_;
+    return {};
+  }
+
+  reducer_arguments args_{};
+  std::string name_;
+  Exec exec_{};
+  detail::launcher<Exec> launch_{};
+  stage::reducer_plan plan_{};
+  double sparsity_ = 0.0, target_sparsity_ = 0.0;
+  bool initialized_ = false, profiling_ = false;
+  reduce_stats::stage_seconds seconds_{};
+  std::uint64_t step_ = 0;  // successful calls: names the leader, seeds a bf16 residual's rounding (checkpointed)
+
+  vector<residual_t> residual_;       // [length] error feedback (the state)
+  vector<float> acc_;                 // [length] g + residual of the current call
+  vector<wire_t> values_;             // [capacity] this rank's values at the positions, then their sums
+  vector<unsigned long long> counters_;
+  agreement_stage agreement_;
+  selection_stage selection_;
+  detail::sum_workspace<Exec> sums_;  // the statistics' counts
+};
+
+TAGC_END_NAMESPACE
