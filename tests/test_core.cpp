@@ -115,3 +115,22 @@ TEST_CASE("cost model: compression pays on slow links for large units, not for s
   CHECK_FALSE(tagc::estimate_reduce_scatter(1u << 24, 2, bits, fast, codec).pays());  // the codec is the bottleneck
   CHECK_FALSE(tagc::estimate_reduce_scatter(256, 2, bits, slow, codec).pays());       // latency of 4 collectives
 }
+
+TEST_CASE("cost model, two levels: one rank per node is the flat model; what crosses nodes does not grow with K") {
+  const tagc::codec_model codec{.compress_bytes_per_second = 0.5e9, .decode_bytes_per_second = 1e9};
+  const tagc::link_model node{.bytes_per_second = 450e9, .latency_seconds = 10e-6};
+  const tagc::link_model link{.bytes_per_second = 1.25e9, .latency_seconds = 50e-6};  // 10 Gbit/s per node
+  const std::size_t n = 1u << 24;
+  const auto flat = tagc::estimate_reduce_scatter(n, 8, 2.0, link, codec);
+  const auto one = tagc::estimate_two_level_reduce_scatter(n, 8, 1, 32.0, 2.0, node, link, codec);
+  CHECK(one.dense_seconds == doctest::Approx(flat.dense_seconds));
+  CHECK(one.compressed_seconds == doctest::Approx(flat.compressed_seconds));
+  // 8 nodes x 8: the node stage (bf16 over NVLink) plus 7/8 of the buffer through the node link
+  const auto two = tagc::estimate_two_level_reduce_scatter(n, 8, 8, 16.0, 1.0, node, link, codec);
+  const double node_s = 10e-6 + 7.0 / 8.0 * double(n) * 2.0 / 450e9;
+  CHECK(two.dense_seconds == doctest::Approx(node_s + 50e-6 + 7.0 / 8.0 * double(n) * 2.0 / 1.25e9));
+  CHECK(two.pays());
+  // 16 ranks per node instead of 8: the same bytes cross the node link
+  const auto more = tagc::estimate_two_level_reduce_scatter(n, 8, 16, 16.0, 1.0, node, link, codec);
+  CHECK(more.dense_seconds - more.compressed_seconds > 0.9 * (two.dense_seconds - two.compressed_seconds));
+}

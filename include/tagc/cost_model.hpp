@@ -1,6 +1,7 @@
 #pragma once
 // defines: tagc::link_model, tagc::codec_model, tagc::cost_estimate,
-//          tagc::estimate_reduce_scatter — does compressing this unit pay?
+//          tagc::estimate_reduce_scatter, tagc::estimate_two_level_reduce_scatter —
+//          does compressing this unit pay (flat, or across nodes only)?
 //
 // The paper found compressing every layer *slower* than compressing none: small
 // tensors cost more to compress than to send, and each compressed exchange is
@@ -50,6 +51,33 @@ inline cost_estimate estimate_reduce_scatter(std::size_t length, int world, doub
   c.compressed_seconds = double(collectives) * link.latency_seconds +
                          ring * n * compressed_bits_per_param / 8.0 / link.bytes_per_second +
                          4.0 * n / codec.compress_bytes_per_second + 4.0 * (n / N) / codec.decode_bytes_per_second;
+  return c;
+}
+
+// Two levels (two_level_reducer.hpp): a plain reduce-scatter of the whole buffer among a
+// node's K ranks over `node_link` (in `node_bits` per parameter: 32 fp32, 16 bf16), then
+// among the M nodes on each rank's slice of n/K: plain in `node_bits` (the dense side: the
+// fair two-level baseline, as ZeRO++ compares) or compressed at `cross_bits` per parameter.
+// cross_link is the node's link: its K ranks share it, and together they move (M-1)/M of
+// the whole buffer through it (K slices of n/K).
+//
+//   node       = a + (K-1)/K * n*node_bits/8 / B_node
+//   dense      = node + a + (M-1)/M * n*node_bits/8 / B_cross          (K slices of n/K)
+//   compressed = node + c*a + (M-1)/M * n*cross_bits/8 / B_cross + 4(n/K) / T_compress + 4(n/W) / T_decode
+inline cost_estimate estimate_two_level_reduce_scatter(std::size_t length, int nodes, int ranks_per_node,
+                                                       double node_bits, double cross_bits,
+                                                       const link_model& node_link, const link_model& cross_link,
+                                                       const codec_model& codec,
+                                                       int collectives = reducer_collectives) {
+  const double n = double(length), M = double(nodes > 0 ? nodes : 1), K = double(ranks_per_node > 0 ? ranks_per_node : 1);
+  const double node = K > 1 ? node_link.latency_seconds + (K - 1.0) / K * n * node_bits / 8.0 / node_link.bytes_per_second
+                            : 0.0;
+  const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;  // seconds per bit per parameter
+  cost_estimate c;
+  c.dense_seconds = node + (M > 1 ? cross_link.latency_seconds + cross * node_bits : 0.0);
+  c.compressed_seconds = node + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
+                         4.0 * (n / K) / codec.compress_bytes_per_second +
+                         4.0 * (n / (K * M)) / codec.decode_bytes_per_second;
   return c;
 }
 
