@@ -116,8 +116,11 @@ def plots(runs, outdir):
         with open(os.path.join(outdir, f"{n}_val.dat"), "w") as f:
             for step, loss in vals:
                 f.write(f"{step} {time_at.get(step, t):.3f} {loss:.5f}\n")
-    title = (f"GPT-2 {runs[0][0].get('model', '')}, {runs[0][0].get('world', '?')} ranks: "
-             "fp32 reduce-scatter vs TAGC")
+    (rb, sb, _), (rt, st, _) = runs
+    skip = lambda s: s[1:] if len(s) > 1 else s
+    bits = bits_per_param(rt, skip(st))
+    title = (f"GPT-2 {rb.get('model', '')}, {rb.get('world', '?')} ranks: fp32 reduce-scatter (32 bits/param) "
+             f"vs TAGC ({bits:.2f} bits/param)")
     out_step, out_time = (os.path.join(outdir, f) for f in ("loss_vs_step.png", "loss_vs_time.png"))
     d = outdir
     series = lambda x: (
@@ -128,6 +131,8 @@ def plots(runs, outdir):
     # the .dat columns: steps = step, time, loss, smoothed loss; val = step, time, val loss
     script = [
         "set terminal pngcairo size 800,480 font ',10'", "set grid", "set key top right", "set ylabel 'loss'",
+        # the first steps fall from ~10.9; the curves part where the loss is below ~8
+        "set yrange [:8.5]",
         f"set output '{out_step}'", "set xlabel 'step'", f"set title '{title}'",
         "plot " + series(1),
         f"set output '{out_time}'", "set xlabel 'training time, s (sum of step times)'", f"set title '{title}'",
