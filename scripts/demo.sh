@@ -7,7 +7,7 @@
 # Usage: scripts/demo.sh [--quick] [--steps N] [--np N] [--rate RATE] [--print-commands]
 #   --quick           a one-minute version (60 steps): the traffic and the step time; too
 #                     short for the losses to settle
-#   --steps N         optimizer steps per run (default 300; the sparsity warm-up is a third)
+#   --steps N         optimizer steps per run (default 200; the sparsity warm-up is a third)
 #   --np N            ranks (default 2)
 #   --rate RATE       both runs on a rate-limited loopback link (scripts/slow_net.sh; needs
 #                     root and iproute2/tc), e.g. --rate 200mbit; default: plain loopback
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
 
-STEPS=300 NP=2 RATE="" QUICK=0 PRINT=0
+STEPS=200 NP=2 RATE="" QUICK=0 PRINT=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
