@@ -44,10 +44,10 @@ EXE="$BUILD_DIR/examples/gpt2/train/tagc-gpt2"
 
 # The schedule scales with the run: learning-rate warm-up a tenth of the steps, the
 # sparsity warm-up (theta from dense to the paper's 0.9875, exponential in the density)
-# a third, validation about six times per run. Same seed and shuffled batch order for both.
+# a third, validation at four evenly spaced points after step 0. Same seed and shuffled batch order for both.
 LR_WARMUP=$(( STEPS / 10 > 0 ? STEPS / 10 : 1 ))
 SPARSITY_WARMUP=$(( STEPS / 3 > 0 ? STEPS / 3 : 1 ))
-VAL_EVERY=$(( STEPS / 6 > 0 ? STEPS / 6 : 1 ))
+VAL_EVERY=$(( STEPS / 4 > 0 ? STEPS / 4 : 1 ))
 common=(train --model d2 --B 4 --T 64 --steps "$STEPS" --lr 1e-3 --warmup "$LR_WARMUP" --schedule cosine
         --lr-min 1e-4 --clip 1.0 --seed 1337 --shuffle --val-every "$VAL_EVERY" --val-batches 8
         --print-every 25 --train-data "$DATA_DIR/tokens/corpus_train.bin" --val-data "$DATA_DIR/tokens/corpus_val.bin")
