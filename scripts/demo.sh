@@ -1,34 +1,71 @@
 #!/usr/bin/env bash
-# demo.sh -- the project in one command: fetch + prepare data if missing, build the
-# sharded GPT-2 trainer if needed, train GPT-2 d2 on 2 MPI ranks twice -- plain fp32
-# reduce-scatter (baseline) and TAGC-compressed gradients -- and print both side by side.
+# demo.sh -- what tagc is for, in one command: GPT-2 trained on 2 MPI ranks twice, with the
+# same seed, data order and schedule -- once with the plain fp32 reduce-scatter of every
+# gradient (the baseline), once with TAGC-compressed gradients in the configuration the
+# project recommends (docs/results.md) -- then a side-by-side table and two plots.
 #
-# Usage: scripts/demo.sh [--steps N] [--np N] [--rate RATE]
-#   --steps N    optimizer steps per run (default 40)
-#   --np N       ranks (default 2)
-#   --rate RATE  run both jobs on a shaped loopback link (scripts/slow_net.sh, needs
-#                root + iproute2/tc), e.g. --rate 200mbit; default: plain loopback
-# Environment: BUILD_DIR (default build), DATA_DIR (default data), OUT (default results/demo).
-# Installs what it needs first (scripts/install_deps.sh: compiler, cmake, ninja, MPI,
-# BLAS, doctest, nlohmann-json, node/npm for the data); a few minutes on 2 cores.
+# Usage: scripts/demo.sh [--quick] [--steps N] [--np N] [--rate RATE] [--print-commands]
+#   --quick           a one-minute version (60 steps): the traffic and the step time; too
+#                     short for the losses to settle
+#   --steps N         optimizer steps per run (default 200; the sparsity warm-up is a third)
+#   --np N            ranks (default 2)
+#   --rate RATE       both runs on a rate-limited loopback link (scripts/slow_net.sh; needs
+#                     root and iproute2/tc), e.g. --rate 200mbit; default: plain loopback
+#   --print-commands  print the two trainer command lines (one per line) and exit; nothing is
+#                     installed, built or run (tests/readme_commands.sh runs them)
+# Writes results/demo/: baseline.jsonl, tagc.jsonl (every step), loss_vs_step.png and
+# loss_vs_time.png. Environment: BUILD_DIR (build), DATA_DIR (data), OUT (results/demo).
+# Installs what it needs first (scripts/install_deps.sh: compiler, cmake, ninja, MPI, BLAS,
+# gnuplot, node/npm for the data), builds the trainer and tokenizes the corpus; about two
+# minutes on 2 cores the first time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
 
-STEPS=40 NP=2 RATE=""
+STEPS=200 NP=2 RATE="" QUICK=0 PRINT=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --quick) QUICK=1; shift ;;
     --steps) STEPS="$2"; shift 2 ;;
     --np) NP="$2"; shift 2 ;;
     --rate) RATE="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --print-commands) PRINT=1; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "demo.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+((QUICK)) && STEPS=60
+[[ $STEPS =~ ^[1-9][0-9]*$ ]] || { echo "demo.sh: --steps: expected a positive integer, got $STEPS" >&2; exit 2; }
+[[ $NP =~ ^[1-9][0-9]*$ ]] || { echo "demo.sh: --np: expected a positive integer, got $NP" >&2; exit 2; }
 BUILD_DIR="${BUILD_DIR:-build}"
 DATA_DIR="${DATA_DIR:-data}"
 OUT="${OUT:-results/demo}"
 EXE="$BUILD_DIR/examples/gpt2/train/tagc-gpt2"
+
+# The schedule scales with the run: learning-rate warm-up a tenth of the steps, the
+# sparsity warm-up (theta from dense to the paper's 0.9875, exponential in the density)
+# a third, validation at four evenly spaced points after step 0. Same seed and shuffled batch order for both.
+LR_WARMUP=$(( STEPS / 10 > 0 ? STEPS / 10 : 1 ))
+SPARSITY_WARMUP=$(( STEPS / 3 > 0 ? STEPS / 3 : 1 ))
+VAL_EVERY=$(( STEPS / 4 > 0 ? STEPS / 4 : 1 ))
+common=(train --model d2 --B 4 --T 64 --steps "$STEPS" --lr 1e-3 --warmup "$LR_WARMUP" --schedule cosine
+        --lr-min 1e-4 --clip 1.0 --seed 1337 --shuffle --val-every "$VAL_EVERY" --val-batches 8
+        --print-every 25 --train-data "$DATA_DIR/tokens/corpus_train.bin" --val-data "$DATA_DIR/tokens/corpus_val.bin")
+baseline=(--compress none --baseline-dtype fp32)
+# TAGC on the non-attention units (MLPs, attention output, embedding / LM head), the kept
+# values packed in bf16 over the exact index (no sketch to peel), after the warm-up at the
+# paper's theta 0.9875 (1.25 % of each rank's entries sent per step).
+tagc=(--compress non-attention --values packed-bf16 --index-bits exact --sparsity 0.9875
+      --sparsity-warmup "$SPARSITY_WARMUP" --sparsity-schedule exp --sparsity-start 0)
+
+if ((PRINT)); then
+  echo "${common[*]} ${baseline[*]}"
+  echo "${common[*]} ${tagc[*]}"
+  exit 0
+fi
+
 say() { printf '\n== %s\n' "$*"; }
+elapsed() { local s=$((SECONDS - started)); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 
 # 0. dependencies (quick when they are there).
 bash scripts/install_deps.sh
@@ -39,67 +76,23 @@ source scripts/lib/gpt2_ready.sh
 gpt2_build "$BUILD_DIR"
 gpt2_tokens "$EXE" "$DATA_DIR" "$DATA_DIR/tokens"
 
-# 3. two runs with the same seed, data and schedule; only the gradient path differs.
+# 3. two runs; only the gradient path differs.
 mkdir -p "$OUT"
 # One OpenMP thread per rank: the ranks share the machine's cores.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OMP_WAIT_POLICY=PASSIVE
-common=(train --model d2 --B 4 --T 64 --steps "$STEPS" --lr 1e-3 --warmup 5 --schedule cosine --lr-min 1e-4
-        --clip 1.0 --val-batches 8 --print-every 10
-        --train-data "$DATA_DIR/tokens/corpus_train.bin" --val-data "$DATA_DIR/tokens/corpus_val.bin")
-launch=(scripts/mpirun_local.sh -np "$NP")
+launch=(scripts/mpirun_local.sh -np "$NP" -x OMP_NUM_THREADS -x OMP_WAIT_POLICY)
 [[ -n "$RATE" ]] && launch=(scripts/slow_net.sh --rate "$RATE" -- "${launch[@]}")
+link="${RATE:+a $RATE link}"; link="${link:-plain loopback}"
 
-say "baseline: fp32 reduce-scatter of every gradient ($NP ranks${RATE:+, link $RATE})"
-"${launch[@]}" "$EXE" "${common[@]}" --compress none --log "$OUT/baseline.jsonl"
-say "TAGC: non-attention layers, sketch 10x, 1-bit index, adaptive theta, peel+estimate ($NP ranks${RATE:+, link $RATE})"
-"${launch[@]}" "$EXE" "${common[@]}" --compress non-attention --ratio 10 --index-bits 1 --adaptive --decoder peel-estimate \
-  --log "$OUT/tagc.jsonl"
+say "[1/2] baseline: fp32 reduce-scatter of every gradient; $STEPS steps, $NP ranks, $link ($(elapsed) so far)"
+"${launch[@]}" "$EXE" "${common[@]}" "${baseline[@]}" --log "$OUT/baseline.jsonl"
+say "[2/2] TAGC: non-attention units, packed bf16 values, exact index, theta 0.9875 after a $SPARSITY_WARMUP-step warm-up from dense; $STEPS steps, $NP ranks, $link ($(elapsed) so far)"
+"${launch[@]}" "$EXE" "${common[@]}" "${tagc[@]}" --log "$OUT/tagc.jsonl"
 
-# 4. the table.
+# 4. the table and the plots.
 say "results ($OUT/*.jsonl; per-rank figures are rank 0's; step 1 is left out of the means)"
 echo "comm ms = time the communication thread was busy: collectives, and for TAGC also its"
 echo "encode/decode compute; wait ms = how long the compute thread was blocked on it."
-python3 - "$OUT/baseline.jsonl" "$OUT/tagc.jsonl" <<'PY'
-import json, sys
-def load(path):
-    steps, val = [], None
-    for line in open(path):
-        j = json.loads(line)
-        if j["type"] == "step": steps.append(j)
-        elif j["type"] == "val": val = j["val_loss"]
-    return steps, val
-runs = [load(p) for p in sys.argv[1:3]]
-def mean(xs): return sum(xs) / len(xs) if xs else float("nan")
-def col(f):
-    out = []
-    for steps, val in runs:
-        s = steps[1:] if len(steps) > 1 else steps
-        out.append(f(steps, s, val))
-    return out
-MB = 1e6
-rows = [
-    ("final train loss (last step)", col(lambda a, s, v: f"{a[-1]['loss']:.4f}")),
-    ("train loss, mean of last 5", col(lambda a, s, v: f"{mean([x['loss'] for x in a[-5:]]):.4f}")),
-    ("val loss", col(lambda a, s, v: f"{v:.4f}" if v is not None else "-")),
-    ("step ms (mean)", col(lambda a, s, v: f"{mean([x['step_ms'] for x in s]):.1f}")),
-    ("  compute ms (not blocked)", col(lambda a, s, v: f"{mean([x['compute_ms'] for x in s]):.1f}")),
-    ("  comm ms (worker busy)", col(lambda a, s, v: f"{mean([x['comm_ms'] for x in s]):.1f}")),
-    ("  wait ms (compute blocked)", col(lambda a, s, v: f"{mean([x['wait_ms'] for x in s]):.1f}")),
-    ("  TAGC encode+decode ms (in comm)", col(lambda a, s, v: f"{mean([sum(x['reducer_ms'][k] for k in ('sparsify', 'index', 'sketch', 'decode')) for x in s]):.1f}" if 'reducer_ms' in a[-1] else "-")),
-    ("grad reduce MB sent/rank/step", col(lambda a, s, v: f"{mean([x['grad_bytes'] for x in s]) / MB:.3f}")),
-    ("param all-gather MB/rank/step", col(lambda a, s, v: f"{mean([x['bytes'].get('all_gather', 0) for x in s]) / MB:.3f}")),
-    ("tokens/s", col(lambda a, s, v: f"{mean([x['tokens'] / x['step_ms'] * 1e3 for x in s]):.0f}")),
-    ("compressed sparsity reached", col(lambda a, s, v: f"{mean([x['compression']['sparsity'] for x in s]):.4f}" if 'compression' in a[-1] else "-")),
-    ("sketch load, all ranks (<0.81)", col(lambda a, s, v: f"{mean([x['compression_all_ranks']['load'] for x in s]):.3f}" if 'compression' in a[-1] else "-")),
-    ("worst shard load (rank 0)", col(lambda a, s, v: f"{max([x['compression']['load_max'] for x in s]):.3f}" if 'compression' in a[-1] else "-")),
-    ("unresolved entries/step, all", col(lambda a, s, v: f"{mean([x['compression_all_ranks']['unresolved'] for x in s]):.1f}" if 'compression' in a[-1] else "-")),
-    ("deferred entries/step, all", col(lambda a, s, v: f"{mean([x['compression_all_ranks']['deferred'] for x in s]):.1f}" if 'compression' in a[-1] else "-")),
-]
-gb = [mean([x['grad_bytes'] for x in (st[1:] or st)]) for st, _ in runs]
-w = max(len(r[0]) for r in rows)
-print(f"{'':{w}}  {'baseline':>12}  {'TAGC':>12}")
-for name, (a, b) in rows:
-    print(f"{name:{w}}  {a:>12}  {b:>12}")
-if gb[1] > 0:
-    print(f"\ngradient traffic reduced {gb[0] / gb[1]:.2f}x (bytes each rank sends for gradient reductions)")
-PY
+python3 scripts/lib/demo_report.py "$OUT/baseline.jsonl" "$OUT/tagc.jsonl" "$OUT"
+((QUICK)) && echo "(--quick: too few steps for the losses to settle; the default run shows the quality)"
+echo "demo took $(elapsed)"

@@ -1,4 +1,4 @@
-// Scratch driver behind "Issue 10, compress stages" in docs/results.md: the host
+// Scratch driver behind "Issue 10, compress stages" in docs/results/history.md: the host
 // compress stages of one rank called alone (16M elements, 2 shards, 1-bit index),
 // each timed, the minimum over calls printed, beside a plain acc = g + r pass (AVX2
 // stores) that bounds the fused pass from below. Not built by CMake; compiled

@@ -1,4 +1,4 @@
-// Scratch driver behind "Issue 10, where the floor is" in docs/results.md: the host
+// Scratch driver behind "Issue 10, where the floor is" in docs/results/history.md: the host
 // shard decoder alone (16M elements, 2 shards, shard 0, 1-bit index), its phases
 // timed (the minimum over calls): list, edges, count, sweep, queue, write. A random
 // support at the given load of the sketch, Student-t values summed into the cells.

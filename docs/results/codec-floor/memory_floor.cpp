@@ -1,4 +1,4 @@
-// Scratch program behind "Issue 10, where the floor is" in docs/results.md: what this
+// Scratch program behind "Issue 10, where the floor is" in docs/results/history.md: what this
 // machine's memory allows, beside a memcpy (16M floats; the minimum over 15 rounds).
 //   memcpy            64 MB copied (the targets' yardstick)
 //   acc = g + r       into a third buffer: what pass 0 writes (the residual is kept)

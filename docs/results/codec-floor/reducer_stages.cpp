@@ -1,4 +1,4 @@
-// Scratch driver behind "Issue 10, where the floor is" in docs/results.md: whole
+// Scratch driver behind "Issue 10, where the floor is" in docs/results/history.md: whole
 // reduce_scatter calls of one Reducer per rank (ranks as threads over the
 // in-process communicator, 1 OpenMP thread each), 16M elements, the Reducer's own
 // stage times, the minimum over calls printed for rank 0. Not built by CMake:

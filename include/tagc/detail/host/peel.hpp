@@ -100,7 +100,7 @@ class shard_decoder {
   // entry's record, then the entry's three cells. 16 / 8 / 4 left misses
   // unoverlapped at high load: 32 / 16 / 8 cut the queue's time at ratio 4 (load
   // 0.76, 1.15M entries peeled from the queue, 16M elements, 2 ranks) from ~63 to
-  // ~55 ms; 48 / 24 / 12 gained nothing more (docs/results.md, issue 10).
+  // ~55 ms; 48 / 24 / 12 gained nothing more (docs/results/history.md, issue 10).
   static constexpr std::size_t queue_cell_ahead = 32, queue_entry_ahead = 16, queue_edges_ahead = 8;
 
   // Not peeled (yet): an entry record's value bits. A NaN no arithmetic produces
