@@ -29,6 +29,8 @@
 #include "comm/communicator.hpp"
 #include "comm/counting.hpp"
 #include "comm/local.hpp"
+#include "comm/local_cluster.hpp"
+#include "comm/two_level.hpp"
 #include "cost_model.hpp"
 #include "exec/host.hpp"
 #include "policy/decode.hpp"
@@ -40,3 +42,4 @@
 #include "shared_reducer.hpp"
 #include "shard/layout.hpp"
 #include "stats.hpp"
+#include "two_level_reducer.hpp"

@@ -6,6 +6,7 @@
 #include <thrust/transform.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 
 // defines: tagc::exec::cuda, TAGC_CUDA_TRY
@@ -24,6 +25,11 @@
 #endif
 
 #if defined(TAGC_CHECK_REDUCER)
+// defines: tagc::split_two_level on NCCL (ncclCommSplit), tagc::TwoLevelReducer
+#  include <tagc/comm/nccl_two_level.hpp>
+#  include <tagc/plain_reducer.hpp>
+#  include <tagc/two_level_reducer.hpp>
+
 template <class R>
 tagc::status run_once(tagc::nccl_communicator& c, std::span<const float> g, std::span<float> out, cudaStream_t s) {
   R r;
@@ -67,6 +73,14 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
                                    tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
   TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyBf16ResidualPolicy, tagc::SharedIndexPolicy, tagc::PackedBf16Policy,
                                    tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
+  // Two levels: the world split by ncclCommSplit, plain bf16 inside a node, packed across.
+  std::optional<tagc::two_level_communicator<tagc::nccl_communicator>> levels;
+  TAGC_TRY(tagc::split_two_level(c, tagc::node_shape{c.size(), 1}, levels));
+  tagc::TwoLevelReducer<tagc::PlainReducer<tagc::bfloat16, tagc::exec::cuda>, packed_f32> two;
+  TAGC_TRY(two.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, levels->shape(),
+                          tagc::exec::cuda{s}));
+  TAGC_TRY(two.reduce_scatter(*levels, g, out));
+  TAGC_TRY(two.load_state(two.save_state()));
   narrow n;
   TAGC_TRY(n.initialize(
       {.length = g.size(), .world_size = c.size(), .rank = c.rank(), .topo = tagc::topology::replicated},

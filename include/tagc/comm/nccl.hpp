@@ -477,75 +477,26 @@ class nccl_communicator {
   }
   static nccl_expected<nccl_communicator> create(const ncclUniqueId& id, int nranks, int rank,
                                                  nccl_options opt = {}) {
-    const auto bad = [](errc c, std::string m) {
-      return ::cuda::std::unexpected(status{c, "nccl_communicator::create: " + std::move(m)});
-    };
-    if (nranks < 1) return bad(errc::invalid_argument, "nranks " + std::to_string(nranks) + " must be at least 1");
-    if (rank < 0 || rank >= nranks)
-      return bad(errc::invalid_argument,
-                 "rank " + std::to_string(rank) + " outside [0, " + std::to_string(nranks) + ")");
-    if (opt.device >= 0) {
-      if (const cudaError_t e = cudaSetDevice(opt.device); e != cudaSuccess)
-        return ::cuda::std::unexpected(detail::cuda_status(
-            e, "nccl_communicator::create: cudaSetDevice(" + std::to_string(opt.device) + ")", errc::communication));
-    }
-    auto s = std::make_shared<detail::nccl_state>();
-    s->rank = rank;
-    s->size = nranks;
-    s->opt = opt;
-    const auto cuda_try = [&](cudaError_t e, const char* expr) -> status {
-      if (e == cudaSuccess) return {};
-      return detail::cuda_status(e, std::string("nccl_communicator::create: ") + expr, errc::communication);
-    };
-    if (status st = cuda_try(cudaGetDevice(&s->device), "cudaGetDevice"); !st.ok())
-      return ::cuda::std::unexpected(std::move(st));
-    if (status st = cuda_try(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-        !st.ok())
-      return ::cuda::std::unexpected(std::move(st));
-    for (cudaEvent_t* ev : {&s->ready, &s->done})
-      if (status st = cuda_try(cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "cudaEventCreateWithFlags"); !st.ok())
-        return ::cuda::std::unexpected(std::move(st));
-    if (status st = cuda_try(cudaMalloc(reinterpret_cast<void**>(&s->token), sizeof(std::uint32_t)), "cudaMalloc");
-        !st.ok())
-      return ::cuda::std::unexpected(std::move(st));
-    if (status st = cuda_try(cudaMemset(s->token, 0, sizeof(std::uint32_t)), "cudaMemset"); !st.ok())
-      return ::cuda::std::unexpected(std::move(st));
+    return join("nccl_communicator::create", "ncclCommInitRankConfig", nranks, rank, opt,
+                [&](ncclComm_t* comm, ncclConfig_t* config) {
+                  return ncclCommInitRankConfig(comm, nranks, id, rank, config);
+                });
+  }
 
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // every call returns at once; we poll with a deadline instead of hanging
-    if (opt.name != nullptr) config.commName = opt.name;
-    const std::string who =
-        "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " on device " + std::to_string(s->device);
-    ncclResult_t r = ncclCommInitRankConfig(&s->comm, nranks, id, rank, &config);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      status st = detail::nccl_status(errc::communication, "nccl_communicator::create: ncclCommInitRankConfig (" + who + ")",
-                                      r, s->comm);
-      return ::cuda::std::unexpected(s->fail(std::move(st)));
-    }
-    const auto deadline = std::chrono::steady_clock::now() + opt.init_timeout;
-    detail::backoff b;
-    for (;;) {
-      ncclResult_t state = ncclSuccess;
-      if (const ncclResult_t q = ncclCommGetAsyncError(s->comm, &state); q != ncclSuccess) state = q;
-      if (state == ncclSuccess) break;
-      if (state != ncclInProgress)
-        return ::cuda::std::unexpected(s->fail(detail::nccl_status(
-            errc::communication, "nccl_communicator::create: ncclCommInitRankConfig (" + who + ")", state, s->comm)));
-      if (std::chrono::steady_clock::now() > deadline)
-        return ::cuda::std::unexpected(s->fail(
-            {errc::timeout, "nccl_communicator::create: " + who + " waited " + detail::ms_string(opt.init_timeout) +
-                                " for its peers (does every rank call create() with the same unique id and nranks?)"}));
-      b.pause();
-    }
-    int count = 0, user_rank = -1;
-    if (ncclCommCount(s->comm, &count) != ncclSuccess || ncclCommUserRank(s->comm, &user_rank) != ncclSuccess ||
-        count != nranks || user_rank != rank)
-      return ::cuda::std::unexpected(s->fail({errc::internal, "nccl_communicator::create: NCCL reports rank " +
-                                                                  std::to_string(user_rank) + " of " +
-                                                                  std::to_string(count) + ", asked for " + who}));
-    nccl_communicator c;
-    c.s_ = std::move(s);
-    return c;
+  // A communicator of the ranks of this one that pass the same `color`, ordered by `key`
+  // (ncclCommSplit; every rank of this communicator calls it; two-level reduction's node
+  // and cross levels, comm/two_level.hpp). A color < 0 joins none (NCCL_SPLIT_NOCOLOR);
+  // the result's size and rank are NCCL's.
+  nccl_expected<nccl_communicator> split(int color, int key, int new_size, int new_rank, nccl_options opt = {}) const {
+    if (!usable())
+      return ::cuda::std::unexpected(
+          status{errc::communication, "nccl_communicator::split: the communicator is not usable"});
+    if (opt.device < 0) opt.device = s_->device;
+    ncclComm_t parent = s_->comm;
+    return join("nccl_communicator::split", "ncclCommSplit", new_size, new_rank, opt,
+                [&](ncclComm_t* comm, ncclConfig_t* config) {
+                  return ncclCommSplit(parent, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, comm, config);
+                });
   }
 
   int rank() const noexcept { return s_ ? s_->rank : 0; }
@@ -710,6 +661,83 @@ class nccl_communicator {
   }
 
  private:
+  // Set-up shared by create() and split(): streams, events and the barrier word, then
+  // `init` (ncclCommInitRankConfig or ncclCommSplit) non-blocking, polled up to
+  // opt.init_timeout; the first failure is returned and nothing is left behind.
+  template <class Init>
+  static nccl_expected<nccl_communicator> join(const char* caller, const char* call, int nranks, int rank,
+                                               nccl_options opt, Init&& init) {
+    const auto bad = [caller](errc c, std::string m) {
+      return ::cuda::std::unexpected(status{c, std::string(caller) + ": " + std::move(m)});
+    };
+    if (nranks < 1) return bad(errc::invalid_argument, "nranks " + std::to_string(nranks) + " must be at least 1");
+    if (rank < 0 || rank >= nranks)
+      return bad(errc::invalid_argument,
+                 "rank " + std::to_string(rank) + " outside [0, " + std::to_string(nranks) + ")");
+    if (opt.device >= 0) {
+      if (const cudaError_t e = cudaSetDevice(opt.device); e != cudaSuccess)
+        return ::cuda::std::unexpected(detail::cuda_status(
+            e, std::string(caller) + ": cudaSetDevice(" + std::to_string(opt.device) + ")", errc::communication));
+    }
+    auto s = std::make_shared<detail::nccl_state>();
+    s->rank = rank;
+    s->size = nranks;
+    s->opt = opt;
+    const auto cuda_try = [&](cudaError_t e, const char* expr) -> status {
+      if (e == cudaSuccess) return {};
+      return detail::cuda_status(e, std::string(caller) + ": " + expr, errc::communication);
+    };
+    if (status st = cuda_try(cudaGetDevice(&s->device), "cudaGetDevice"); !st.ok())
+      return ::cuda::std::unexpected(std::move(st));
+    if (status st = cuda_try(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        !st.ok())
+      return ::cuda::std::unexpected(std::move(st));
+    for (cudaEvent_t* ev : {&s->ready, &s->done})
+      if (status st = cuda_try(cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "cudaEventCreateWithFlags"); !st.ok())
+        return ::cuda::std::unexpected(std::move(st));
+    if (status st = cuda_try(cudaMalloc(reinterpret_cast<void**>(&s->token), sizeof(std::uint32_t)), "cudaMalloc");
+        !st.ok())
+      return ::cuda::std::unexpected(std::move(st));
+    if (status st = cuda_try(cudaMemset(s->token, 0, sizeof(std::uint32_t)), "cudaMemset"); !st.ok())
+      return ::cuda::std::unexpected(std::move(st));
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // every call returns at once; we poll with a deadline instead of hanging
+    if (opt.name != nullptr) config.commName = opt.name;
+    const std::string who =
+        "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " on device " + std::to_string(s->device);
+    ncclResult_t r = init(&s->comm, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      status st = detail::nccl_status(errc::communication, std::string(caller) + ": " + call + " (" + who + ")",
+                                      r, s->comm);
+      return ::cuda::std::unexpected(s->fail(std::move(st)));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + opt.init_timeout;
+    detail::backoff b;
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      if (const ncclResult_t q = ncclCommGetAsyncError(s->comm, &state); q != ncclSuccess) state = q;
+      if (state == ncclSuccess) break;
+      if (state != ncclInProgress)
+        return ::cuda::std::unexpected(s->fail(detail::nccl_status(
+            errc::communication, std::string(caller) + ": " + call + " (" + who + ")", state, s->comm)));
+      if (std::chrono::steady_clock::now() > deadline)
+        return ::cuda::std::unexpected(s->fail(
+            {errc::timeout, std::string(caller) + ": " + who + " waited " + detail::ms_string(opt.init_timeout) +
+                                " for its peers (does every rank make the same call with the same arguments?)"}));
+      b.pause();
+    }
+    int count = 0, user_rank = -1;
+    if (ncclCommCount(s->comm, &count) != ncclSuccess || ncclCommUserRank(s->comm, &user_rank) != ncclSuccess ||
+        count != nranks || user_rank != rank)
+      return ::cuda::std::unexpected(s->fail({errc::internal, std::string(caller) + ": NCCL reports rank " +
+                                                                  std::to_string(user_rank) + " of " +
+                                                                  std::to_string(count) + ", asked for " + who}));
+    nccl_communicator c;
+    c.s_ = std::move(s);
+    return c;
+  }
+
   status refuse(std::string_view what) const {
     if (!s_) return {errc::invalid_argument, std::string(what) + ": communicator is empty (moved from or never created)"};
     return s_->refuse(what);
