@@ -222,8 +222,11 @@ void claim_checkpoint_dir(const fs::path& dir, uint64_t run_id, RankGroup& g) {
     fs::create_directories(dir, ec);
     if (ec) throw std::runtime_error("--checkpoint-dir: cannot create " + dir.string() + ": " + ec.message());
     const uint64_t owner = directory_owner(dir);
+    // D already this run's (a resume): another run's step in it is tolerated (a resume
+    // skips it, a save of its number keeps it aside). Otherwise D must hold no other
+    // run's complete step.
     for (const StepDir& s : list_steps(dir)) {
-      if (!s.complete) continue;
+      if (!s.complete || owner == run_id) continue;
       const uint64_t id = manifest_run_id(s.path);
       if (id == run_id || (id == 0 && owner == 0) || (id == 0 && owner == run_id)) continue;
       throw std::runtime_error("--checkpoint-dir " + dir.string() + " holds " + s.path.filename().string() +

@@ -148,7 +148,7 @@ int cmd_train(const Args& cli) {
         if (!why.empty() && !m.stop_requested && rewind(why)) continue;
       }
       if (m.stop_requested) {  // every rank saw the flag in this step's all-reduce
-        metrics.message("stopped by signal " + std::to_string(stop_signal()) + " after step " +
+        metrics.message("stopped by a signal (SIGTERM or SIGINT) after step " +
                         std::to_string(m.step) +
                         (a.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)"
                          : saved_step == m.step ? ": checkpoint " + a.checkpoint_dir + "/" + step_dir_name(uint64_t(m.step)) +

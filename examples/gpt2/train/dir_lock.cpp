@@ -46,6 +46,18 @@ Holder read_holder(const fs::path& p) {
   return h;
 }
 
+// Is the process running? A zombie (killed, not yet reaped: its parent, mpirun, may be
+// gone, and a container's init may reap late) is not.
+bool running(long pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid_t(pid), 0) != 0) return errno != ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
+  const size_t close = line.rfind(')');       // "pid (comm) S ..."
+  return close == std::string::npos || close + 2 >= line.size() || (line[close + 2] != 'Z' && line[close + 2] != 'X');
+}
+
 }  // namespace
 
 std::unique_ptr<DirLock> DirLock::acquire(const fs::path& dir, std::string* note) {
@@ -70,7 +82,7 @@ std::unique_ptr<DirLock> DirLock::acquire(const fs::path& dir, std::string* note
       throw std::runtime_error("--checkpoint-dir: cannot create " + path.string() + ": " + std::strerror(errno));
     const Holder h = read_holder(path);
     const bool here = h.host == this_host();
-    const bool dead = here && h.pid > 0 && ::kill(pid_t(h.pid), 0) != 0 && errno == ESRCH;
+    const bool dead = here && h.pid > 0 && !running(h.pid);
     if (!dead || attempt > 0)
       throw std::runtime_error(
           "--checkpoint-dir " + dir.string() + " is in use by another run (run " + h.run + ", pid " +
