@@ -1,12 +1,18 @@
 // test_train_robust_units.cpp: the pieces of issue 14 that need no MPI — CRC-32C, the
 // checkpoint file's checksums and bounds, the configuration fields and their
 // comparison across ranks and against a checkpoint, the world-size and memory checks,
-// optimizer argument checks, the non-finite verdict, the token id check.
+// optimizer argument checks, the non-finite verdict, the token id check; issue 30's:
+// the divergence guard, the directory lock, saves that never remove a complete step,
+// run ids (foreign steps skipped, pruning of this run's older steps only), the
+// manifest's own checksum.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include "args.hpp"
 #include "checkpoint.hpp"
+#include "checkpoint_store.hpp"
+#include "dir_lock.hpp"
+#include "divergence_guard.hpp"
 #include "crc32c.hpp"
 #include "data_loader.hpp"
 #include "preflight.hpp"
@@ -190,7 +196,13 @@ TEST_CASE("optimizer arguments and world size: refused in the command line's wor
   CHECK_THROWS_WITH_AS(parse({"--lr", "-1"}), doctest::Contains("--lr: expected a learning rate >= 0"), ArgsError);
   CHECK_THROWS_WITH_AS(parse({"--beta1", "2"}), doctest::Contains("--beta1: expected a value in [0, 1)"), ArgsError);
   CHECK_THROWS_WITH_AS(parse({"--eps", "-1"}), doctest::Contains("--eps: expected a value > 0"), ArgsError);
-  CHECK_THROWS_WITH_AS(parse({"--clip", "-1"}), doctest::Contains("--clip"), ArgsError);
+  CHECK_THROWS_WITH_AS(parse({"--clip", "-1"}), doctest::Contains("--clip: expected a norm > 0, or 'none'"), ArgsError);
+  CHECK_THROWS_WITH_AS(parse({"--clip", "0"}), doctest::Contains("--clip: expected a norm > 0, or 'none'"), ArgsError);
+  CHECK_THROWS_WITH_AS(parse({"--sparsity", "1"}), doctest::Contains("--sparsity: expected a value in [0, 1)"),
+                       ArgsError);
+  CHECK_NOTHROW(parse({"--sparsity", "0.999"}));
+  CHECK_THROWS_WITH_AS(parse({"--guard-loss-spike", "-1"}), doctest::Contains("--guard-loss-spike: expected a value >= 0"),
+                       ArgsError);
   CHECK_NOTHROW(parse({"--clip", "none", "--lr", "0"}));
   CHECK_THROWS_WITH_AS(check_world(parse({"--index-bits", "4"}), 16), doctest::Contains("use --index-bits exact"),
                        ArgsError);
@@ -228,4 +240,106 @@ TEST_CASE("token ids beyond the vocabulary: file and offset named when the shard
   l.set_vocab_size(50257);
   CHECK_THROWS_WITH(l.preload(), doctest::Contains("bad_train.bin: token id 60000 at token offset 123 (byte 1270)"));
   fs::remove_all(scratch());
+}
+
+namespace {
+// One rank: the store's collectives are identities.
+RankGroup solo() {
+  return {0, 1, [](std::span<double>) {}};
+}
+CheckpointData solo_checkpoint(uint64_t step, uint64_t run, float value) {
+  CheckpointData d = sample_checkpoint();
+  d.header.world = 1;
+  d.header.rank = 0;
+  d.header.step = step;
+  d.header.run_id = run;
+  for (float& x : d.params) x = value;
+  return d;
+}
+}  // namespace
+
+TEST_CASE("divergence guard: loss spike against the best healthy loss, gradient-norm spike after warm-up") {
+  Args a = parse({});
+  DivergenceGuard g(a);
+  CHECK(g.judge(1, 10.0, 1.0).empty());
+  CHECK(g.judge(2, 6.0, 1.0).empty());
+  CHECK(g.judge(3, 11.0, 1.0).empty());  // below 2 x 6
+  const std::string spike = g.judge(4, 13.0, 1.0);
+  CHECK(spike.find("step 4: loss 13 is above --guard-loss-spike 2 x the best healthy loss 6") != std::string::npos);
+  CHECK(g.judge(5, 6.5, 1.0).empty());  // an unhealthy step did not move the reference
+  CHECK(g.judge(6, 6.5, 1.0).empty());
+  CHECK(g.judge(7, 6.5, 1.0).empty());
+  CHECK(g.judge(8, 6.5, 150.0).find("gradient norm 150 is above --guard-grad-spike 100") != std::string::npos);
+  a.guard_loss_spike = 0;
+  a.guard_grad_spike = 0;
+  DivergenceGuard off(a);
+  CHECK(off.judge(1, 1.0, 1.0).empty());
+  CHECK(off.judge(2, 1e9, 1e9).empty());
+}
+
+TEST_CASE("directory lock: a second holder is refused naming the first; a dead pid's lock is replaced") {
+  const fs::path dir = scratch() / "locked";
+  fs::remove_all(dir);
+  {
+    auto lock = DirLock::acquire(dir, nullptr);
+    lock->set_run("00000000000000ab");
+    const std::string e = error_of([&] { DirLock::acquire(dir, nullptr); });
+    CHECK(e.find("is in use by another run (run 00000000000000ab, pid " + std::to_string(::getpid())) !=
+          std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(dir / "LOCK"));  // released
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::ofstream(dir / "LOCK") << "host " << host << "\npid 999999999\nrun 0000000000000001\n";
+  std::string note;
+  auto lock = DirLock::acquire(dir, &note);
+  CHECK(note.find("stale lock of pid 999999999") != std::string::npos);
+}
+
+TEST_CASE("checkpoint store: replacing a step, run ids, pruning, foreign steps, the manifest's checksum") {
+  const fs::path dir = scratch() / "store";
+  fs::remove_all(dir);
+  RankGroup g = solo();
+  CheckpointHeader expect = solo_checkpoint(0, 0, 0).header;
+  const uint64_t run = 0x1234, other = 0x9999;
+  SaveInfo info{2, 1.0, 1.0, nlohmann::json::object(), run, 1e3};
+  claim_checkpoint_dir(dir, run, g);
+  for (uint64_t s : {2, 4, 6}) CHECK(save_step(dir, solo_checkpoint(s, run, float(s)), info, g).empty());
+  CHECK_FALSE(fs::exists(dir / "step_00000002"));  // keep 2
+  CHECK(fs::exists(dir / "step_00000006" / "MANIFEST.json"));
+  // re-saving step 6 replaces it whole; nothing partial is left
+  CHECK(save_step(dir, solo_checkpoint(6, run, 66.0f), info, g).empty());
+  CHECK(load_newest(dir, expect, nlohmann::json::object(), g).data.params[0] == 66.0f);
+  for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().filename().string().find(".partial") == std::string::npos);
+  // a save of an older step never removes a newer one
+  CHECK(save_step(dir, solo_checkpoint(3, run, 3.0f), info, g).empty());
+  CHECK(fs::exists(dir / "step_00000006" / "MANIFEST.json"));
+  // the guard's parameter bound: not saved, nothing changed
+  CHECK(save_step(dir, solo_checkpoint(8, run, 5e3f), info, g).find("exceeds --guard-param-max") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "step_00000008"));
+  // another run's step, newer: skipped by the resume, refused to a fresh run, kept aside
+  const fs::path odir = scratch() / "store_other";
+  fs::remove_all(odir);
+  CHECK(save_step(odir, solo_checkpoint(10, other, 10.0f), {2, 1.0, 1.0, {}, other, 0}, g).empty());
+  fs::rename(odir / "step_00000010", dir / "step_00000010");
+  const Resumed r = load_newest(dir, expect, nlohmann::json::object(), g);
+  CHECK(r.data.header.step == 6);
+  CHECK(r.run_id == run);
+  CHECK(std::string(r.notes.at(0)).find("step_00000010 (run 0000000000009999) is another run's") != std::string::npos);
+  CHECK(error_of([&] { claim_checkpoint_dir(dir, 0x5555, g); }).find("holds step_00000010 of another run") !=
+        std::string::npos);
+  CHECK(save_step(dir, solo_checkpoint(10, run, 11.0f), info, g).empty());
+  CHECK(fs::exists(dir / "step_00000010.run-0000000000009999" / "MANIFEST.json"));
+  // a changed value in the manifest is damage: the previous complete step is taken
+  {
+    const fs::path m = dir / "step_00000010" / "MANIFEST.json";
+    std::string text = file_bytes(m);
+    const size_t at = text.find("\"loss\": 1.0");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 11, "\"loss\": 2.0");
+    std::ofstream(m, std::ios::binary | std::ios::trunc) << text;
+  }
+  const Resumed back = load_newest(dir, expect, nlohmann::json::object(), g);
+  CHECK(back.data.header.step == 6);
+  CHECK(std::string(back.notes.back()).find("step_00000010 is damaged") != std::string::npos);
 }

@@ -37,6 +37,13 @@ float finite(const std::string& flag, const std::string& v) {
   return x;
 }
 
+// A non-negative finite factor or bound (0: the rule is off).
+double factor(const std::string& flag, const std::string& v) {
+  const double x = number<double>(flag, v);
+  if (!(x >= 0.0 && std::isfinite(x))) throw ArgsError("--" + flag + ": expected a value >= 0 (0: off), got " + v);
+  return x;
+}
+
 // "embed=0.99,mlp=0.9": unit names as gpt2::units spells them (letters, digits, dots).
 std::vector<UnitSparsity> parse_unit_sparsity(const std::string& v) {
   const std::string flag = "--unit-sparsity";
@@ -87,7 +94,10 @@ const std::map<std::string, Flag>& flags() {
       {"beta2", {false, [](A& a, S v) { a.beta2 = finite("beta2", v); }, "AdamW beta2 (0.999)"}},
       {"eps", {false, [](A& a, S v) { a.eps = finite("eps", v); }, "AdamW eps (1e-8)"}},
       {"weight-decay", {false, [](A& a, S v) { a.weight_decay = finite("weight-decay", v); }, "decoupled, all params (0)"}},
-      {"clip", {false, [](A& a, S v) { a.clip = v == "none" ? 0.0f : finite("clip", v); }, "global-norm clip or 'none' (1.0)"}},
+      {"clip", {false, [](A& a, S v) {
+         a.clip = v == "none" ? 0.0f : finite("clip", v);
+         if (v != "none" && !(a.clip > 0.0f)) throw ArgsError("--clip: expected a norm > 0, or 'none', got " + v);
+       }, "global-norm clip or 'none' (1.0)"}},
       {"schedule", {false, [](A& a, S v) {
          if (v == "constant") a.schedule = Schedule::constant;
          else if (v == "cosine") a.schedule = Schedule::cosine;
@@ -163,7 +173,11 @@ const std::map<std::string, Flag>& flags() {
        }, "all-reduce|reduce-scatter (all-reduce); reduce-scatter: half the index bytes"}},
       {"sparsity", {false, [](A& a, S v) {
          a.sparsity = number<double>("sparsity", v);
-         if (!(a.sparsity >= 0.0 && a.sparsity <= 1.0)) throw ArgsError("--sparsity: expected a value in [0, 1], got " + v);
+         if (!(a.sparsity >= 0.0 && a.sparsity < 1.0))
+           throw ArgsError("--sparsity: expected a value in [0, 1), got " + v +
+                           (a.sparsity == 1.0 ? " (1 would keep no entry: the compressed units would never learn; "
+                                                "use --compress none for units that should not be compressed)"
+                                              : ""));
        }, "theta in [0,1] (default: 0.8/0.9/0.9875 for ratio 2/4/10)"}},
       {"unit-sparsity", {false, [](A& a, S v) { a.unit_sparsity = parse_unit_sparsity(v); },
        "UNIT=THETA[,...]: theta of the named units (embed, mlp.1; or a kind: mlp, every layer's), "
@@ -213,6 +227,15 @@ const std::map<std::string, Flag>& flags() {
       {"resume", {false, [](A& a, S v) { a.resume = v; }, "checkpoint dir (newest complete step) or one step dir to continue from"}},
       {"init-from", {false, [](A& a, S v) { a.init_from = v; }, "llm.c checkpoint to start from; the model shape is its own (no --model needed)"}},
       {"save-model", {false, [](A& a, S v) { a.save_model = v; }, "write the trained model (llm.c format)"}},
+      // divergence guard (divergence_guard.hpp)
+      {"guard-loss-spike", {false, [](A& a, S v) { a.guard_loss_spike = factor("guard-loss-spike", v); },
+                            "a step whose loss exceeds X times the best healthy loss is not saved (2; 0: off)"}},
+      {"guard-grad-spike", {false, [](A& a, S v) { a.guard_grad_spike = factor("guard-grad-spike", v); },
+                            "... whose gradient norm exceeds X times its running mean (100; 0: off)"}},
+      {"guard-param-max", {false, [](A& a, S v) { a.guard_param_max = factor("guard-param-max", v); },
+                           "... holding a parameter beyond this magnitude (1e3; 0: off)"}},
+      {"guard-rewind", {false, [](A& a, S v) { a.guard_rewind = positive("guard-rewind", v, 0); },
+                        "on an unhealthy step, reload the last healthy checkpoint, at most N times (0: go on)"}},
       {"tokenizer", {false, [](A& a, S v) { a.tokenizer_dir = v; }, "dir with encoder.json + vocab.bpe (data/gpt2)"}},
       {"corpus", {false, [](A& a, S v) { a.corpus = v; }, "prepare: text dir or file (data/corpus)"}},
       {"out", {false, [](A& a, S v) { a.out_dir = v; }, "prepare: output dir (data/tokens)"}},

@@ -128,6 +128,12 @@ struct Args {
   std::string init_from;   // llm.c checkpoint to start from
   std::string save_model;  // llm.c checkpoint written at the end
 
+  // divergence guard (divergence_guard.hpp): a step judged unhealthy is not saved
+  double guard_loss_spike = 2.0;   // loss above this x the best healthy loss (0: off)
+  double guard_grad_spike = 100.0; // grad norm above this x its running mean (0: off)
+  double guard_param_max = 1e3;    // a parameter beyond this magnitude (0: off)
+  int guard_rewind = 0;            // > 0: rewind to the last healthy step, at most this often
+
   // prepare / eval / sample / tokenize
   std::string tokenizer_dir = "data/gpt2";
   std::string corpus = "data/corpus";

@@ -244,7 +244,8 @@ CheckpointData parse_checkpoint(std::istream& in, const std::string& name, const
     throw CheckpointDamaged(name + ": checkpoint version " + std::to_string(d.header.version) +
                             ", this program reads versions 1 to " + std::to_string(want.version));
   const bool v4 = d.header.version >= 4;  // version 4 on: the checksum trailer
-  const size_t header_size = d.header.version >= 5 ? sizeof d.header
+  const size_t header_size = d.header.version >= 6 ? sizeof d.header
+                             : d.header.version == 5 ? checkpoint_header_v5_size
                              : v4                  ? checkpoint_header_v4_size
                                                    : checkpoint_header_v3_size;
   if (d.header.version >= 3)

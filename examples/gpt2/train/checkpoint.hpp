@@ -4,7 +4,8 @@
 // How the files of all ranks form one save (step directories, manifest, fallback) is
 // checkpoint_store.hpp's business.
 //
-// File layout (little-endian), version 5 (4 without the data order in the header):
+// File layout (little-endian), version 6 (5 without the run id, 4 also without the data
+// order in the header):
 //   CheckpointHeader (magic "TGPT2CK\0", version, the run's shape: model config, batch,
 //   compression, world size, rank, step, loader position, RNG state)
 //   | segment plan: u64 count + one byte per segment (train::SegmentPath), u64 bytes +
@@ -32,7 +33,7 @@ namespace train {
 
 struct CheckpointHeader {
   char magic[8] = {'T', 'G', 'P', 'T', '2', 'C', 'K', '\0'};
-  uint32_t version = 5;
+  uint32_t version = 6;
   int32_t world = 1, rank = 0;
   int32_t L = 0, C = 0, NH = 0, maxT = 0, V = 0, Vp = 0;
   int32_t B = 0, T = 0, accum = 1;
@@ -53,11 +54,15 @@ struct CheckpointHeader {
   int32_t shuffle = 0, reserved = 0;
   uint64_t shuffle_seed = 0;
   uint64_t loader_batch = 0;
+  // version 6: the run that wrote the file (checkpoint_store.hpp: a random id drawn at a
+  // fresh start, kept across resumes; 0 in older files: any run's)
+  uint64_t run_id = 0;
 };
 // The header as versions 1 and 2 wrote it: everything before `values`.
 inline constexpr size_t checkpoint_header_v2_size = offsetof(CheckpointHeader, values);
 inline constexpr size_t checkpoint_header_v3_size = offsetof(CheckpointHeader, sparsity_warmup);
 inline constexpr size_t checkpoint_header_v4_size = offsetof(CheckpointHeader, shuffle);
+inline constexpr size_t checkpoint_header_v5_size = offsetof(CheckpointHeader, run_id);
 
 struct CheckpointData {
   CheckpointHeader header;
@@ -83,7 +88,7 @@ struct FileDigest {
 // Header fields that describe the run (everything except step, loader, RNG).
 CheckpointHeader run_header(const gpt2::Config& cfg, const Args& a, int world, int rank, uint64_t owned_size);
 
-// Writes a version-4 file durably (durable_file.hpp). Throws std::runtime_error naming
+// Writes a version-6 file durably (durable_file.hpp). Throws std::runtime_error naming
 // the file on any I/O problem. Fault injection: TAGC_GPT2_INJECT_KILL (fault_injection.hpp).
 FileDigest write_checkpoint_file(const std::filesystem::path& path, const CheckpointData& data);
 

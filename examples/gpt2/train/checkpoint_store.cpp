@@ -1,5 +1,6 @@
 // checkpoint_store.cpp: see checkpoint_store.hpp.
-// defines: train::save_step, train::load_newest, train::read_newest_plan, train::agree_all
+// defines: train::save_step, train::load_newest, train::read_newest_plan, train::agree_all,
+//          train::run_id_text, train::draw_run_id, train::claim_checkpoint_dir
 #include "checkpoint_store.hpp"
 
 #include "durable_file.hpp"
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <sstream>
 
 namespace train {
@@ -59,6 +61,48 @@ struct StepDir {
   bool complete;  // has a manifest
 };
 
+const char* const run_file_name = "RUN";
+
+// A run id as the manifest and D/RUN write it (16 hex digits); 0 for none or garbage.
+uint64_t parse_run_id(const std::string& s) {
+  if (s.size() != 16) return 0;
+  uint64_t v = 0;
+  for (char c : s) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return 0;
+    v = v * 16 + uint64_t(d);
+  }
+  return v;
+}
+
+// The run id a step's manifest records: 0 when it has none (older manifests) or cannot
+// be read (a damaged manifest is judged by verify_step, not here).
+uint64_t manifest_run_id(const fs::path& step_dir) {
+  std::ifstream f(step_dir / manifest_name);
+  if (!f) return 0;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(f);
+    return j.contains("run_id") && j["run_id"].is_string() ? parse_run_id(j["run_id"].get<std::string>()) : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// The owner recorded in D/RUN (0: none).
+uint64_t directory_owner(const fs::path& dir) {
+  std::ifstream f(dir / run_file_name);
+  std::string s;
+  if (!(f >> s)) return 0;
+  return parse_run_id(s);
+}
+
+// The manifest's own checksum: CRC-32C of its text without the field, as dump(1) writes it.
+uint32_t manifest_crc(nlohmann::json m) {
+  m.erase("manifest_crc32c");
+  const std::string text = m.dump(1);
+  return crc32c(text.data(), text.size());
+}
+
 // Step directories of D, newest first.
 std::vector<StepDir> list_steps(const fs::path& dir) {
   std::vector<StepDir> out;
@@ -82,6 +126,11 @@ nlohmann::json read_manifest(const fs::path& step_dir) {
     if (!j.is_object() || !j.contains("step") || !j.contains("world") || !j.contains("files") ||
         !j["files"].is_array())
       throw CheckpointDamaged(p.string() + " is not a tagc-gpt2 manifest (fields missing)");
+    // Manifests from before the checksum have none; a present one must match (a bit flip
+    // anywhere in the text is damage, with a fallback, not "another configuration").
+    if (j.contains("manifest_crc32c") &&
+        (!j["manifest_crc32c"].is_number_unsigned() || j["manifest_crc32c"].get<uint32_t>() != manifest_crc(j)))
+      throw CheckpointDamaged(p.string() + " fails its checksum: the manifest is damaged");
     return j;
   } catch (const nlohmann::json::exception& e) {
     throw CheckpointDamaged(p.string() + " is damaged (" + e.what() + ")");
@@ -148,11 +197,67 @@ std::string step_dir_name(uint64_t step) {
   return b;
 }
 
-void save_step(const fs::path& dir, const CheckpointData& d, const SaveInfo& info, RankGroup& g) {
+std::string run_id_text(uint64_t id) {
+  char b[20];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(id));
+  return b;
+}
+
+uint64_t draw_run_id(RankGroup& g) {
+  std::vector<double> halves(2, 0.0);
+  if (g.rank == 0) {
+    std::random_device rd;
+    uint64_t id = 0;
+    while (id == 0) id = (uint64_t(rd()) << 32) ^ uint64_t(rd());
+    halves = {double(id >> 32), double(id & 0xffffffffu)};  // each exact in a double
+  }
+  g.sum(halves);
+  return (uint64_t(halves[0]) << 32) | uint64_t(halves[1]);
+}
+
+void claim_checkpoint_dir(const fs::path& dir, uint64_t run_id, RankGroup& g) {
+  agree_all(g, "--checkpoint-dir " + dir.string(), [&] {
+    if (g.rank != 0) return;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw std::runtime_error("--checkpoint-dir: cannot create " + dir.string() + ": " + ec.message());
+    const uint64_t owner = directory_owner(dir);
+    // D already this run's (a resume): another run's step in it is tolerated (a resume
+    // skips it, a save of its number keeps it aside). Otherwise D must hold no other
+    // run's complete step.
+    for (const StepDir& s : list_steps(dir)) {
+      if (!s.complete || owner == run_id) continue;
+      const uint64_t id = manifest_run_id(s.path);
+      if (id == run_id || (id == 0 && owner == 0) || (id == 0 && owner == run_id)) continue;
+      throw std::runtime_error("--checkpoint-dir " + dir.string() + " holds " + s.path.filename().string() +
+                               " of another run (" + run_id_text(id != 0 ? id : owner) + ", this run " +
+                               run_id_text(run_id) + "): pass --resume " + dir.string() +
+                               " to continue that run, or choose another --checkpoint-dir");
+    }
+    if (owner != run_id) write_file_durably(dir / run_file_name, run_id_text(run_id) + "\n");
+  });
+}
+
+std::string save_step(const fs::path& dir, const CheckpointData& d, const SaveInfo& info, RankGroup& g) {
   const uint64_t step = d.header.step;
   const fs::path sdir = dir / step_dir_name(step);
+  const std::string id = run_id_text(info.run_id);
+  const fs::path aside = dir / (step_dir_name(step) + ".partial-" + id);
   const std::string what = "checkpoint save of step " + std::to_string(step);
-  // (1) nothing non-finite is ever saved; a clean step directory
+  // (0) the divergence guard's bound on the parameters, agreed (a run gone bad slowly
+  // holds finite but absurd values: such a step is not saved, the older ones are kept)
+  {
+    double biggest = 0.0;
+    for (float x : d.params) biggest = std::max(biggest, double(std::fabs(x)));
+    const std::vector<double> all = gather(g, std::isfinite(biggest) ? biggest : 1e300);
+    const double top = *std::max_element(all.begin(), all.end());
+    if (info.param_max > 0 && top > info.param_max) {
+      char b[160];
+      std::snprintf(b, sizeof b, "a parameter of magnitude %.3g exceeds --guard-param-max %g", top, info.param_max);
+      return b;
+    }
+  }
+  // (1) nothing non-finite is ever saved; a clean aside directory (never the step's own)
   agree_all(g, what, [&] {
     if (!std::isfinite(info.loss) || !std::isfinite(info.grad_norm))
       throw std::runtime_error(what + " refused: the step's loss (" + std::to_string(info.loss) +
@@ -166,21 +271,21 @@ void save_step(const fs::path& dir, const CheckpointData& d, const SaveInfo& inf
       std::error_code ec;
       fs::create_directories(dir, ec);
       if (ec) throw std::runtime_error("cannot create checkpoint dir " + dir.string() + ": " + ec.message());
-      fs::remove_all(sdir, ec);  // a crashed save of this step, or one of an abandoned history
-      if (ec) throw std::runtime_error("cannot clear " + sdir.string() + ": " + ec.message());
-      fs::create_directories(sdir, ec);
-      if (ec) throw std::runtime_error("cannot create " + sdir.string() + ": " + ec.message());
+      fs::remove_all(aside, ec);  // this run's own crashed save of this step
+      if (ec) throw std::runtime_error("cannot clear " + aside.string() + ": " + ec.message());
+      fs::create_directories(aside, ec);
+      if (ec) throw std::runtime_error("cannot create " + aside.string() + ": " + ec.message());
       sync_directory(dir);
     }
   });
   // (2) every rank's file, durable
   FileDigest mine;
-  agree_all(g, what, [&] { mine = write_checkpoint_file(rank_checkpoint_path(sdir, g.rank), d); });
+  agree_all(g, what, [&] { mine = write_checkpoint_file(rank_checkpoint_path(aside, g.rank), d); });
   std::vector<double> digests(2 * size_t(g.world), 0.0);
   digests[2 * size_t(g.rank)] = double(mine.bytes);
   digests[2 * size_t(g.rank) + 1] = double(mine.crc32c);
   g.sum(digests);
-  // (3) the manifest, then the pointer, then the pruning (rank 0)
+  // (3) the manifest, the exchange, the pointer, then the pruning (rank 0)
   agree_all(g, what, [&] {
     if (g.rank != 0) return;
     nlohmann::json files = nlohmann::json::array();
@@ -188,26 +293,55 @@ void save_step(const fs::path& dir, const CheckpointData& d, const SaveInfo& inf
       files.push_back({{"name", rank_checkpoint_path("", r).string()},
                        {"bytes", uint64_t(digests[2 * size_t(r)])},
                        {"crc32c", uint32_t(digests[2 * size_t(r) + 1])}});
-    const nlohmann::json m = {{"format", "tagc-gpt2 checkpoint"}, {"file_version", CheckpointHeader{}.version},
-                              {"step", step},  {"world", g.world},
-                              {"loss", info.loss}, {"grad_norm", info.grad_norm},
-                              {"files", files}, {"config", info.config}};
-    write_file_durably(sdir / manifest_name, m.dump(1) + "\n");
-    write_file_durably(dir / "latest", step_dir_name(step) + "\n");
-    int kept = 0;
-    for (const StepDir& s : list_steps(dir)) {
-      // keep the newest `keep` complete steps up to this one; later ones belong to a
-      // history this run abandoned (it resumed from an earlier step)
-      const bool keep = s.complete && s.step <= (long long)step && kept < info.keep;
-      if (keep) {
-        ++kept;
-        continue;
+    nlohmann::json m = {{"format", "tagc-gpt2 checkpoint"}, {"file_version", CheckpointHeader{}.version},
+                        {"step", step},  {"world", g.world}, {"run_id", id},
+                        {"loss", info.loss}, {"grad_norm", info.grad_norm},
+                        {"files", files}, {"config", info.config}};
+    m["manifest_crc32c"] = manifest_crc(m);
+    write_file_durably(aside / manifest_name, m.dump(1) + "\n");
+    // A step of this number from another run (placed here, or left by one) is kept
+    // under another name, never removed.
+    std::error_code ec;
+    if (fs::exists(sdir / manifest_name, ec)) {
+      const uint64_t other = manifest_run_id(sdir);
+      if (other != 0 && other != info.run_id) {
+        const fs::path keep = dir / (step_dir_name(step) + ".run-" + run_id_text(other));
+        if (::rename(sdir.c_str(), keep.c_str()) != 0)
+          throw std::runtime_error("cannot move another run's " + sdir.string() + " aside to " + keep.string());
+        std::fprintf(stderr, "checkpoint: %s belonged to run %s: kept as %s\n", sdir.string().c_str(),
+                     run_id_text(other).c_str(), keep.filename().string().c_str());
       }
-      std::error_code ec;
+    }
+    install_directory(aside, sdir, dir / (step_dir_name(step) + ".retired-" + id));
+    write_file_durably(dir / "latest", step_dir_name(step) + "\n");
+    // Pruning: only this run's steps older than this one (never a newer step, never
+    // another run's), the newest `keep` (this one included) kept; and this run's
+    // leftovers of crashed saves.
+    int kept = 1;
+    for (const StepDir& s : list_steps(dir)) {
+      if (s.step >= (long long)step) continue;
+      if (s.complete) {
+        const uint64_t owner = manifest_run_id(s.path);
+        if (owner != 0 && owner != info.run_id) continue;
+        if (kept < info.keep) {
+          ++kept;
+          continue;
+        }
+      }
       fs::remove_all(s.path, ec);  // best effort: a leftover is never resumed without its manifest
     }
+    const std::string mine_tail = ".partial-" + id;
+    std::vector<fs::path> leftovers;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (n.size() > mine_tail.size() && n.compare(n.size() - mine_tail.size(), mine_tail.size(), mine_tail) == 0 &&
+          step_of(dir / n.substr(0, n.size() - mine_tail.size())) >= 0)
+        leftovers.push_back(it->path());
+    }
+    for (const fs::path& p : leftovers) fs::remove_all(p, ec);
     sync_directory(dir);
   });
+  return "";
 }
 
 Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const nlohmann::json& config_now,
@@ -225,7 +359,15 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
         throw AgreedError("--resume " + dir.string() + ": rank " + std::to_string(r) +
                                  " sees another checkpoint layout than rank " + std::to_string(g.rank) +
                                  " (is the directory shared by all ranks?)");
-    if (missing) throw AgreedError("--resume: cannot open checkpoint directory " + dir.string() + " (missing)");
+    if (missing) {
+      std::error_code ec;
+      if (fs::is_regular_file(dir, ec))
+        throw AgreedError("--resume " + dir.string() + " is a file: --resume takes a checkpoint directory (the "
+                          "--checkpoint-dir of a run, or one of its step_N directories); a model file from "
+                          "--save-model is started from with --init-from");
+      throw AgreedError("--resume: cannot open checkpoint directory " + dir.string() +
+                        (fs::exists(dir, ec) ? " (not a directory)" : " (missing)"));
+    }
   }
   if (legacy) {
     agree_all(g, "--resume", [&] { out.data = read_checkpoint(dir, expect); });
@@ -239,6 +381,20 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
                                  " are from different steps (a save was interrupted?)");
     return out;
   }
+  // Whose steps a resume of D takes: the owner in D/RUN (older directories have none:
+  // any step's). A step of another run (a directory copied in, another experiment) is
+  // skipped, named.
+  const uint64_t owner = single ? 0 : directory_owner(dir);
+  std::vector<std::string> foreign;
+  if (!single)
+    for (const StepDir& s : list_steps(dir))
+      if (s.complete && owner != 0)
+        if (const uint64_t id = manifest_run_id(s.path); id != 0 && id != owner)
+          foreign.push_back(s.path.filename().string() + " (run " + run_id_text(id) + ")");
+  for (const std::string& f : foreign)
+    out.notes.push_back(dir.string() + ": " + f + " is another run's, not this directory's run " +
+                        run_id_text(owner) + ": skipped");
+  const size_t foreign_notes = foreign.size();
   long long bound = std::numeric_limits<long long>::max();
   for (;;) {
     // The candidate: the newest complete step below `bound` that every rank sees.
@@ -252,6 +408,7 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
     } else {
       for (const StepDir& s : list_steps(dir))
         if (s.complete && s.step < bound) {
+          if (const uint64_t id = manifest_run_id(s.path); owner != 0 && id != 0 && id != owner) continue;
           mine = s.step;
           mine_path = s.path;
           break;
@@ -260,7 +417,9 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
     const std::vector<double> cands = gather(g, double(mine));
     const long long cand = (long long)*std::min_element(cands.begin(), cands.end());
     if (cand < 0) {
-      const std::string why = out.notes.empty() ? "" : " (" + std::to_string(out.notes.size()) + " damaged, see above)";
+      const size_t damaged_steps = out.notes.size() - foreign_notes;
+      const std::string why = (damaged_steps == 0 ? "" : " (" + std::to_string(damaged_steps) + " damaged, see above)") +
+                              (foreign_notes == 0 ? "" : " (" + std::to_string(foreign_notes) + " of another run)");
       throw AgreedError("--resume " + dir.string() + ": no complete checkpoint in it" + why);
     }
     if (!single && mine != cand) mine_path = dir / step_dir_name(uint64_t(cand));
@@ -290,6 +449,7 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
     }
     if (damaged.empty()) {
       out.from = mine_path;
+      out.run_id = owner != 0 ? owner : out.data.header.run_id;
       out.notes.insert(out.notes.end(), changes.begin(), changes.end());
       return out;
     }

@@ -8,13 +8,20 @@
 //       world size, loss and grad norm of the step, each file's size and CRC-32C, and the
 //       run's configuration (run_config.hpp)
 //   D/latest                                        "step_00000006": the newest save
-// A save: (1) every rank checks its state is finite and rank 0 clears the step
-// directory, agreed; (2) every rank writes its file to .tmp, fsyncs it, renames it and
-// fsyncs the directory, agreed, and the ranks exchange the files' sizes and CRCs;
-// (3) rank 0 writes MANIFEST.json (.tmp + fsync + rename + fsync of the directory),
-// then D/latest the same way, then removes all but the newest --keep-checkpoints
-// complete steps and every incomplete one, agreed. A step directory without a manifest
-// is incomplete and never resumed, so a kill at any point leaves the previous saves.
+//   D/RUN                                           the id of the run that owns D
+//   D/LOCK                                          held while a run writes D (dir_lock.hpp)
+// Every save, manifest and rank file carries the run id (a random 64-bit id drawn at a
+// fresh start, kept across resumes). A fresh run refuses a directory that holds another
+// run's complete steps; a resume takes only the owner's steps (a foreign step is skipped,
+// named); pruning removes only the owner's steps older than the one saved.
+// A save: (1) every rank checks its state is finite (and its parameters below the
+// divergence guard's bound) and rank 0 makes an aside directory step_N.partial-<run>,
+// agreed; (2) every rank writes its file there (.tmp, fsync, rename, fsync), agreed, and
+// the ranks exchange the files' sizes and CRCs; (3) rank 0 writes MANIFEST.json (with
+// its own CRC) there, then swaps the aside directory in for step_N (an atomic exchange
+// where the file system has one; the replaced directory is removed only afterwards),
+// then D/latest, then prunes, agreed. Nothing complete is removed before its
+// replacement is complete, so a kill at any point leaves every complete step.
 //
 // A resume of D takes the newest step whose manifest exists and whose files all match
 // it (size, CRC-32C, each section's own checksum); a missing or damaged file is named
@@ -52,18 +59,30 @@ struct SaveInfo {
   int keep = 2;                 // complete steps kept (the newest)
   double loss = 0, grad_norm = 0;  // of the step being saved (refused if not finite)
   nlohmann::json config;        // run_config.hpp: config_json(args)
+  uint64_t run_id = 0;          // the run's identity (also in d.header.run_id)
+  double param_max = 0;         // divergence guard: a parameter beyond it is not saved (0: off)
 };
+
+// "0123456789abcdef"
+std::string run_id_text(uint64_t id);
+// A fresh random run id, the same on every rank (rank 0 draws it).
+uint64_t draw_run_id(RankGroup& g);
+// Before a run writes D (collective, after its run id is known): D must not hold complete
+// steps of another run (error naming it, on every rank); rank 0 records the id in D/RUN.
+void claim_checkpoint_dir(const std::filesystem::path& dir, uint64_t run_id, RankGroup& g);
 
 std::string step_dir_name(uint64_t step);  // "step_00000006"
 
 // Every rank calls it together with its own file's data (d.header.step = the step).
-// Throws on all ranks if any rank fails (the previous saves stay intact).
-void save_step(const std::filesystem::path& dir, const CheckpointData& d, const SaveInfo& info, RankGroup& g);
+// Throws on all ranks if any rank fails (the previous saves stay intact). Returns "" when
+// saved, or why the divergence guard did not save it (the same on every rank).
+std::string save_step(const std::filesystem::path& dir, const CheckpointData& d, const SaveInfo& info, RankGroup& g);
 
 struct Resumed {
   CheckpointData data;            // this rank's file, verified
   std::filesystem::path from;     // the step directory (or D for the older layout)
   nlohmann::json config;          // the manifest's configuration (null for the older layout)
+  uint64_t run_id = 0;            // the run that wrote it (0: unknown, older files)
   std::vector<std::string> notes; // what was skipped and why (rank 0 prints them)
 };
 

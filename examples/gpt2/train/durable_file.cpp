@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>  // renameat2 (_GNU_SOURCE)
 #include <cstring>
 #include <stdexcept>
 
@@ -67,6 +68,42 @@ void sync_directory(const fs::path& dir) {
   const int rc = ::fsync(fd);
   ::close(fd);
   if (rc != 0) throw sys_error("cannot fsync directory", dir);
+}
+
+void commit_written_file(const fs::path& written, const fs::path& path) {
+  const int fd = ::open(written.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw sys_error("cannot open", written);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw sys_error("cannot fsync", written);
+  if (::rename(written.c_str(), path.c_str()) != 0) throw sys_error("cannot rename " + written.string() + " to", path);
+  sync_directory(path.parent_path().empty() ? fs::path(".") : path.parent_path());
+}
+
+void install_directory(const fs::path& fresh, const fs::path& target, const fs::path& retired) {
+  const fs::path parent = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code ec;
+  if (!fs::exists(target, ec)) {
+    if (::rename(fresh.c_str(), target.c_str()) != 0) throw sys_error("cannot rename " + fresh.string() + " to", target);
+    sync_directory(parent);
+    return;
+  }
+#ifdef RENAME_EXCHANGE
+  if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    sync_directory(parent);
+    fs::remove_all(fresh, ec);  // now the replaced directory
+    sync_directory(parent);
+    return;
+  }
+  if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+    throw sys_error("cannot exchange " + fresh.string() + " with", target);
+#endif
+  fs::remove_all(retired, ec);
+  if (::rename(target.c_str(), retired.c_str()) != 0) throw sys_error("cannot rename " + target.string() + " to", retired);
+  if (::rename(fresh.c_str(), target.c_str()) != 0) throw sys_error("cannot rename " + fresh.string() + " to", target);
+  sync_directory(parent);
+  fs::remove_all(retired, ec);
+  sync_directory(parent);
 }
 
 }  // namespace train

@@ -2,7 +2,8 @@
 // "<path>.tmp", fsync'ed, renamed over <path>, and the directory fsync'ed, so neither a
 // crash nor a power cut leaves a half-written file under the real name, and a rename
 // that returned is not lost.
-// defines: train::DurableFile, train::write_file_durably, train::sync_directory
+// defines: train::DurableFile, train::write_file_durably, train::sync_directory,
+//          train::commit_written_file, train::install_directory
 #pragma once
 
 #include "crc32c.hpp"
@@ -41,5 +42,14 @@ class DurableFile {
 void write_file_durably(const std::filesystem::path& path, const std::string& contents);
 // fsync of a directory: makes the creations, renames and removals in it durable.
 void sync_directory(const std::filesystem::path& dir);
+// A file another writer has closed at `written` (e.g. "<path>.tmp"): fsync it, rename it
+// over `path`, fsync the directory. Until the rename, `path` keeps its old contents.
+void commit_written_file(const std::filesystem::path& written, const std::filesystem::path& path);
+// Puts the complete directory `fresh` at `target` (same parent). If `target` exists it
+// is replaced without ever being absent where the file system can exchange two names
+// atomically (Linux renameat2 RENAME_EXCHANGE); elsewhere it is first renamed to
+// `retired` (still complete, under another name) and removed only once `fresh` is in.
+void install_directory(const std::filesystem::path& fresh, const std::filesystem::path& target,
+                       const std::filesystem::path& retired);
 
 }  // namespace train

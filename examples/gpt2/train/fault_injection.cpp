@@ -1,5 +1,6 @@
 // fault_injection.cpp: see fault_injection.hpp.
-// defines: train::fault::nan_at, train::fault::maybe_kill_in_save, train::fault::maybe_stall
+// defines: train::fault::nan_at, train::fault::maybe_kill_in_save, train::fault::maybe_kill_in_model_save,
+//          train::fault::maybe_stall
 #include "fault_injection.hpp"
 
 #include <unistd.h>
@@ -61,6 +62,14 @@ void maybe_kill_in_save(int step, int rank) {
     return;
   std::fprintf(stderr, "TAGC_GPT2_INJECT_KILL: rank %d kills itself while writing its checkpoint of step %d\n", rank,
                step);
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGKILL);
+}
+
+void maybe_kill_in_model_save() {
+  const char* v = std::getenv("TAGC_GPT2_INJECT_KILL_MODEL");
+  if (!v || std::string(v) != "1") return;
+  std::fprintf(stderr, "TAGC_GPT2_INJECT_KILL_MODEL: rank 0 kills itself while writing --save-model\n");
   std::fflush(stderr);
   ::kill(::getpid(), SIGKILL);
 }

@@ -5,6 +5,8 @@
 //
 //   TAGC_GPT2_INJECT_KILL=STEP:RANK        rank RANK sends itself SIGKILL halfway through
 //                                          writing its checkpoint file of step STEP
+//   TAGC_GPT2_INJECT_KILL_MODEL=1          rank 0 sends itself SIGKILL once the --save-model
+//                                          file is written but not yet in place
 //   TAGC_GPT2_INJECT_NAN=STEP:UNIT:RANK    during step STEP (1-based), rank RANK's local
 //                                          gradient of UNIT (a unit name: "embed",
 //                                          "attn.0", "mlp.1", "lnf"; "UNIT/suffix" for its
@@ -31,6 +33,8 @@ struct NanAt {
 std::optional<NanAt> nan_at();
 // Called by the checkpoint writer: kills this process if the fault names (step, rank).
 void maybe_kill_in_save(int step, int rank);
+// Called between writing the --save-model file aside and renaming it in.
+void maybe_kill_in_model_save();
 // Called before each step: sleeps if the fault names (step, rank).
 void maybe_stall(int step, int rank);
 

@@ -105,7 +105,11 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"collective-timeout", {num(a.collective_timeout), may}},
       {"resume", {bounded(a.resume), may}},
       {"init-from", {bounded(a.init_from), may}},
-      {"save-model", {a.save_model.empty() ? "" : "set", may}},  // rank 0 writes; the gather is collective
+      {"save-model", {a.save_model.empty() ? "" : "set", may}},
+      {"guard-loss-spike", {num(a.guard_loss_spike), may}},
+      {"guard-grad-spike", {num(a.guard_grad_spike), may}},
+      {"guard-param-max", {num(a.guard_param_max), may}},
+      {"guard-rewind", {num(a.guard_rewind), may}},  // rank 0 writes; the gather is collective
       {"log", {a.log, local}},
       {"print-every", {num(a.print_every), local}},
       {"tokenizer", {a.tokenizer_dir, local}},

@@ -9,14 +9,55 @@
 #include "tagc/comm/mpi.hpp"
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 namespace train {
 
-std::unique_ptr<Watchdog> start_run(const Args& a) {
-  auto watchdog = std::make_unique<Watchdog>(MPI_COMM_WORLD);
+namespace {
+
+// One verdict for a check each rank ran alone: every rank throws the first failing
+// rank's message (up to 400 characters travel; a longer one is cut).
+void agree_local(tagc::mpi_communicator& comm, const std::string& why) {
+  constexpr size_t slot = 401;  // a flag, then the characters
+  const size_t W = size_t(comm.size()), me = size_t(comm.rank());
+  std::vector<double> in(W * slot, 0.0), out(in.size(), 0.0);
+  if (!why.empty()) {
+    in[me * slot] = 1.0;
+    for (size_t i = 0; i < why.size() && i + 1 < slot; ++i) in[me * slot + 1 + i] = double((unsigned char)why[i]);
+  }
+  throw_if_failed(comm.all_reduce(std::span<const double>(in), std::span<double>(out)), "start-up check");
+  if (!why.empty()) throw std::runtime_error(why);
+  for (size_t r = 0; r < W; ++r)
+    if (out[r * slot] != 0.0) {
+      std::string msg;
+      for (size_t i = 1; i < slot && out[r * slot + i] != 0.0; ++i) msg += char(int(out[r * slot + i]));
+      throw std::runtime_error("start-up check failed on rank " + std::to_string(r) + ": " + msg);
+    }
+}
+
+// Can a file be created next to `path` (its directory exists and is writable)?
+void probe_writable(const std::filesystem::path& path, const std::string& flag) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error(flag + " " + path.string() + " is a directory, not a file");
+  const std::filesystem::path probe = path.string() + ".probe";
+  std::ofstream f(probe);
+  if (!f) throw std::runtime_error(flag + " " + path.string() + " cannot be written (cannot create " + probe.string() +
+                                   ": does its directory exist, is it writable?)");
+  f.close();
+  std::filesystem::remove(probe, ec);
+}
+
+}  // namespace
+
+StartedRun start_run(const Args& a) {
+  StartedRun run;
+  auto& watchdog = run.watchdog;
+  watchdog = std::make_unique<Watchdog>(MPI_COMM_WORLD);
   const auto timeout = std::chrono::milliseconds(int64_t(a.collective_timeout * 1000.0));
   tagc::mpi_communicator comm(MPI_COMM_WORLD, {.checked = false, .timeout = timeout});
   if (!comm.init_status().ok()) throw std::runtime_error(comm.init_status().what());
@@ -43,7 +84,37 @@ std::unique_ptr<Watchdog> start_run(const Args& a) {
   if (!why.empty()) throw std::runtime_error(why);
   for (size_t r = 0; r < any.size(); ++r)
     if (any[r] != 0.0) throw std::runtime_error("start-up check failed on rank " + std::to_string(r) + " (see its message)");
-  return watchdog;
+
+  // The paths only some ranks write, checked on those ranks now (not at the first save,
+  // or after the whole run for --save-model), one verdict for all.
+  why.clear();
+  try {
+    if (comm.rank() == 0) {
+      if (!a.log.empty()) {
+        std::ofstream f(a.log, std::ios::app);
+        if (!f) throw std::runtime_error("cannot open --log " + a.log + " for writing");
+      }
+      if (!a.save_model.empty()) probe_writable(a.save_model, "--save-model");
+      if (!a.checkpoint_dir.empty()) {
+        std::string note;
+        run.lock = DirLock::acquire(a.checkpoint_dir, &note);
+        if (!note.empty()) run.notes.push_back(note);
+      }
+    }
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  agree_local(comm, why);
+  if (!a.checkpoint_dir.empty()) {
+    try {  // every rank writes its files there: is it there, and writable, on each?
+      probe_writable(std::filesystem::path(a.checkpoint_dir) / (".probe-rank" + std::to_string(comm.rank())),
+                     "--checkpoint-dir");
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    agree_local(comm, why);
+  }
+  return run;
 }
 
 int report_failure(const std::exception& e, const char* program, bool training, Watchdog* watchdog, const Args& a) {

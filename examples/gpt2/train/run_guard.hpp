@@ -8,7 +8,11 @@
 //   2. the ranks' settings agree (run_config.hpp: check_ranks_agree), within
 //      --collective-timeout;
 //   3. the world size suits the flags (preflight.hpp: check_world);
-//   4. the memory estimate fits each host (preflight.hpp), agreed across ranks.
+//   4. the memory estimate fits each host (preflight.hpp), agreed across ranks;
+//   5. every path a rank alone will write is checked up front on that rank (--log and
+//      --save-model on rank 0; --checkpoint-dir: rank 0 takes its lock (dir_lock.hpp),
+//      then every rank writes a probe file in it), agreed: any rank's failure ends every
+//      rank within seconds, each printing the failing rank's message.
 // Every failure is thrown on every rank with the same message.
 //
 // report_failure: prints "<program>: error (rank r): ..." and, for a collective that
@@ -19,14 +23,22 @@
 #pragma once
 
 #include "args.hpp"
+#include "dir_lock.hpp"
 #include "watchdog.hpp"
 
 #include <exception>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace train {
 
-std::unique_ptr<Watchdog> start_run(const Args& a);
+struct StartedRun {
+  std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<DirLock> lock;   // --checkpoint-dir's, on rank 0 (held until the run ends)
+  std::vector<std::string> notes;  // e.g. a stale lock replaced
+};
+StartedRun start_run(const Args& a);
 int report_failure(const std::exception& e, const char* program, bool training, Watchdog* watchdog,
                    const Args& a);
 

@@ -35,11 +35,14 @@ class Session {
   virtual const AutoPlan* auto_plan() const = 0;
   virtual void init_from_seed() = 0;
   virtual void init_from_llmc(const std::string& path) = 0;
-  virtual void save_checkpoint(const std::string& dir) = 0;
+  virtual std::string save_checkpoint(const std::string& dir) = 0;  // "" or why not saved
+  virtual void claim_checkpoint_dir(const std::string& dir) = 0;
+  virtual uint64_t run_id() = 0;
   virtual void load_checkpoint(const std::string& dir) = 0;
   virtual const std::vector<std::string>& resume_notes() const = 0;
   virtual StepMetrics train_step() = 0;
   virtual std::vector<double> evaluate_batches(int batches) = 0;
+  virtual uint64_t val_batches_available() const = 0;
   virtual std::vector<float> gather_model() = 0;
   virtual void agree(const char* what, const std::function<void()>& fn) = 0;
 };
@@ -58,11 +61,14 @@ class TrainerSession : public Session {
   const AutoPlan* auto_plan() const override { return t_->auto_plan(); }
   void init_from_seed() override { t_->init_from_seed(); }
   void init_from_llmc(const std::string& path) override { t_->init_from_llmc(path); }
-  void save_checkpoint(const std::string& dir) override { t_->save_checkpoint(dir); }
+  std::string save_checkpoint(const std::string& dir) override { return t_->save_checkpoint(dir); }
+  void claim_checkpoint_dir(const std::string& dir) override { t_->claim_checkpoint_dir(dir); }
+  uint64_t run_id() override { return t_->run_id(); }
   void load_checkpoint(const std::string& dir) override { t_->load_checkpoint(dir); }
   const std::vector<std::string>& resume_notes() const override { return t_->resume_notes(); }
   StepMetrics train_step() override { return t_->train_step(); }
   std::vector<double> evaluate_batches(int batches) override { return t_->evaluate_batches(batches); }
+  uint64_t val_batches_available() const override { return t_->val_batches_available(); }
   std::vector<float> gather_model() override { return t_->gather_model(); }
   void agree(const char* what, const std::function<void()>& fn) override { t_->agree(what, fn); }
 

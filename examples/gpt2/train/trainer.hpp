@@ -105,6 +105,7 @@ struct StepMetrics {
   // cells (peeling is exact below ~0.81), entries peeling left unresolved, carried.
   double all_support = 0, all_load = 0, all_unresolved = 0, all_pending = 0;
   long tokens = 0;          // tokens processed by all ranks this step
+  bool stop_requested = false;  // SIGTERM/SIGINT reached some rank (stop_signal.hpp), agreed
 };
 
 template <class Exec, class Comm>
@@ -138,8 +139,15 @@ class Trainer {
   // --- setup (every rank calls these together; a failure on any rank throws on all) ---
   void init_from_seed();
   void init_from_llmc(const std::string& path);
-  // checkpoint_store.hpp: a step directory, kept --keep-checkpoints deep.
-  void save_checkpoint(const std::string& dir);
+  // checkpoint_store.hpp: a step directory, kept --keep-checkpoints deep. Returns "" when
+  // saved, or why the divergence guard (--guard-param-max) did not save it.
+  std::string save_checkpoint(const std::string& dir);
+  // Before the first save into dir (after init or resume): refuses a directory holding
+  // another run's steps, records this run as its owner (checkpoint_store.hpp).
+  void claim_checkpoint_dir(const std::string& dir);
+  // The run's identity: drawn at a fresh start (the first save or claim), taken from the
+  // checkpoint on --resume.
+  uint64_t run_id();
   // The newest complete step of dir (or dir itself if it is a step directory).
   void load_checkpoint(const std::string& dir);
   // What load_checkpoint skipped or found changed (damaged steps, changed flags).
@@ -148,6 +156,8 @@ class Trainer {
   // --- training -----------------------------------------------------------------------
   StepMetrics train_step();
   double evaluate(int batches);  // mean val loss over `batches` global batches
+  // Global batches in one pass over the validation data (more would repeat some).
+  uint64_t val_batches_available() const { return val_loader_ ? val_loader_->total_batches() : 0; }
   // The loss of each of the `batches` x world() validation batches (rank-major), on every rank.
   std::vector<double> evaluate_batches(int batches);
   // All units gathered into the flat (llm.c-convertible) layout, on the host of every rank.
@@ -230,6 +240,7 @@ class Trainer {
   double last_loss_ = 0.0, last_norm_ = 0.0;  // of the last step (a save refuses non-finite)
   std::optional<fault::NanAt> inject_nan_;    // TAGC_GPT2_INJECT_NAN (tests)
   std::vector<std::string> resume_notes_;
+  uint64_t run_id_ = 0;  // 0 until drawn or resumed
 
   CommQueue<Exec> queue_;  // last: its worker is joined first, before the buffers it uses
 };

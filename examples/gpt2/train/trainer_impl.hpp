@@ -16,6 +16,8 @@
 #include "gpt2/checkpoint.hpp"
 // defines: train::nonfinite_message
 #include "step_checks.hpp"
+// defines: train::stop_requested
+#include "stop_signal.hpp"
 // defines: train::config_json
 #include "run_config.hpp"
 // defines: train::throw_if_failed, train::AgreedError
@@ -481,7 +483,8 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   // then each unit's sum of squares and each rank's loss, for the non-finite check.
   const size_t owned = plan_.owned_size();
   const size_t W = size_t(world());
-  std::vector<double> in(6 + size_t(U) + W, 0.0);
+  std::vector<double> in(6 + size_t(U) + W + 1, 0.0);
+  in[6 + size_t(U) + W] = stop_requested() ? 1.0 : 0.0;  // SIGTERM/SIGINT here (stop_signal.hpp)
   in[0] = sum_of_squares(raw(grad_shard_), owned);
   in[1] = loss_sum;
   for (int u = 0; u < U; ++u)
@@ -525,6 +528,7 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   m.loss = out[1] / double(K * world());
   m.lr = lr;
   m.grad_norm = norm;
+  m.stop_requested = in[6 + size_t(U) + W] > 0.0;
   last_loss_ = m.loss;
   last_norm_ = norm;
   m.step_ms = trainer_detail::ms_since(t0);
@@ -623,7 +627,24 @@ void Trainer<Exec, Comm>::init_from_llmc(const std::string& path) {
 }
 
 template <class Exec, class Comm>
-void Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
+uint64_t Trainer<Exec, Comm>::run_id() {
+  if (run_id_ == 0) {
+    RankGroup g = rank_group();
+    run_id_ = draw_run_id(g);
+  }
+  return run_id_;
+}
+
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::claim_checkpoint_dir(const std::string& dir) {
+  const uint64_t id = run_id();
+  RankGroup g = rank_group();
+  train::claim_checkpoint_dir(dir, id, g);
+}
+
+template <class Exec, class Comm>
+std::string Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
+  const uint64_t id = run_id();
   CheckpointData d;
   agree("checkpoint save", [&] {
     d.header = run_header(cfg_, args_, world(), rank(), plan_.owned_size());
@@ -632,6 +653,7 @@ void Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
     d.header.loader_offset = train_loader_->position().offset;
     d.header.loader_batch = train_loader_->position().batch;
     d.header.rng_state = rng_state_;
+    d.header.run_id = id;
     d.segment_paths = paths_;
     if (auto_) d.auto_json = to_json(*auto_).dump();
     const size_t n = plan_.owned_size();
@@ -648,7 +670,8 @@ void Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
     }
   });
   RankGroup g = rank_group();
-  save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, config_json(args_)}, g);
+  return save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, config_json(args_), id, args_.guard_param_max},
+                   g);
 }
 
 template <class Exec, class Comm>
@@ -656,6 +679,7 @@ void Trainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
   RankGroup g = rank_group();
   Resumed res = load_newest(dir, run_header(cfg_, args_, world(), rank(), plan_.owned_size()), config_json(args_), g);
   resume_notes_ = res.notes;
+  if (res.run_id != 0) run_id_ = res.run_id;
   agree("--resume", [&] {
     CheckpointData& d = res.data;
     const std::string from = res.from.string();
