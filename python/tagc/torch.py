@@ -32,8 +32,9 @@ import torch
 import torch.distributed as dist
 
 from . import _C
+from . import _fsdp2
 
-__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "catalogue"]
+__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "catalogue"]
 
 _STATE_VERSION = 1
 _NO_WARMUP = dict(sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
@@ -206,6 +207,23 @@ class TagcState:
         """Block until every submitted reduction has finished."""
         self._jobs.join()
 
+    def _run(self, fn):
+        """Runs fn on the worker (behind what is queued there) and waits; its error is raised here."""
+        done, err = threading.Event(), []
+
+        def job():
+            try:
+                fn()
+            except Exception as e:
+                err.append(e)
+            finally:
+                done.set()
+
+        self._submit(job)
+        done.wait()
+        if err:
+            raise err[0]
+
     # ---- units and their residuals ----
     def _name_of(self, p):
         name = self._names.get(id(p))
@@ -359,6 +377,9 @@ _FSDP_UNIT = "fsdp_unit_%d_%d"  # the FSDP hook's name for the k-th flat gradien
 
 
 def _is_fsdp_unit(name):
+    """A flat-gradient unit's name (the FSDP1 hook's or FSDP2's), not a module parameter's."""
+    if _fsdp2.is_unit_name(name):
+        return True
     parts = name.split("_")
     return name.startswith("fsdp_unit_") and len(parts) == 4 and parts[2].isdigit() and parts[3].isdigit()
 
@@ -420,25 +441,18 @@ def fsdp_comm_hook(state: TagcState, grad: torch.Tensor, output: torch.Tensor = 
     state._fsdp_seen[n] = k + 1
     name = _FSDP_UNIT % (n, k)
     topo = "replicated" if output is None else "sharded"
-    done = threading.Event()
-    err = []
 
     def job():
-        try:
-            unit = state._unit(("fsdp", n, k, topo), (name,), [n], n, topo, lambda r: r.output_size)
-            target = unit.out
-            if output is not None and unit.reducer.output_size != output.numel():
-                raise RuntimeError("tagc: FSDP's shard has %d elements, tagc's layout gives %d for a gradient of %d "
-                                   "on %d ranks" % (output.numel(), unit.reducer.output_size, n, state.world_size))
-            state._reduce(unit, "reduce_scatter" if output is not None else "all_reduce",
-                          grad.detach().contiguous(), target)
-            (output if output is not None else grad).copy_(target.view_as(output if output is not None else grad))
-        except Exception as e:
-            err.append(e)
-        finally:
-            done.set()
+        unit = state._unit(("fsdp", n, k, topo), (name,), [n], n, topo, lambda r: r.output_size)
+        target = unit.out
+        if output is not None and unit.reducer.output_size != output.numel():
+            raise RuntimeError("tagc: FSDP's shard has %d elements, tagc's layout gives %d for a gradient of %d "
+                               "on %d ranks" % (output.numel(), unit.reducer.output_size, n, state.world_size))
+        state._reduce(unit, "reduce_scatter" if output is not None else "all_reduce",
+                      grad.detach().contiguous(), target)
+        (output if output is not None else grad).copy_(target.view_as(output if output is not None else grad))
 
-    state._submit(job)
-    done.wait()
-    if err:
-        raise err[0]
+    state._run(job)
+
+
+apply_fsdp2 = _fsdp2.apply_fsdp2
