@@ -35,7 +35,7 @@ esac
 # What the root needs: torch and its CMake config, pybind11, the compiler (OpenMP comes
 # with g++), CMake + Ninja for the CMake build, pip + setuptools for `pip install .`.
 packages=(python3-torch python3-numpy libtorch-dev pybind11-dev python3-pybind11 python3-dev g++ cmake
-          ninja-build ccache python3-pip python3-setuptools python3-wheel)
+          ninja-build ccache python3-pip python3-setuptools python3-wheel python3-venv)
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "torch_root: needs root (debootstrap, chroot, mount); run it with sudo" >&2

@@ -20,10 +20,11 @@ import torch.distributed as dist
 from . import _C
 
 _UNIT_PREFIX = "fsdp2:"  # a unit's name in TagcState's checkpoint: fsdp2:<qualified name>:<elements>
+_HSDP_PREFIX = "hsdp:"   # the same for apply_hsdp's cross-replica units (one shard each)
 
 
 def is_unit_name(name):
-    return name.startswith(_UNIT_PREFIX)
+    return name.startswith(_UNIT_PREFIX) or name.startswith(_HSDP_PREFIX)
 
 
 def _fsdp_module_class():
@@ -80,16 +81,21 @@ class TagcReduceScatter:
 
 
 def _check_group(state, group, where):
-    """FSDP's reduce-scatter group must hold the state's ranks (the same on every rank,
-    so a mismatch raises the same error everywhere instead of a collective that hangs)."""
+    """FSDP's reduce-scatter group must be the state's group. The verdict (and its message)
+    is the same on every rank of a mesh, so every rank raises it before any collective,
+    instead of a collective that hangs."""
     if group is None:
         return
     from .torch import _group_ranks
     theirs = _group_ranks(group) or list(range(dist.get_world_size()))
     mine = _group_ranks(state.process_group) or list(range(dist.get_world_size()))
+    if len(theirs) != len(mine):
+        raise RuntimeError("tagc: %s: FSDP reduce-scatters over %d ranks, the TagcState's group has %d "
+                           "(make the state with process_group=<FSDP's shard group>; for two levels, "
+                           "apply_hsdp)" % (where, len(theirs), len(mine)))
     if list(theirs) != list(mine):
-        raise RuntimeError("tagc: %s: FSDP reduce-scatters over ranks %s, the TagcState's group holds %s "
-                           "(make the state with process_group=<the mesh's shard group>)" % (where, theirs, mine))
+        raise RuntimeError("tagc: %s: FSDP reduce-scatters over other ranks than the TagcState's group "
+                           "(make the state with process_group=<FSDP's shard group>)" % where)
 
 
 def _scale_for(op, world, where):
@@ -124,3 +130,61 @@ def apply_fsdp2(module, state):
                            % type(module).__name__)
     state.fsdp2_comms = comms
     return comms
+
+
+class TagcAllReduceHook:
+    """FSDPModule.set_all_reduce_hook for two levels (HSDP with tagc across replicas):
+    FSDP2, sharded over a 1-D mesh (the shard group), reduce-scatters the unit's gradient
+    inside it and hands this hook its shard, which the hook averages in place across the
+    replicas (the state's group) through tagc's replicated topology. FSDP2's own 2-D HSDP
+    would all-reduce first and call the hook after, so this hook wants the 1-D mesh."""
+
+    def __init__(self, state, qualified_name):
+        self.state, self.qualified_name = state, qualified_name
+        self.calls = 0
+
+    def __call__(self, reduce_output):
+        state = self.state
+        n = reduce_output.numel()
+        key = "%s%s:%d" % (_HSDP_PREFIX, self.qualified_name, n)
+        grad = reduce_output.detach().to(device="cpu", dtype=torch.float32).contiguous()
+        result = []
+
+        def job():
+            unit = state._unit(("hsdp", key), (key,), [n], n, "replicated", lambda r: r.output_size)
+            state._reduce(unit, "all_reduce", grad, unit.out)
+            result.append(unit.out)
+
+        state._run(job)
+        reduce_output.copy_(result[0].view(reduce_output.shape))
+        self.calls += 1
+
+
+def apply_hsdp(module, state):
+    """Two levels: FSDP2 reduce-scatters inside the shard group, tagc averages across replicas.
+
+    `module` is fully_shard'ed on the shard dimension's 1-D mesh (mesh["shard"]); `state`
+    is a TagcState over the replica group (mesh["replicate"].get_group()). Registers a
+    TagcAllReduceHook on every FSDPModule; returns {qualified name: hook}. Refuses a
+    module sharded on a 2-D mesh (FSDP2 would all-reduce across replicas itself)."""
+    FSDPModule = _fsdp_module_class()
+    if state.config["values"] == "dense":
+        raise RuntimeError("tagc: values='dense' is for measuring the DDP hook; use a catalogue entry")
+    _C.can_implement(state.config, 1, state.world_size, state.rank, "replicated")
+    hooks = {}
+    for name, m in module.named_modules():
+        if not isinstance(m, FSDPModule):
+            continue
+        for p in m.parameters(recurse=False):
+            mesh = getattr(p, "device_mesh", None)
+            if mesh is not None and mesh.ndim != 1:
+                raise RuntimeError("tagc: apply_hsdp: %r is sharded on a %d-D mesh; shard it on the 1-D shard mesh "
+                                   "(mesh['shard']): tagc does the cross-replica reduction" % (name or "<root>", mesh.ndim))
+        hook = TagcAllReduceHook(state, name)
+        m.set_all_reduce_hook(hook)
+        hooks[name] = hook
+    if not hooks:
+        raise RuntimeError("tagc: apply_hsdp found no FSDPModule in %s: call fully_shard on it first"
+                           % type(module).__name__)
+    state.hsdp_hooks = hooks
+    return hooks

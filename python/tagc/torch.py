@@ -34,7 +34,7 @@ import torch.distributed as dist
 from . import _C
 from . import _fsdp2
 
-__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "catalogue"]
+__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "apply_hsdp", "catalogue"]
 
 _STATE_VERSION = 1
 _NO_WARMUP = dict(sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
@@ -456,3 +456,4 @@ def fsdp_comm_hook(state: TagcState, grad: torch.Tensor, output: torch.Tensor = 
 
 
 apply_fsdp2 = _fsdp2.apply_fsdp2
+apply_hsdp = _fsdp2.apply_hsdp
