@@ -97,7 +97,7 @@ fi
 # USE_LIBUV=0: torch's TCPStore otherwise wants libuv; gloo talks over the loopback.
 cd /
 env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
-  USE_LIBUV=0 GLOO_SOCKET_IFNAME=lo OMP_WAIT_POLICY=PASSIVE "${cache_env[@]}" \
+  USE_LIBUV=0 GLOO_SOCKET_IFNAME=lo OMP_WAIT_POLICY=PASSIVE TAGC_CCCL_INCLUDE_DIR=/opt/cccl "${cache_env[@]}" \
   chroot "$root" /bin/sh -c 'cd "$0" && exec "$@"' "$repo" "$@"
 EOF
 in_root() {

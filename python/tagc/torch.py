@@ -24,6 +24,7 @@ checkpoint for other parameters) raise RuntimeError("tagc: ...") on every rank
 alike: the reducer agrees its verdict across ranks before it exchanges anything.
 """
 
+import inspect
 import queue
 import threading
 import time
@@ -54,6 +55,17 @@ def _group_ranks(group):
     if hasattr(dist, "get_process_group_ranks"):  # torch >= 2
         return dist.get_process_group_ranks(group)
     return sorted(dist.distributed_c10d._pg_group_ranks[group].keys())  # torch 1.13
+
+
+def _private_group(group):
+    """A new group over `group`'s ranks, for the state's own collectives. Only those ranks
+    take part when torch can (use_local_synchronization, torch >= 2.1): states over
+    different subgroups (HSDP's replica groups: [0, 2] and [1, 3]) are then made at
+    once; torch 1.13's new_group wants every rank of the world, with the same ranks."""
+    ranks = _group_ranks(group)
+    if ranks is not None and "use_local_synchronization" in inspect.signature(dist.new_group).parameters:
+        return dist.new_group(ranks=ranks, use_local_synchronization=True)
+    return dist.new_group(ranks=ranks)
 
 
 class _Unit:
@@ -160,7 +172,7 @@ class TagcState:
         # Refuse a configuration the world cannot run before the first backward.
         if self.config["values"] != "dense":
             _C.can_implement(self.config, 1, self.world_size, self.rank, "replicated")
-        self._group = dist.new_group(ranks=_group_ranks(self.process_group))
+        self._group = _private_group(self.process_group)
         self._names = {}                  # id(parameter) -> name
         self._order = {}                  # id(parameter) -> place in the module
         self._numel = {}                  # name -> numel (a changed parameter set is refused)

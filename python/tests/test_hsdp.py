@@ -108,7 +108,10 @@ def main():
         ls = oo.get("sketch_losses")
         if ls:
             head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
-            check(tail < 0.85 * head and oo.get("sketch_bytes", 0) > 0,
+            # Without delivered gradients the loss stays near ln 10 = 2.30. Measured: -9 % over
+            # 30 steps (each replica-level unit is half a unit, theta 0.9875 keeps 1.25 % per
+            # call); FSDP2's flat 2-rank run falls ~24 %. A 5 % fall needs real updates.
+            check(tail < 0.95 * head and oo.get("sketch_bytes", 0) > 0,
                   "rank %d: sketch across replicas, loss falls %.3f -> %.3f" % (r, head, tail))
     check(all("2-D mesh" in oo.get("refused_2d", "") for oo in outs),
           "apply_hsdp refuses a 2-D-sharded module: %r" % outs[0].get("refused_2d"))
