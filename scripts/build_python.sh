@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
-# Installs Debian's PyTorch (CPU, gloo) + pybind11 and builds the Python package
-# tagc (tagc.torch: DDP / FSDP communication hooks) into build-py/python.
-# Usage: scripts/build_python.sh [--test]   (--test: also run its 2-process DDP tests)
-# Then: PYTHONPATH=$PWD/build-py/python /usr/bin/python3 your_training.py
+# Builds the Python package tagc (tagc.torch: FSDP2 reduce-scatter, DDP / FSDP1 hooks)
+# against PyTorch 2.14 in a Debian testing root (scripts/torch_root.sh: made once by
+# debootstrap, then reused), into build-torch/python.
+# Usage: scripts/build_python.sh [--test]   (--test: also run its 2-process tests there)
+# Use it from the root:  scripts/torch_root.sh run env PYTHONPATH=$PWD/build-torch/python python3 your_training.py
+# On a machine with its own torch 2.x, `pip install --no-build-isolation .` builds it there instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh --torch
-cmake -S . -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release -DTAGC_BUILD_PYTHON=ON \
-  -DTAGC_BUILD_EXAMPLES=OFF -DTAGC_BUILD_BENCH=OFF >/dev/null
-cmake --build build-py -j"$(nproc)" --target tagc_python
 if [[ ${1:-} == --test ]]; then
-  OMP_WAIT_POLICY=PASSIVE ctest --test-dir build-py --output-on-failure -L python --no-tests=error
+  exec bash scripts/torch_root.sh test
 fi
-echo "build_python: import it with PYTHONPATH=$PWD/build-py/python /usr/bin/python3"
+exec bash scripts/torch_root.sh build

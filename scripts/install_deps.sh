@@ -4,11 +4,11 @@
 # when everything is there. CUDA (nvcc, NCCL, CCCL headers) is expected at
 # /usr/local/cuda; without nvcc the CUDA compile check is skipped with a message.
 set -euo pipefail
-# --torch: also PyTorch (CPU, gloo) and pybind11 for the Python package tagc
-# (python/, scripts/test.sh's PyTorch stage): ~650-830 MB, ~2.5 min, so only
-# when asked for.
-# --torch2: debootstrap, for scripts/fsdp_torch2.sh (a Debian trixie root with
-# torch 2.x, where FSDP runs on the CPU; that script builds the root itself).
+# --torch: also the host's PyTorch (bookworm: 1.13, CPU, gloo) and pybind11, for
+# bench/torch/ (~650-830 MB, ~2.5 min, so only when asked for). The package's tests
+# run on torch 2.14 in scripts/torch_root.sh's root instead.
+# --torch2: debootstrap, for scripts/torch_root.sh (a Debian testing root with
+# torch 2.14, where FSDP1/FSDP2 run on the CPU; that script builds the root itself).
 with_torch=0 with_torch2=0
 for arg in "$@"; do
   case $arg in

@@ -24,6 +24,7 @@ checkpoint for other parameters) raise RuntimeError("tagc: ...") on every rank
 alike: the reducer agrees its verdict across ranks before it exchanges anything.
 """
 
+import inspect
 import queue
 import threading
 import time
@@ -32,8 +33,9 @@ import torch
 import torch.distributed as dist
 
 from . import _C
+from . import _fsdp2
 
-__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "catalogue"]
+__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "apply_hsdp", "catalogue"]
 
 _STATE_VERSION = 1
 _NO_WARMUP = dict(sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
@@ -53,6 +55,17 @@ def _group_ranks(group):
     if hasattr(dist, "get_process_group_ranks"):  # torch >= 2
         return dist.get_process_group_ranks(group)
     return sorted(dist.distributed_c10d._pg_group_ranks[group].keys())  # torch 1.13
+
+
+def _private_group(group):
+    """A new group over `group`'s ranks, for the state's own collectives. Only those ranks
+    take part when torch can (use_local_synchronization, torch >= 2.1): states over
+    different subgroups (HSDP's replica groups: [0, 2] and [1, 3]) are then made at
+    once; torch 1.13's new_group wants every rank of the world, with the same ranks."""
+    ranks = _group_ranks(group)
+    if ranks is not None and "use_local_synchronization" in inspect.signature(dist.new_group).parameters:
+        return dist.new_group(ranks=ranks, use_local_synchronization=True)
+    return dist.new_group(ranks=ranks)
 
 
 class _Unit:
@@ -159,7 +172,7 @@ class TagcState:
         # Refuse a configuration the world cannot run before the first backward.
         if self.config["values"] != "dense":
             _C.can_implement(self.config, 1, self.world_size, self.rank, "replicated")
-        self._group = dist.new_group(ranks=_group_ranks(self.process_group))
+        self._group = _private_group(self.process_group)
         self._names = {}                  # id(parameter) -> name
         self._order = {}                  # id(parameter) -> place in the module
         self._numel = {}                  # name -> numel (a changed parameter set is refused)
@@ -205,6 +218,23 @@ class TagcState:
     def wait(self):
         """Block until every submitted reduction has finished."""
         self._jobs.join()
+
+    def _run(self, fn):
+        """Runs fn on the worker (behind what is queued there) and waits; its error is raised here."""
+        done, err = threading.Event(), []
+
+        def job():
+            try:
+                fn()
+            except Exception as e:
+                err.append(e)
+            finally:
+                done.set()
+
+        self._submit(job)
+        done.wait()
+        if err:
+            raise err[0]
 
     # ---- units and their residuals ----
     def _name_of(self, p):
@@ -359,6 +389,9 @@ _FSDP_UNIT = "fsdp_unit_%d_%d"  # the FSDP hook's name for the k-th flat gradien
 
 
 def _is_fsdp_unit(name):
+    """A flat-gradient unit's name (the FSDP1 hook's or FSDP2's), not a module parameter's."""
+    if _fsdp2.is_unit_name(name):
+        return True
     parts = name.split("_")
     return name.startswith("fsdp_unit_") and len(parts) == 4 and parts[2].isdigit() and parts[3].isdigit()
 
@@ -420,25 +453,19 @@ def fsdp_comm_hook(state: TagcState, grad: torch.Tensor, output: torch.Tensor = 
     state._fsdp_seen[n] = k + 1
     name = _FSDP_UNIT % (n, k)
     topo = "replicated" if output is None else "sharded"
-    done = threading.Event()
-    err = []
 
     def job():
-        try:
-            unit = state._unit(("fsdp", n, k, topo), (name,), [n], n, topo, lambda r: r.output_size)
-            target = unit.out
-            if output is not None and unit.reducer.output_size != output.numel():
-                raise RuntimeError("tagc: FSDP's shard has %d elements, tagc's layout gives %d for a gradient of %d "
-                                   "on %d ranks" % (output.numel(), unit.reducer.output_size, n, state.world_size))
-            state._reduce(unit, "reduce_scatter" if output is not None else "all_reduce",
-                          grad.detach().contiguous(), target)
-            (output if output is not None else grad).copy_(target.view_as(output if output is not None else grad))
-        except Exception as e:
-            err.append(e)
-        finally:
-            done.set()
+        unit = state._unit(("fsdp", n, k, topo), (name,), [n], n, topo, lambda r: r.output_size)
+        target = unit.out
+        if output is not None and unit.reducer.output_size != output.numel():
+            raise RuntimeError("tagc: FSDP's shard has %d elements, tagc's layout gives %d for a gradient of %d "
+                               "on %d ranks" % (output.numel(), unit.reducer.output_size, n, state.world_size))
+        state._reduce(unit, "reduce_scatter" if output is not None else "all_reduce",
+                      grad.detach().contiguous(), target)
+        (output if output is not None else grad).copy_(target.view_as(output if output is not None else grad))
 
-    state._submit(job)
-    done.wait()
-    if err:
-        raise err[0]
+    state._run(job)
+
+
+apply_fsdp2 = _fsdp2.apply_fsdp2
+apply_hsdp = _fsdp2.apply_hsdp

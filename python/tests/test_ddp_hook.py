@@ -7,6 +7,7 @@ the parent checks it. A case that raises on a rank is a failure, as is a rank th
 not finish in time (no hang passes).
 Run: PYTHONPATH=<build>/python /usr/bin/python3 python/tests/test_ddp_hook.py
 """
+import inspect
 import math
 import os
 import sys
@@ -209,11 +210,16 @@ def case_rebuild(rank, out):
         return tt.ddp_comm_hook(state, bucket)
 
     s = tt.TagcState(module=model)
-    # Small buckets from the start (the first one is 1 MiB by default), so that
-    # re-forming them in gradient-ready order changes which parameters go together.
+    # Small buckets from the start and after the rebuild, so that re-forming them in
+    # gradient-ready order changes which parameters go together. Torch 2.14's DDP puts
+    # every parameter in one first bucket unless per-bucket caps are given (then both
+    # bucketings use them); torch 1.13 needs its first bucket (1 MiB by default) shrunk.
     first, dist._DEFAULT_FIRST_BUCKET_BYTES = dist._DEFAULT_FIRST_BUCKET_BYTES, 64 * 1024
     try:
-        ddp = DDP(model, bucket_cap_mb=0.1)
+        if "bucket_cap_mb_list" in inspect.signature(DDP.__init__).parameters:
+            ddp = DDP(model, bucket_cap_mb_list=[0.1] * 8)
+        else:
+            ddp = DDP(model, bucket_cap_mb=0.1)
     finally:
         dist._DEFAULT_FIRST_BUCKET_BYTES = first
     ddp.register_comm_hook(s, recording_hook)

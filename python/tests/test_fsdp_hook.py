@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """2-process tests of tagc.torch.fsdp_comm_hook against a real FSDP1 (torch >= 2, CPU, gloo).
 
-Torch 1.13 (Debian bookworm) runs FSDP only on CUDA: scripts/fsdp_torch2.sh runs this
-in a Debian trixie root with torch 2.x. The harness (two_ranks.py) is test_ddp_hook.py's:
+Runs in scripts/torch_root.sh's Debian testing root (torch 2.14; ctest tagc_python_fsdp1).
+The harness (two_ranks.py) is test_ddp_hook.py's:
 both ranks run every case in one spawn, the parent checks what they saw; a case that
 raises on a rank fails, as does a rank that does not finish in time (no hang passes).
 

@@ -64,11 +64,11 @@ def check_same_error(what, errs, expect):
           and len(set(msgs)) == 1, "%s: every rank raises the same RuntimeError: tagc: %r" % (what, msgs))
 
 
-def run_cases(rank, port, scratch, cases):
+def run_cases(rank, port, scratch, cases, world=WORLD):
     """In a rank: joins the gloo group, runs cases(rank, out) in order, saves `out`, exits."""
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
     out = {"torch": torch.__version__}
     for case in cases:
         try:
@@ -79,14 +79,14 @@ def run_cases(rank, port, scratch, cases):
     os._exit(0)  # the states' daemon workers need no orderly shutdown
 
 
-def spawn(worker, prefix, timeout=600):
-    """Runs worker(rank, port, scratch) on WORLD processes; returns each rank's `out`,
+def spawn(worker, prefix, timeout=600, world=WORLD):
+    """Runs worker(rank, port, scratch) on `world` processes; returns each rank's `out`,
     after checking that every rank finished and ran every case without an exception."""
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]
     scratch = tempfile.mkdtemp(prefix=prefix)
-    ctx = mp.start_processes(worker, args=(port, scratch), nprocs=WORLD, join=False, start_method="spawn")
+    ctx = mp.start_processes(worker, args=(port, scratch), nprocs=world, join=False, start_method="spawn")
     deadline = time.monotonic() + timeout  # for all ranks together (ctest's limit is 900 s)
     for p in ctx.processes:
         p.join(max(0.0, deadline - time.monotonic()))
@@ -96,7 +96,7 @@ def spawn(worker, prefix, timeout=600):
         if p.exitcode is None:
             p.kill()  # a hung rank: the test has failed, do not leave it behind
     outs = []
-    for r in range(WORLD):
+    for r in range(world):
         path = os.path.join(scratch, "rank%d.pt" % r)
         outs.append(torch.load(path, weights_only=False) if os.path.exists(path) else {"crashed": ["no output"]})
     print("torch %s" % outs[0].get("torch"))

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""2-process tests of tagc.torch.apply_fsdp2 against a real FSDP2 (fully_shard; CPU, gloo).
+
+Runs in scripts/torch_root.sh's root (torch 2.14; ctest tagc_python_fsdp2). The harness is
+two_ranks.py: both ranks run every case in one spawn, the parent checks what they saw;
+a case that raises on a rank fails, as does a rank that does not finish in time.
+
+The model: an embedding in the root unit, two linears of equal size and a head, each
+linear fully_shard'ed on its own (four FSDP units, two of equal size).
+Run: PYTHONPATH=<build>/python USE_LIBUV=0 python3 python/tests/test_fsdp2.py
+"""
+import math
+import os
+import sys
+
+import torch
+import torch.nn as nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+import tagc.torch as tt
+from two_ranks import WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn
+
+VOCAB = 4096
+EMB = VOCAB * 128
+UNITS = ["", "body1", "body2", "head"]  # the FSDPModules' qualified names ("" is the root)
+
+
+class Net(nn.Module):
+    def __init__(self, vocab=VOCAB, dim=128):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)    # root unit: EMB elements
+        self.body1 = nn.Linear(dim, dim)       # 16512
+        self.body2 = nn.Linear(dim, dim)       # 16512: same size as body1
+        self.head = nn.Linear(dim, 10)         # 1290
+
+    def forward(self, x):
+        h = self.emb(x).mean(1)
+        return self.head(torch.tanh(self.body2(torch.tanh(self.body1(h)))))
+
+
+def batch(rank, step, vocab=VOCAB, size=32):
+    g = torch.Generator().manual_seed(1000 * step + 17 * rank + 3)
+    x = torch.randint(0, vocab, (size, 8), generator=g)
+    return x, x[:, 0] % 10  # learnable: the class is a function of the first token
+
+
+def make(state=None, seed=0):
+    """A fully_shard'ed Net (with tagc when `state(model)` makes a TagcState) and its optimizer."""
+    torch.manual_seed(seed)
+    model = Net()
+    mesh = init_device_mesh("cpu", (WORLD,))
+    for m in (model.body1, model.body2, model.head):
+        fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    s = None
+    if state is not None:
+        s = state(model)
+        tt.apply_fsdp2(model, s)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+    return model, opt, s
+
+
+def step(model, opt, rank, i, micro=1):
+    """One optimizer step over `micro` micro-batches; the gradient is synchronised only on
+    the last (set_requires_gradient_sync(False) before the others). The last loss."""
+    opt.zero_grad()
+    for j in range(micro):
+        model.set_requires_gradient_sync(j == micro - 1)
+        x, y = batch(rank, 100 * i + j)
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def local(model):
+    """This rank's parameter shards (what the optimizer updates)."""
+    return [p.to_local().detach().clone() for p in model.parameters()]
+
+
+def packed(model):
+    return tt.TagcState(values="packed", index_bits="exact", sparsity=0.0, module=model)
+
+
+def same(a, b):
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def maxdiff(a, b):
+    return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+
+# ---------------------------------------------------------------- cases (per rank)
+
+def case_packed_equals_default(rank, out):
+    """values='packed' at theta = 0 delivers exactly what FSDP2's own reduce-scatter does:
+    same shards and losses after 4 steps; every unit's comm called once per backward."""
+    ref, ref_opt, _ = make()
+    model, opt, s = make(packed)
+    ref_loss = [step(ref, ref_opt, rank, i) for i in range(4)]
+    loss = [step(model, opt, rank, i) for i in range(4)]
+    out["equal"] = same(local(ref), local(model)) and ref_loss == loss
+    out["maxdiff"] = maxdiff(local(ref), local(model))
+    out["comm_calls"] = {k: c.calls for k, c in s.fsdp2_comms.items()}
+    out["units"] = sorted(k[1] for k in s._units)
+
+
+def case_accumulation(rank, out):
+    """set_requires_gradient_sync(False) on 2 of 3 micro-batches: FSDP2 reduces once per
+    step, the accumulated gradient; packed at theta = 0 equals FSDP2's own reduction."""
+    ref, ref_opt, _ = make()
+    model, opt, s = make(packed)
+    ref_loss = [step(ref, ref_opt, rank, i, micro=3) for i in range(3)]
+    loss = [step(model, opt, rank, i, micro=3) for i in range(3)]
+    out["accum_equal"] = same(local(ref), local(model)) and ref_loss == loss
+    out["accum_maxdiff"] = maxdiff(local(ref), local(model))
+    out["accum_calls"] = s.calls
+    # Without the sync switch each micro-batch would be reduced: the comms saw 3 steps x 4 units.
+
+
+def case_sketch(rank, out):
+    """The paper's configuration: the loss falls; the embedding's unit sends <= 1/5 of
+    fp32's reduce-scatter bytes; the bytes counted at the process group equal the account."""
+    model, opt, s = make(lambda m: tt.TagcState(module=m, profile=True))
+    out["sketch_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
+    out["sketch_emb_bytes"] = [c["total_bytes"] for c in s.call_log if c["length"] == EMB][:1]
+    out["sketch_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
+    out["sketch_reported"] = s.bytes_sent
+
+
+def run_resumable(rank, steps, save_after=None, load=None):
+    model, opt, s = make(lambda m: tt.TagcState(module=m))
+    first = 0
+    if load is not None:
+        for p, saved in zip(model.parameters(), load["model"]):
+            p.to_local().detach().copy_(saved)
+        opt.load_state_dict(load["opt"])
+        if load["tagc"] is not None:
+            s.load_state_dict(load["tagc"])
+        first = load["step"]
+    for i in range(first, steps):
+        step(model, opt, rank, i)
+        if save_after is not None and i + 1 == save_after:
+            return local(model), {"model": local(model), "opt": opt.state_dict(), "tagc": s.state_dict(),
+                                  "step": i + 1}
+    return local(model), None
+
+
+def case_save_resume(rank, out, scratch):
+    """Sketch configuration (the residuals matter): save after 3 steps; a new model,
+    fully_shard'ed again, and a new TagcState load it and run to 6: equal to 6
+    uninterrupted steps bit for bit, and not equal without tagc's state."""
+    whole, _ = run_resumable(rank, 6)
+    _, ckpt = run_resumable(rank, 6, save_after=3)
+    path = os.path.join(scratch, "fsdp2_ckpt%d.pt" % rank)
+    torch.save(ckpt, path)
+    resumed, _ = run_resumable(rank, 6, load=torch.load(path, weights_only=False))
+    out["resume_equal"] = same(whole, resumed)
+    out["resume_maxdiff"] = maxdiff(whole, resumed)
+    out["resume_units"] = sorted(k for k in ckpt["tagc"]["residuals"])
+    out["resume_residual_norm"] = sum(v.norm().item() for v in ckpt["tagc"]["residuals"].values())
+    without, _ = run_resumable(rank, 6, load=dict(ckpt, tagc=None))
+    out["resume_without_tagc_differs"] = not same(whole, without)
+
+
+def case_refusals(rank, out):
+    """apply_fsdp2 on a module with no FSDPModule is refused, and so is values='dense'."""
+    for what, fn in (("plain", lambda: tt.apply_fsdp2(nn.Linear(2, 2), tt.TagcState())),
+                     ("dense", lambda: make(lambda m: tt.TagcState(values="dense", module=m)))):
+        try:
+            fn()
+            out["refused_" + what] = ""
+        except RuntimeError as e:
+            out["refused_" + what] = str(e)
+
+
+def case_nan(rank, out):
+    """NaN in rank 0's gradient: both ranks raise the same error from backward; nobody hangs."""
+    model, _, _ = make(lambda m: tt.TagcState(module=m))
+    out["nan_error"] = backward_error_with_nan(model, rank, *batch(rank, 0))
+
+
+def worker(rank, port, scratch):
+    run_cases(rank, port, scratch, (case_packed_equals_default, case_accumulation, case_sketch,
+                                    lambda r, o: case_save_resume(r, o, scratch), case_refusals, case_nan))
+
+
+# ---------------------------------------------------------------- checks (parent)
+
+def main():
+    outs = spawn(worker, "tagc_fsdp2_")
+    o = outs[0]
+    for r, oo in enumerate(outs):
+        check(oo.get("equal") is True, "rank %d: packed at theta = 0 equals FSDP2's own reduce-scatter exactly over "
+              "4 steps (max |diff| %s)" % (r, oo.get("maxdiff")))
+        check(oo.get("comm_calls") == {u: 4 for u in UNITS},
+              "rank %d: every FSDPModule's comm ran once per backward: %s" % (r, oo.get("comm_calls")))
+        check(oo.get("accum_equal") is True and oo.get("accum_calls") == 3 * len(UNITS),
+              "rank %d: 3 micro-batches, sync on the last: equals FSDP2's own, %s reductions (want %d; max |diff| %s)"
+              % (r, oo.get("accum_calls"), 3 * len(UNITS), oo.get("accum_maxdiff")))
+    want_units = sorted("fsdp2:%s:%d" % (u, n) for u, n in zip(UNITS, (EMB, 16512, 16512, 1290)))
+    check(o.get("units") == want_units, "one reducer per unit, keyed by its qualified name: %s" % o.get("units"))
+
+    for r, oo in enumerate(outs):
+        ls = oo.get("sketch_losses")
+        if ls:
+            head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
+            check(tail < 0.85 * head, "rank %d: sketch (paper config) loss falls %.3f -> %.3f over %d steps"
+                  % (r, head, tail, len(ls)))
+    emb = o.get("sketch_emb_bytes") or [float("inf")]
+    fp32 = 4.0 * EMB / 2  # FSDP2's fp32 reduce-scatter on 2 ranks, per rank
+    check(emb[0] <= fp32 / 5, "the %d-element unit sends %.0f B <= 1/5 of fp32's %.0f B" % (EMB, emb[0], fp32))
+    check(abs(o.get("sketch_counted", -1) - o.get("sketch_reported", -2)) < 1e-6,
+          "bytes counted at the process group (%s) == the reducer's account (%s)"
+          % (o.get("sketch_counted"), o.get("sketch_reported")))
+
+    for r, oo in enumerate(outs):
+        check(oo.get("resume_equal") is True and oo.get("resume_residual_norm", 0) > 0,
+              "rank %d: save at step 3 + resume in a re-wrapped model == 6 uninterrupted steps (max |diff| %s, "
+              "residual norm saved %s)" % (r, oo.get("resume_maxdiff"), oo.get("resume_residual_norm")))
+        check(oo.get("resume_without_tagc_differs") is True,
+              "rank %d: resuming without tagc's state does not (the residuals carry over)" % r)
+    check(o.get("resume_units") == want_units, "the checkpoint names its units: %s" % o.get("resume_units"))
+    check("no FSDPModule" in o.get("refused_plain", ""), "a module without fully_shard is refused: %r"
+          % o.get("refused_plain"))
+    check("dense" in o.get("refused_dense", ""), "values='dense' is refused: %r" % o.get("refused_dense"))
+
+    check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
