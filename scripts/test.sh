@@ -52,7 +52,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 section "in-process communicator under ThreadSanitizer"
 cmake -S . -B build-tsan "${san_opts[@]}" -DCMAKE_CXX_FLAGS="-O1 -fsanitize=thread -fno-omit-frame-pointer" >/dev/null
-cmake --build build-tsan -j"$jobs" --target tagc_comm tagc_bf16 tagc_two_level
+cmake --build build-tsan -j"$jobs" --target tagc_comm tagc_bf16
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -L comm
 
 section "CUDA compile check (nvcc; cannot run without a GPU)"
