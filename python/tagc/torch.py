@@ -26,6 +26,7 @@ alike: the reducer agrees its verdict across ranks before it exchanges anything.
 
 import inspect
 import queue
+import secrets
 import threading
 import time
 
@@ -173,6 +174,11 @@ class TagcState:
         if self.config["values"] != "dense":
             _C.can_implement(self.config, 1, self.world_size, self.rank, "replicated")
         self._group = _private_group(self.process_group)
+        # This run's identity: rank 0's random draw, agreed by a MAX all-reduce. A checkpoint
+        # carries it, so ranks that load states of different runs are refused together.
+        rid = torch.tensor([secrets.randbits(62) if self.rank == 0 else 0], dtype=torch.int64)
+        dist.all_reduce(rid, op=dist.ReduceOp.MAX, group=self._group)
+        self.run_id = int(rid.item())
         self._names = {}                  # id(parameter) -> name
         self._order = {}                  # id(parameter) -> place in the module
         self._numel = {}                  # name -> numel (a changed parameter set is refused)
@@ -343,17 +349,7 @@ class TagcState:
         return res
 
     # ---- checkpoints ----
-    def state_dict(self):
-        """This rank's state: per-parameter residuals and each reducer's own state (theta, counters)."""
-        self.wait()
-        return {"version": _STATE_VERSION, "config": dict(self.config), "world_size": self.world_size,
-                "rank": self.rank, "residuals": self.residuals(),
-                "units": {**self._saved_units, **{k: u.reducer.save_state() for k, u in self._units.items()}},
-                "numel": dict(self._numel)}
-
-    def load_state_dict(self, sd):
-        """Restore state_dict() of the same rank; call before the first backward of the resumed run."""
-        self.wait()
+    def _check_state(self, sd):
         if sd.get("version") != _STATE_VERSION:
             raise RuntimeError("tagc: checkpoint version %r, this build reads %d" % (sd.get("version"), _STATE_VERSION))
         # Checkpoints from before a configuration key existed ran as its _ADDED_KEYS value.
@@ -378,6 +374,38 @@ class TagcState:
                 if name in self._numel and self._numel[name] != n:
                     raise RuntimeError("tagc: checkpoint's residual for '%s' has %d elements, the parameter has %d"
                                        % (name, n, self._numel[name]))
+
+    def state_dict(self):
+        """This rank's state: per-parameter residuals and each reducer's own state (theta, counters)."""
+        self.wait()
+        return {"version": _STATE_VERSION, "config": dict(self.config), "world_size": self.world_size,
+                "rank": self.rank, "run_id": self.run_id, "residuals": self.residuals(),
+                "units": {**self._saved_units, **{k: u.reducer.save_state() for k, u in self._units.items()}},
+                "numel": dict(self._numel)}
+
+    def load_state_dict(self, sd):
+        """Restore state_dict() of the same rank; call on every rank, before the first backward
+        of the resumed run. Refused on every rank alike (never one rank alone, which would
+        leave the others waiting) when any rank's state is of another version, configuration,
+        world, rank or parameter set, or when the ranks' states come from different runs."""
+        self.wait()
+        try:
+            self._check_state(sd)
+            mine = ""
+        except (RuntimeError, KeyError, TypeError, AttributeError) as e:
+            mine = str(e) if isinstance(e, RuntimeError) else "tagc: not a TagcState.state_dict(): %r" % (e,)
+        run = int(sd.get("run_id", 0)) if isinstance(sd, dict) else 0
+        refused = torch.tensor([1 if mine else 0], dtype=torch.int64)
+        runs = torch.tensor([run, -run], dtype=torch.int64)  # max and -min of the ranks' run ids
+        dist.all_reduce(refused, group=self._group)
+        dist.all_reduce(runs, op=dist.ReduceOp.MAX, group=self._group)
+        if refused.item():
+            raise RuntimeError(mine or "tagc: %d other rank(s) refused their checkpoint state (see their error)"
+                               % refused.item())
+        if runs[0].item() != -runs[1].item():
+            raise RuntimeError("tagc: the ranks loaded tagc states of different runs (run ids %d to %d): every rank "
+                               "must load its own state of the same checkpoint" % (-runs[1].item(), runs[0].item()))
+        self.run_id = run
         self._numel.update(sd["numel"])
         self._units.clear()
         self._owner.clear()

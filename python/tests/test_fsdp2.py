@@ -164,6 +164,24 @@ def case_save_resume(rank, out, scratch):
     out["resume_without_tagc_differs"] = not same(whole, without)
 
 
+def case_foreign_state(rank, out):
+    """A state from another run on one rank, or of another configuration on one rank: every
+    rank raises (never one rank alone, which would leave the other waiting)."""
+    _, a = run_resumable(rank, 2, save_after=1)
+    _, b = run_resumable(rank, 2, save_after=1)  # a second run: another run id
+    for what, mine in (("run", a["tagc"] if rank == 0 else b["tagc"]),
+                       ("config", a["tagc"] if rank == 0 else dict(b["tagc"], config=dict(b["tagc"]["config"], ratio=4)))):
+        model, opt, s = make(lambda m: tt.TagcState(module=m))
+        try:
+            s.load_state_dict(mine)
+            out["foreign_" + what] = ""
+        except RuntimeError as e:
+            out["foreign_" + what] = str(e)
+    model, opt, s = make(lambda m: tt.TagcState(module=m))
+    s.load_state_dict(a["tagc"])  # the same run's states on every rank: accepted, its run id adopted
+    out["same_run_adopted"] = s.run_id == a["tagc"]["run_id"]
+
+
 def case_refusals(rank, out):
     """apply_fsdp2 on a module with no FSDPModule is refused, and so is values='dense'."""
     for what, fn in (("plain", lambda: tt.apply_fsdp2(nn.Linear(2, 2), tt.TagcState())),
@@ -183,7 +201,8 @@ def case_nan(rank, out):
 
 def worker(rank, port, scratch):
     run_cases(rank, port, scratch, (case_packed_equals_default, case_accumulation, case_sketch,
-                                    lambda r, o: case_save_resume(r, o, scratch), case_refusals, case_nan))
+                                    lambda r, o: case_save_resume(r, o, scratch), case_foreign_state, case_refusals,
+                                    case_nan))
 
 
 # ---------------------------------------------------------------- checks (parent)
@@ -227,6 +246,11 @@ def main():
     check("dense" in o.get("refused_dense", ""), "values='dense' is refused: %r" % o.get("refused_dense"))
 
     check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
+    check(all("different runs" in oo.get("foreign_run", "") for oo in outs),
+          "states of two runs on the two ranks: both refuse: %r" % [oo.get("foreign_run") for oo in outs])
+    check(all(oo.get("foreign_config") for oo in outs) and "config" in outs[1].get("foreign_config", ""),
+          "another configuration on rank 1: both refuse, rank 1 names it: %r" % [oo.get("foreign_config") for oo in outs])
+    check(all(oo.get("same_run_adopted") is True for oo in outs), "the same run's states load and keep its run id")
     return finish()
 
 
