@@ -23,8 +23,11 @@
 // defines: train::throw_if_failed, train::AgreedError
 #include "watchdog.hpp"
 
-// defines: tagc::split_two_level (MPI; --ranks-per-node)
+// defines: tagc::split_two_level (MPI, and NCCL under nvcc; --ranks-per-node)
 #include "tagc/comm/mpi_two_level.hpp"
+#if defined(__CUDACC__)
+#  include "tagc/comm/nccl_two_level.hpp"
+#endif
 
 #include <thrust/copy.h>
 #include <thrust/fill.h>
@@ -234,18 +237,32 @@ void Trainer<Exec, Comm>::split_levels() {
   if (args_.ranks_per_node == 1) return;
   if (args_.compress == CompressMode::automatic)
     throw std::runtime_error("--ranks-per-node with --compress auto: the cost model is flat; choose the compression");
+  std::optional<tagc::two_level_communicator<Comm>> levels;
+  tagc::status split;
   if constexpr (std::is_same_v<Comm, tagc::mpi_communicator>) {
-    std::optional<tagc::two_level_communicator<Comm>> levels;
-    if (const tagc::status s = tagc::split_two_level(comm_.inner(), args_.ranks_per_node, levels); !s.ok())
-      throw std::runtime_error("--ranks-per-node: " + s.message());
-    shape_ = levels->shape();
-    if (shape_.ranks_per_node == 1) return;  // every rank its own node: the flat reducers
-    levels_raw_ = std::make_unique<tagc::two_level_communicator<Comm>>(std::move(*levels));
-    levels_ = std::make_unique<tagc::two_level_communicator<Counted>>(
-        tagc::two_level_communicator<Counted>{Counted(levels_raw_->node), Counted(levels_raw_->cross)});
+    split = tagc::split_two_level(comm_.inner(), args_.ranks_per_node, levels);
   } else {
-    throw std::runtime_error("--ranks-per-node: two-level reduction is not implemented on this backend yet");
+#if defined(__CUDACC__)
+    // NCCL cannot tell which ranks share a host: K is given.
+    if (args_.ranks_per_node == 0)
+      throw std::runtime_error("--ranks-per-node auto: on NCCL give the count (the ranks of a host are not known)");
+    split = tagc::split_two_level(comm_.inner(), tagc::node_shape{world() / args_.ranks_per_node, args_.ranks_per_node},
+                                  levels);
+#else
+    throw std::runtime_error("--ranks-per-node: two-level reduction is not implemented on this backend");
+#endif
   }
+  if (!split.ok()) throw std::runtime_error("--ranks-per-node: " + split.message());
+  shape_ = levels->shape();
+  if (shape_.ranks_per_node == 1) return;  // every rank its own node: the flat reducers
+  levels_raw_ = std::make_unique<tagc::two_level_communicator<Comm>>(std::move(*levels));
+  // NCCL: the levels' collectives are ordered after the side stream, as comm_'s are.
+  if constexpr (requires(Comm& c, const Exec& e) { c.set_compute_stream(e.stream); }) {
+    levels_raw_->node.set_compute_stream(queue_.side().stream);
+    levels_raw_->cross.set_compute_stream(queue_.side().stream);
+  }
+  levels_ = std::make_unique<tagc::two_level_communicator<Counted>>(
+      tagc::two_level_communicator<Counted>{Counted(levels_raw_->node), Counted(levels_raw_->cross)});
 }
 
 template <class Exec, class Comm>
