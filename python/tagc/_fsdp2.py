@@ -109,25 +109,30 @@ def _scale_for(op, world, where):
                        % (where, op))
 
 
+def _fsdp_modules(module, caller):
+    """Every FSDPModule in `module`, by qualified name; refused when there is none."""
+    FSDPModule = _fsdp_module_class()
+    found = {name: m for name, m in module.named_modules() if isinstance(m, FSDPModule)}
+    if not found:
+        raise RuntimeError("tagc: %s found no FSDPModule in %s: call fully_shard on it first"
+                           % (caller, type(module).__name__))
+    return found
+
+
 def apply_fsdp2(module, state):
     """Registers tagc's reduce-scatter on every FSDPModule in `module` (fully_shard'ed);
     returns {qualified name: comm}. Call it after fully_shard, before the first backward,
     on every rank alike. Refuses, on every rank, a configuration the world cannot run."""
-    FSDPModule = _fsdp_module_class()
     if not isinstance(module, torch.nn.Module):
         raise TypeError("tagc: apply_fsdp2 wants the fully_shard'ed nn.Module, got %s" % type(module).__name__)
     if state.config["values"] == "dense":
         raise RuntimeError("tagc: values='dense' is DDP's all-reduce; FSDP2 needs a reduce-scatter")
     _C.can_implement(state.config, state.world_size, state.world_size, state.rank, "sharded")
     comms = {}
-    for name, m in module.named_modules():
-        if isinstance(m, FSDPModule):
-            comm = TagcReduceScatter(state, name)
-            m.set_custom_reduce_scatter(comm)
-            comms[name] = comm
-    if not comms:
-        raise RuntimeError("tagc: apply_fsdp2 found no FSDPModule in %s: call fully_shard on it first"
-                           % type(module).__name__)
+    for name, m in _fsdp_modules(module, "apply_fsdp2").items():
+        comm = TagcReduceScatter(state, name)
+        m.set_custom_reduce_scatter(comm)
+        comms[name] = comm
     state.fsdp2_comms = comms
     return comms
 
@@ -167,24 +172,20 @@ def apply_hsdp(module, state):
     is a TagcState over the replica group (mesh["replicate"].get_group()). Registers a
     TagcAllReduceHook on every FSDPModule; returns {qualified name: hook}. Refuses a
     module sharded on a 2-D mesh (FSDP2 would all-reduce across replicas itself)."""
-    FSDPModule = _fsdp_module_class()
     if state.config["values"] == "dense":
         raise RuntimeError("tagc: values='dense' is for measuring the DDP hook; use a catalogue entry")
     _C.can_implement(state.config, 1, state.world_size, state.rank, "replicated")
-    hooks = {}
-    for name, m in module.named_modules():
-        if not isinstance(m, FSDPModule):
-            continue
+    modules = _fsdp_modules(module, "apply_hsdp")
+    for name, m in modules.items():  # every module checked before any hook is set
         for p in m.parameters(recurse=False):
             mesh = getattr(p, "device_mesh", None)
             if mesh is not None and mesh.ndim != 1:
                 raise RuntimeError("tagc: apply_hsdp: %r is sharded on a %d-D mesh; shard it on the 1-D shard mesh "
                                    "(mesh['shard']): tagc does the cross-replica reduction" % (name or "<root>", mesh.ndim))
+    hooks = {}
+    for name, m in modules.items():
         hook = TagcAllReduceHook(state, name)
         m.set_all_reduce_hook(hook)
         hooks[name] = hook
-    if not hooks:
-        raise RuntimeError("tagc: apply_hsdp found no FSDPModule in %s: call fully_shard on it first"
-                           % type(module).__name__)
     state.hsdp_hooks = hooks
     return hooks
