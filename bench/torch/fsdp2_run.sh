@@ -48,17 +48,15 @@ runs=$out/runs.jsonl
 bench() {  # bench RATE NP DEPTH CONFIG
   local rate=$1 np=$2 depth=$3 cfg=$4 line load log
   load=$(cut -d' ' -f1 /proc/loadavg)
-  log=$(mktemp)
+  log=${TMPDIR:-/tmp}/fsdp2_run.$rate.np$np.d$depth.$cfg.log  # rank 0's progress every 50 steps
   scripts/slow_net.sh --rate "$rate" -- "${in_root[@]}" bench/torch/fsdp2_bench.py --config "$cfg" --data "$tok" \
     --steps "$steps" --world "$np" --depth "$depth" --warmup 25 --progress 50 >"$log" 2>&1 || true
   line=$(grep '^{' "$log" | tail -1 || true)
   if [[ -z $line ]]; then
     echo "fsdp2_run.sh: $rate np$np d$depth $cfg produced no result; its log:" >&2
     tail -20 "$log" >&2
-    rm -f "$log"
     return 0
   fi
-  rm -f "$log"
   # the link label carries the world and the depth: summarize.py groups by it
   echo "{\"rate\": \"$rate-np$np-d$depth\", \"load\": $load, \"jobs\": $jobs, ${line#\{}" >> "$runs"
   echo "fsdp2_run.sh: $rate np$np d$depth $cfg: $(echo "$line" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f ms/step, wire %.2f MB/rank/step, val %.4f" % (d["ms_per_step"], d["lo_bytes_per_rank_step"] / 1e6, d["val_loss"]))')"

@@ -60,6 +60,9 @@ def main(folder, fsdp2=False):
         for k in ("grad", "allgather"):  # FSDP2 runs: ring-model bytes of each collective
             if "%s_bytes_per_rank_step" % k in rs[0]:
                 row["%s_MB_per_rank_step" % k] = st.mean(r["%s_bytes_per_rank_step" % k] for r in rs) / 1e6
+        for k in ("forward", "backward", "optimizer"):  # FSDP2 runs: rank 0's step in phases
+            if "%s_ms_per_step" % k in rs[0]:
+                row["%s_ms_per_step" % k] = st.mean(r["%s_ms_per_step" % k] for r in rs)
         if fp32:
             f = st.mean(r["ms_per_step"] for r in fp32)
             row["speedup_vs_fp32"] = f / row["ms_per_step"]
@@ -139,15 +142,16 @@ def fsdp2_report(folder, rows, runs):
     def fmt(v, spec):
         return spec % v if isinstance(v, (int, float)) else "–"
 
-    lines = ["| link | config | ms/step (runs: min–max) | step median (p10–p90) | speedup vs fp32 / bf16 | "
+    lines = ["| link | config | ms/step (runs: min–max) | step median (p10–p90) | fwd / bwd / opt ms | speedup vs fp32 / bf16 | "
              "wire MB/rank/step | gradient MB (ring) | vs bf16 | all-gather MB (ring) | val loss | vs bf16 | "
              "train loss (last 3) | load |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| %s | %s | %s (%s–%s) | %s (%s–%s) | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        phases = " / ".join(fmt(r.get("%s_ms_per_step" % k), "%.0f") for k in ("forward", "backward", "optimizer"))
+        lines.append("| %s | %s | %s (%s–%s) | %s (%s–%s) | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["link"], r["config"], fmt(r["ms_per_step"], "%.0f"), fmt(r["ms_min_run"], "%.0f"),
             fmt(r["ms_max_run"], "%.0f"), fmt(r["ms_step_median"], "%.0f"), fmt(r["ms_step_p10"], "%.0f"),
-            fmt(r["ms_step_p90"], "%.0f"), fmt(r.get("speedup_vs_fp32"), "%.2fx"), fmt(r.get("speedup_vs_bf16"), "%.2fx"),
+            fmt(r["ms_step_p90"], "%.0f"), phases, fmt(r.get("speedup_vs_fp32"), "%.2fx"), fmt(r.get("speedup_vs_bf16"), "%.2fx"),
             fmt(r["wire_MB_per_rank_step"], "%.2f"), fmt(r.get("grad_MB_per_rank_step"), "%.2f"),
             fmt(r.get("grad_bytes_vs_bf16"), "%.3f"), fmt(r.get("allgather_MB_per_rank_step"), "%.2f"),
             fmt(r["val_loss"], "%.4f"), fmt(100 * r["val_loss_vs_bf16"] if "val_loss_vs_bf16" in r else None, "%+.2f %%"),
