@@ -48,10 +48,12 @@ runs=$out/runs.jsonl
 bench() {  # bench RATE NP DEPTH CONFIG
   local rate=$1 np=$2 depth=$3 cfg=$4 line load log
   load=$(cut -d' ' -f1 /proc/loadavg)
-  log=${TMPDIR:-/tmp}/fsdp2_run.$rate.np$np.d$depth.$cfg.log  # rank 0's progress every 50 steps
+  # rank 0's progress every 50 steps; named by the output folder too, so that two sweeps at
+  # once never write one file (a truncated shared log lost a run's result)
+  log=${TMPDIR:-/tmp}/fsdp2_run.$(basename "$out").$rate.np$np.d$depth.$cfg.log
   scripts/slow_net.sh --rate "$rate" -- "${in_root[@]}" bench/torch/fsdp2_bench.py --config "$cfg" --data "$tok" \
     --steps "$steps" --world "$np" --depth "$depth" --warmup 25 --progress 50 >"$log" 2>&1 || true
-  line=$(grep '^{' "$log" | tail -1 || true)
+  line=$(grep -a '^{' "$log" | tail -1 || true)
   if [[ -z $line ]]; then
     echo "fsdp2_run.sh: $rate np$np d$depth $cfg produced no result; its log:" >&2
     tail -20 "$log" >&2
