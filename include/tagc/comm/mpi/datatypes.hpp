@@ -10,24 +10,21 @@
 #include <cstring>
 #include <type_traits>
 
-#include "../communicator.hpp"
+#include "../argument_rules.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
 namespace detail::mpi {
 
-// The MPI datatype an element travels as. bfloat16 and float16 travel as 16-bit
-// words; only the user-defined op (half_sum) reads them as 16-bit floats.
+// The MPI datatype an element travels as, by tagc's element id (comm/argument_rules.hpp).
+// bfloat16 and float16 travel as 16-bit words; only the user-defined op (half_sum)
+// reads them as 16-bit floats.
 template <reducible T>
 MPI_Datatype datatype_of() noexcept {
-  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return MPI_UINT8_T;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return MPI_INT32_T;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return MPI_UINT32_T;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return MPI_INT64_T;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return MPI_UINT64_T;
-  else return MPI_UINT16_T;  // bfloat16, float16
+  // Not constexpr: Open MPI's datatypes are addresses of its globals.
+  const MPI_Datatype by_id[] = {MPI_FLOAT,    MPI_DOUBLE,   MPI_UINT8_T,   MPI_INT32_T,  MPI_UINT32_T,
+                                MPI_INT64_T,  MPI_UINT64_T, MPI_UINT16_T,  MPI_UINT16_T};
+  return by_id[element_type_id<T>];
 }
 
 // Byte-wise wrapping sum for MPI_UINT8_T. Open MPI 4.1's AVX reduction

@@ -21,6 +21,14 @@ class nccl_communicator {
  public:
   // Completion handle of a start_*() collective (or of start_group_end()); see nccl/request.hpp.
   using request = nccl_request;
+
+  nccl_communicator() = default;  // empty: every call returns invalid_argument
+  // Moves are written out, not `= default`: nvcc treats a special member that is
+  // defaulted on its first declaration as implicitly __host__ __device__, and
+  // this one moves a std::shared_ptr (host-only). cuda::std::expected's
+  // __host__ __device__ members (nccl_expected) instantiate it, and with
+  // --diag-error=20011 the build failed ("calling a __host__ function from a
+  // __host__ __device__ function", misattributed to whichever header nvcc was
   // in when it emitted its deferred diagnostics, e.g. bfloat16's operator float).
   // A user-provided move is plainly __host__.
   nccl_communicator(nccl_communicator&& o) noexcept : s_(std::move(o.s_)) {}
@@ -106,36 +114,24 @@ class nccl_communicator {
 
   template <reducible T>
   status all_reduce(std::span<const T> in, std::span<T> out) {
-    return blocking("all_reduce", check(collective::all_reduce, in, out), [&] {
-      return ncclAllReduce(in.data(), out.data(), in.size(), detail::nccl_type_of<T>(), ncclSum, s_->comm, s_->stream);
-    }, in.size());
+    return blocking(collective::all_reduce, in, out, 0);
   }
   template <reducible T>
   status reduce_scatter(std::span<const T> in, std::span<T> out) {
-    return blocking("reduce_scatter", check(collective::reduce_scatter, in, out), [&] {
-      return ncclReduceScatter(in.data(), out.data(), out.size(), detail::nccl_type_of<T>(), ncclSum, s_->comm,
-                               s_->stream);
-    }, out.size());
+    return blocking(collective::reduce_scatter, in, out, 0);
   }
   template <reducible T>
   status all_gather(std::span<const T> in, std::span<T> out) {
-    return blocking("all_gather", check(collective::all_gather, in, out), [&] {
-      return ncclAllGather(in.data(), out.data(), in.size(), detail::nccl_type_of<T>(), s_->comm, s_->stream);
-    }, in.size());
+    return blocking(collective::all_gather, in, out, 0);
   }
   // Only root's `out` is written; every rank passes one of the same length.
   template <reducible T>
   status reduce(std::span<const T> in, std::span<T> out, int root) {
-    return blocking("reduce", check(collective::reduce, in, out, root), [&] {
-      return ncclReduce(in.data(), out.data(), in.size(), detail::nccl_type_of<T>(), ncclSum, root, s_->comm,
-                        s_->stream);
-    }, in.size());
+    return blocking(collective::reduce, in, out, root);
   }
   template <reducible T>
   status broadcast(std::span<T> buf, int root) {
-    return blocking("broadcast", check(collective::broadcast, std::span<const T>(buf), buf, root), [&] {
-      return ncclBroadcast(buf.data(), buf.data(), buf.size(), detail::nccl_type_of<T>(), root, s_->comm, s_->stream);
-    }, buf.size());
+    return blocking(collective::broadcast, std::span<const T>(buf), buf, root);
   }
 
   // Uneven shards: rank r receives the sum of in[offsets[r], offsets[r+1]) into
@@ -178,22 +174,15 @@ class nccl_communicator {
 
   template <reducible T>
   request start_all_reduce(std::span<const T> in, std::span<T> out) {
-    return start("all_reduce", check(collective::all_reduce, in, out), [&] {
-      return ncclAllReduce(in.data(), out.data(), in.size(), detail::nccl_type_of<T>(), ncclSum, s_->comm, s_->stream);
-    }, in.size());
+    return start(collective::all_reduce, in, out);
   }
   template <reducible T>
   request start_reduce_scatter(std::span<const T> in, std::span<T> out) {
-    return start("reduce_scatter", check(collective::reduce_scatter, in, out), [&] {
-      return ncclReduceScatter(in.data(), out.data(), out.size(), detail::nccl_type_of<T>(), ncclSum, s_->comm,
-                               s_->stream);
-    }, out.size());
+    return start(collective::reduce_scatter, in, out);
   }
   template <reducible T>
   request start_all_gather(std::span<const T> in, std::span<T> out) {
-    return start("all_gather", check(collective::all_gather, in, out), [&] {
-      return ncclAllGather(in.data(), out.data(), in.size(), detail::nccl_type_of<T>(), s_->comm, s_->stream);
-    }, in.size());
+    return start(collective::all_gather, in, out);
   }
 
   // ---- groups ----
@@ -282,6 +271,40 @@ class nccl_communicator {
     if (status st = enqueue(what, checked, std::forward<F>(call), count); !st.ok()) return request(std::move(st));
     if (count == 0) return request(status{});
     return record(what);
+  }
+
+  // One collective's NCCL call on the communication stream (arguments already checked).
+  template <class T>
+  ncclResult_t launch(collective kind, std::span<const T> in, std::span<T> out, int root) {
+    const ncclDataType_t type = detail::nccl_type_of<T>();
+    switch (kind) {
+      case collective::all_reduce:
+        return ncclAllReduce(in.data(), out.data(), in.size(), type, ncclSum, s_->comm, s_->stream);
+      case collective::reduce_scatter:
+        return ncclReduceScatter(in.data(), out.data(), out.size(), type, ncclSum, s_->comm, s_->stream);
+      case collective::all_gather:
+        return ncclAllGather(in.data(), out.data(), in.size(), type, s_->comm, s_->stream);
+      case collective::reduce:
+        return ncclReduce(in.data(), out.data(), in.size(), type, ncclSum, root, s_->comm, s_->stream);
+      case collective::broadcast:
+        return ncclBroadcast(out.data(), out.data(), out.size(), type, root, s_->comm, s_->stream);
+      default: return ncclInvalidUsage;
+    }
+  }
+  // Elements per rank NCCL moves (0: nothing to do on any rank).
+  template <class T>
+  static std::size_t call_count(collective kind, std::span<const T> in, std::span<T> out) {
+    return kind == collective::reduce_scatter ? out.size() : in.size();
+  }
+  template <class T>
+  status blocking(collective kind, std::span<const T> in, std::span<T> out, int root) {
+    return blocking(collective_name(kind), check(kind, in, out, root), [&] { return launch(kind, in, out, root); },
+                    call_count(kind, in, out));
+  }
+  template <class T>
+  request start(collective kind, std::span<const T> in, std::span<T> out) {
+    return start(collective_name(kind), check(kind, in, out), [&] { return launch(kind, in, out, 0); },
+                 call_count(kind, in, out));
   }
 
   // A request completing with everything enqueued so far on the communication stream.

@@ -82,12 +82,4 @@ class nccl_request {
   status result_;  // for a request that failed at start (or has no event)
 };
 
-nccl_communicator() = default;  // empty: every call returns invalid_argument
-// Moves are written out, not `= default`: nvcc treats a special member that is
-// defaulted on its first declaration as implicitly __host__ __device__, and
-// this one moves a std::shared_ptr (host-only). cuda::std::expected's
-// __host__ __device__ members (nccl_expected) instantiate it, and with
-// --diag-error=20011 the build failed ("calling a __host__ function from a
-// __host__ __device__ function", misattributed to whichever header nvcc was
-
 TAGC_END_NAMESPACE

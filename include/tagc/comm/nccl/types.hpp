@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "../../exec/cuda.hpp"
+#include "../argument_rules.hpp"
 #include "../communicator.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -50,18 +51,12 @@ struct nccl_options {
 
 namespace detail {
 
+// NCCL's datatype of an element type, by tagc's element id (comm/argument_rules.hpp).
 template <reducible T>
 constexpr ncclDataType_t nccl_type_of() noexcept {
-  if constexpr (std::is_same_v<T, float>) return ncclFloat;
-  else if constexpr (std::is_same_v<T, double>) return ncclDouble;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return ncclUint8;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return ncclInt32;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return ncclUint32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return ncclInt64;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return ncclUint64;
-  else if constexpr (std::is_same_v<T, bfloat16>) return ncclBfloat16;
-  else if constexpr (std::is_same_v<T, float16>) return ncclFloat16;
-  else static_assert(sizeof(T) == 0, "tagc: no NCCL datatype for this element type");
+  constexpr ncclDataType_t by_id[] = {ncclFloat,  ncclDouble, ncclUint8,    ncclInt32,  ncclUint32,
+                                      ncclInt64,  ncclUint64, ncclBfloat16, ncclFloat16};
+  return by_id[element_type_id<T>];
 }
 
 // "all_reduce: unhandled system error (run with NCCL_DEBUG=INFO for details) (last NCCL error: ...)"
