@@ -4,29 +4,16 @@
 //          index, so each writes its values at the union positions of every
 //          shard densely (slot = prefix count of marks) and the slots are
 //          reduce-scattered; the owner unpacks the exact sums. No decode stage.
+//          The slots are the execution space's own implementation's
+//          (detail/compress_dispatch.hpp).
 
-#include <algorithm>
 #include <cstdint>
 #include <span>
-#include <vector>
-
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#include <thrust/scan.h>
-#if defined(__CUDACC__)
-#  include <cub/device/device_scan.cuh>
-
-#  include "../exec/cuda.hpp"  // TAGC_CUDA_TRY
-#endif
 
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
-#include "../detail/index_kernels.hpp"
-#include "../detail/host/packed_slots.hpp"
-#include "../detail/host/support_list.hpp"
-#include "../detail/host_compress.hpp"
+#include "../detail/compress_dispatch.hpp"
 #include "../detail/launch.hpp"
-#include "../detail/packed_kernels.hpp"
 #include "../policy/packed.hpp"
 #include "../stats.hpp"
 #include "plan.hpp"
@@ -42,7 +29,6 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   using wire_t = Value;
   static constexpr int ratio = 1, lanes = 1024;
   static constexpr bool sketched = false;
-  static constexpr bool host_paths = detail::uses_host_paths<Exec>;
   template <class T> using vector = typename Exec::template vector<T>;
 
   static status can_implement(const reducer_arguments& a) {
@@ -58,76 +44,21 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   static bool peels(const layout&) { return false; }
 
   status initialize(const reducer_plan& p, Exec exec) {
-    launch_ = {exec};
     plan_ = p;
-    const std::size_t index_all = p.lay.index_bytes * std::size_t(p.shards);
     // Worst case every entry of a shard is in the union: room for whole shards.
     values_send_.assign(p.lay.padded(), wire_t(0.0f));
     values_recv_.assign(p.lay.shard_size, wire_t(0.0f));
-    if constexpr (host_paths) {
-      host_.initialize(p.lay, p.shards);  // the slots from word popcounts per chunk: no scan over index bytes
-    } else {
-      offsets_.assign(index_all + 1, 0u);
-      starts_.assign(std::size_t(p.shards) + 1, 0u);
-      starts_host_.assign(starts_.size(), 0u);
-#if defined(__CUDACC__)
-      if constexpr (Exec::is_device) {
-        std::size_t bytes = 0;
-        TAGC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, marks_of(nullptr), detail::raw(offsets_),
-                                                    int(index_all + 1), exec.stream));
-        scan_temp_.assign(bytes ? bytes : 1, 0);
-      }
-#endif
-      // the support in fill_stats()
-      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, p.lay.index_bytes,
-                                                          detail::count_marks{nullptr, p.lay, 0}));
-    }
-    return {};
+    return impl_.initialize(p.lay, p.shards, exec);
   }
   std::size_t workspace_bytes() const {
-    return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) + detail::buffer_bytes(offsets_) +
-           detail::buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t) + host_.workspace_bytes() +
-           detail::buffer_bytes(scan_temp_) + sums_.workspace_bytes();
+    return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) + impl_.workspace_bytes();
   }
   std::size_t max_cell_terms() const { return 1; }  // a packed slot holds one value per rank
 
-  // Slots per shard = marks in it; every rank computes all of them alike.
+  // Slots per shard = marks in the whole all-reduced index (every rank computes
+  // all of them alike); this rank's values at the union positions.
   void encode(const call_view<Residual>& c, bool) {
-    const std::uint8_t* idx = c.reduced_index;  // the whole all-reduced index
-    if constexpr (host_paths) {
-      slots_ = host_.count(idx);
-      if (c.kept_listed)  // the kept entries' values were listed by the marking pass: no read of acc per union entry
-        host_.pack_kept(idx, c.kept, c.kept_values, c.kept_count, c.sender_check, c.wire_scale,
-                        detail::raw(values_send_), slots_);
-      else
-        host_.pack(idx, c.acc, c.state->threshold, c.sender_check, c.wire_scale, detail::raw(values_send_), slots_);
-      return;
-    }
-    const std::size_t index_all = offsets_.size() - 1;
-    // The slots' offsets: marks per index byte, scanned. On CUDA by CUB into
-    // scan_temp_ (thrust::exclusive_scan would cudaMalloc / cudaFree its
-    // temporaries on every call); an error shows at the space's synchronize().
-    if constexpr (Exec::is_device) {
-#if defined(__CUDACC__)
-      std::size_t bytes = scan_temp_.size();
-      (void)cub::DeviceScan::ExclusiveSum(detail::raw(scan_temp_), bytes, marks_of(idx), detail::raw(offsets_),
-                                          int(index_all + 1), launch_.exec.stream);
-#endif
-    } else {
-      const auto marks = marks_of(idx);
-      thrust::exclusive_scan(launch_.exec.policy(), marks, marks + std::ptrdiff_t(index_all + 1), offsets_.begin(), 0u);
-    }
-    launch_(starts_.size(), detail::shard_starts{detail::raw(offsets_), detail::raw(starts_), plan_.lay.index_bytes});
-    (void)launch_.exec.copy_to_host(detail::raw(starts_), starts_host_.data(), starts_host_.size());
-    std::size_t slots = 0;
-    for (std::size_t s = 0; s + 1 < starts_host_.size(); ++s)
-      slots = std::max<std::size_t>(slots, starts_host_[s + 1] - starts_host_[s]);
-    slots_ = slots;
-    const std::size_t shards = std::size_t(plan_.shards);
-    launch_(shards * slots, detail::zero_padding_slots<wire_t>{detail::raw(starts_), detail::raw(values_send_), slots});
-    launch_(index_all, detail::pack_values<wire_t, detail::contribution<Residual>>{
-                           c.contribution(), idx, detail::raw(offsets_), detail::raw(starts_),
-                           detail::raw(values_send_), slots, c.wire_scale});
+    slots_ = impl_.pack(c.index.reduced, c.contribution(), c.sel.kept, c.wire_scale, detail::raw(values_send_));
   }
 
   template <communicator C>
@@ -144,14 +75,7 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   template <communicator C, class Decoder>
   status decode(C&, const call_view<Residual>& c, Decoder&, const std::uint8_t*& retransmit) {
     retransmit = nullptr;
-    if constexpr (host_paths) {
-      host_.unpack(c.reduced_index, plan_.own_shard, detail::raw(values_recv_), c.scale * c.wire_unscale, c.out);
-      return {};
-    }
-    launch_(plan_.lay.index_bytes,
-            detail::unpack_values<wire_t>{c.reduced_index, detail::raw(offsets_), detail::raw(starts_),
-                                          detail::raw(values_recv_), c.out, c.scale * c.wire_unscale, plan_.lay,
-                                          plan_.own_shard});
+    impl_.unpack(c.index.reduced, plan_.own_shard, detail::raw(values_recv_), c.scale * c.wire_unscale, c.out);
     return {};
   }
   template <class Decoder>
@@ -159,11 +83,7 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
 
   template <class Decoder>
   void fill_stats(reduce_stats& s, const call_view<Residual>& c, const Decoder&) const {
-    if constexpr (!Exec::is_device)  // 64 marks per popcount, not a loop per entry
-      s.support = detail::host::count_marks(c.own_index, plan_.lay, plan_.own_shard, 1);
-    else
-      s.support = sums_.template sum<unsigned long long>(
-          launch_, plan_.lay.index_bytes, detail::count_marks{c.own_index, plan_.lay, plan_.own_shard});
+    s.support = impl_.support(c.index.own, plan_.own_shard);
     s.peeled = s.support;
     s.packed_slots = slots_;
   }
@@ -174,23 +94,11 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   double unfed_rounding() const { return 0.0; }
 
  private:
-  detail::launcher<Exec> launch_{};
   reducer_plan plan_{};
   std::size_t slots_ = 0, value_bytes_ = 0;
   vector<wire_t> values_send_;  // [shards][slots]
   vector<wire_t> values_recv_;  // this shard's summed slots
-  // Marks in each byte of the whole index `idx` (0 past its end): the scan's input.
-  auto marks_of(const std::uint8_t* idx) const {
-    return thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
-                                           detail::marks_in_byte{idx, plan_.lay, plan_.lay.index_bytes *
-                                                                                     std::size_t(plan_.shards)});
-  }
-
-  vector<std::uint32_t> offsets_, starts_;  // scan over index bytes, shard starts
-  vector<unsigned char> scan_temp_;         // CUB's scan workspace (CUDA only)
-  detail::sum_workspace<Exec> sums_;        // the support in fill_stats() on a device
-  std::vector<std::uint32_t> starts_host_;  // host copy of starts_ (sized once)
-  detail::host::packed_slots host_;         // host paths: the slots from index words (instead of the three above)
+  detail::packed_impl_t<wire_t, Exec> impl_{};  // the slots: the execution space's implementation
 };
 
 }  // namespace stage
