@@ -35,8 +35,6 @@ namespace detail {
 template <class Wire, class Exec>
 class portable_packed {
  public:
-  template <class T> using vector = typename Exec::template vector<T>;
-
   status initialize(const layout& l, int shards, Exec exec) {
     launch_ = {exec};
     lay_ = l;
@@ -115,6 +113,7 @@ class portable_packed {
   launcher<Exec> launch_{};
   layout lay_{};
   std::size_t shards_ = 1;
+  template <class T> using vector = typename Exec::template vector<T>;
   vector<std::uint32_t> offsets_, starts_;  // scan over index bytes, shard starts
   vector<unsigned char> scan_temp_;         // CUB's scan workspace (CUDA only)
   sum_workspace<Exec> sums_;                // the support on a device

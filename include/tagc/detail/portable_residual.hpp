@@ -19,8 +19,6 @@ namespace detail {
 template <class Residual, class Exec>
 class portable_residual {
  public:
-  template <class T> using vector = typename Exec::template vector<T>;
-
   status initialize(std::size_t length, Exec exec) {
     launch_ = {exec};
     residual_.assign(length, Residual(0.0f));
@@ -42,7 +40,7 @@ class portable_residual {
 
  private:
   launcher<Exec> launch_{};
-  vector<Residual> residual_;  // [length] error feedback
+  typename Exec::template vector<Residual> residual_;  // [length] error feedback
 };
 
 }  // namespace detail

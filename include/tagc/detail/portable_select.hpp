@@ -28,8 +28,6 @@ namespace detail {
 template <class Residual, class Exec>
 class portable_select {
  public:
-  template <class T> using vector = typename Exec::template vector<T>;
-
   status initialize(const layout& l, Exec exec) {
     launch_ = {exec};
     lay_ = l;
@@ -79,7 +77,7 @@ class portable_select {
   launcher<Exec> launch_{};
   layout lay_{};
   std::size_t marks_bytes_ = 0;
-  vector<std::uint32_t> hist_;  // [hist_copies][hist_bins] radix-select histograms
+  typename Exec::template vector<std::uint32_t> hist_;  // [hist_copies][hist_bins] radix-select histograms
 };
 
 }  // namespace detail

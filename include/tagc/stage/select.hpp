@@ -30,7 +30,6 @@ namespace stage {
 template <class Residual, class Exec>
 class ThresholdSelect {
  public:
-  template <class T> using vector = typename Exec::template vector<T>;
   static constexpr std::size_t n_counters = 3;  // kept, deferred, retransmitted
 
   static status can_implement(const reducer_arguments& a) {
@@ -106,9 +105,9 @@ class ThresholdSelect {
 
   detail::launcher<Exec> launch_{};
   std::size_t n_ = 0;
-  vector<detail::select_state> state_;
-  vector<unsigned long long> counters_;
-  vector<std::uint8_t> marks_;           // [shards][index_bytes] this rank's marks
+  typename Exec::template vector<detail::select_state> state_;
+  typename Exec::template vector<unsigned long long> counters_;
+  typename Exec::template vector<std::uint8_t> marks_;  // [shards][index_bytes] this rank's marks
   detail::select_impl_t<Residual, Exec> impl_{};
   detail::select_inputs<Residual> in_{};  // this call's (set by begin())
 };
