@@ -41,7 +41,7 @@ constexpr detail::host::host_simd every_marking_loop[] = {detail::host::host_sim
                                                           detail::host::host_simd::avx2,
                                                           detail::host::host_simd::sse2};
 
-// Gradients that mislead the host's sampled bracket (detail/host/select_marks.hpp
+// Gradients that mislead the host's sampled bracket (detail/host/threshold_marker.hpp
 // samples 4 entries of every 16 at these lengths): tiny where it samples, large
 // elsewhere, so the bracket misses the threshold and the exact select runs.
 inline std::vector<float> off_sample(std::size_t n, int rank, int step) {
@@ -144,7 +144,7 @@ int compare_paths(int world, std::size_t n, double theta, int steps, input kind 
       if (sf.value_scale_exponent != sp.value_scale_exponent) fail("fp16 scale", t);
       const auto fs = fast.stages(), ps = port.stages();
       const std::size_t ib = fast.plan().index_bytes * std::size_t(fast.plan().shards);
-      if (!same_bytes(fs.index.local(), ps.index.local(), ib)) fail("local index (kept set)", t);
+      if (!same_bytes(fs.select.marks(), ps.select.marks(), ib)) fail("local index (kept set)", t);
       if (!same_bytes(fs.index.reduced(), ps.index.reduced(), fs.index.reduced_bytes())) fail("reduced index", t);
       if (fs.values.sent_size() != ps.values.sent_size() ||
           !same_bytes(fs.values.sent(), ps.values.sent(), fs.values.sent_size()))

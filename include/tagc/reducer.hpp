@@ -16,8 +16,8 @@
 //            owner could not resolve stay (bitmap all-gather, only when any)
 //
 // The Reducer is an orchestrator of stages (include/tagc/stage/, one file each,
-// all with the same CUTLASS-like contract): agreement check, threshold select,
-// index build + exchange, values (a specialisation per values policy), decode,
+// all with the same CUTLASS-like contract): agreement check, threshold select
+// (and this rank's index marks), index exchange, values (one per values policy), decode,
 // residual. can_implement(args) is the AND of the stages', initialize(args,
 // exec) sizes and allocates every workspace once from the layout (their sum is
 // workspace_bytes()); the step path (reduce_scatter / all_reduce) allocates
@@ -433,11 +433,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     stage_clock clock{this};
 
     // 1. Check (and, with adaptive theta, agree on theta) before anything changes.
-    float* acc = residual_.acc();  // host paths: g + residual, written once by pass 0
-    // Pass 0 counts NaN/Inf (and max |acc| for fp16). Host paths: unless adaptive theta
-    // moves theta at the check, pass 0 also marks the index for this call's theta.
+    // Pass 0 counts NaN/Inf (and max |acc| for fp16). On the host it writes acc =
+    // g + residual into the residual stage's buffer and, unless adaptive theta moves
+    // theta at the check, marks the index for this call's theta too.
     const double theta_early = args_.adapt.enabled ? -1.0 : current_sparsity();
-    select_.begin(g, r, acc, sizes_ok, wire_scaled<wire_t>, theta_early, index_.marks_target(), index_.kept_target());
+    select_.begin({g, r, residual_.acc()}, sizes_ok, wire_scaled<wire_t>, theta_early);
     clock.mark(&S::sparsify);
     if (args_.check_inputs) {
       detail::select_state h{};
@@ -453,37 +453,30 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
 
     // 2. Threshold: the (k+1)-th largest |acc|, k = most entries that may be kept.
     call_sparsity_ = current_sparsity();  // sparsity schedule: this call's theta (after adaptive moved sparsity_)
-    // host paths: marks this rank's index and stages its kept entries too
-    select_.select(g, r, acc, call_sparsity_, index_.marks_target(), index_.kept_target());
+    select_.select(call_sparsity_);
     clock.mark(&S::sparsify);
 
-    // 3. Index: local marks, summed across ranks.
-    index_.build(g, r, select_.state(), select_.counters() + 0, select_.marker(), acc);
+    // 3. Index: this rank's marks (the select stage's), summed across ranks.
+    select_.mark();
     clock.mark(&S::index);
-    TAGC_TRY(index_.exchange(comm));
+    const stage::selection sel = select_.handoff();
+    TAGC_TRY(index_.exchange(comm, sel.marks));
     clock.mark(&S::index_exchange);
 
+    // The call as the later stages see it: its buffers and scales, the hand-offs.
+    // Low precision: values travel as wire_t(acc * 2^k) (k = 0 but for fp16), and
+    // a bf16 residual rounds stochastically with this call's seed.
     stage::call_view<residual_t> c;
     c.grad = g;
     c.residual = r;
-    c.state = select_.state();
-    c.counters = select_.counters();
-    c.reduced_index = index_.reduced();
-    c.own_index = index_.own_index();
-    c.sender_check = index_.sender_check();
     c.out = out.data();
     c.scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
-    // Low precision: values travel as wire_t(acc * 2^k) (k = 0 but for fp16), and
-    // a bf16 residual rounds stochastically with this call's seed.
     c.wire_scale = detail::pow2(wire_exp_);
     c.wire_unscale = detail::pow2(-wire_exp_);
     c.seed = detail::residual_seed(step_, args_.rank);
     c.lay = lay;
-    c.acc = acc;
-    c.kept = index_.kept_list();
-    c.kept_count = index_.kept_count();
-    c.kept_values = index_.kept_values();
-    c.kept_listed = index_.kept_listed();
+    c.sel = sel;
+    c.index = index_.handoff();
 
     // 4. Values, exchanged to the owner(s) and decoded; then commit the residual.
     values_.encode(c, stats != nullptr);

@@ -13,7 +13,7 @@
 // list filtered from the stage), sketch (cells from the kept list, with and without
 // the sender check), commit (residual over the kept list; the first call meets its
 // acc lines cold, the second warm).
-#include <tagc/detail/host/select_marks.hpp>
+#include <tagc/detail/host/threshold_marker.hpp>
 
 #include <immintrin.h>
 

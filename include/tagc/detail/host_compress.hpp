@@ -1,8 +1,7 @@
 #pragma once
-// defines: tagc::detail::uses_host_paths<Exec> and the host (OpenMP)
-//          implementations of the compress-side stages: acc = g + residual
+// defines: the host (OpenMP) implementations of the compress-side stages: acc = g + residual
 //          once per call (pass 0), the exact radix select over acc from
-//          chunk-private histograms (the fallback of detail/host/select_marks.hpp,
+//          chunk-private histograms (the fallback of detail/host/threshold_marker.hpp,
 //          which selects the threshold and marks the index in one pass), the
 //          sketch from the kept list, and the residual committed sparsely.
 //
@@ -12,7 +11,7 @@
 //    `host_chunks` fixed chunks (independent of the thread count, so the
 //    results are too), each with its own histogram / counter;
 //  - the threshold is the exact (k+1)-th largest |acc|, as the radix select's:
-//    usually from a sampled bracket (detail/host/select_marks.hpp); else the
+//    usually from a sampled bracket (detail/host/threshold_marker.hpp); else the
 //    top digit's histogram names the bin holding it, the bin's entries are
 //    gathered (candidates) and the rank is selected among them; a bin too full
 //    for the candidate buffer falls back to radix passes 1 and 2 over acc;
@@ -30,6 +29,8 @@
 #include "../core/bits.hpp"
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
+#include "compress_handoff.hpp"
+#include "host_paths.hpp"
 #include "index_kernels.hpp"
 #include "launch.hpp"
 #include "select_kernels.hpp"
@@ -38,13 +39,6 @@
 
 TAGC_BEGIN_NAMESPACE
 namespace detail {
-
-// Whether a stage runs its host implementation on execution space Exec.
-template <class Exec>
-inline constexpr bool uses_host_paths = [] {
-  if constexpr (requires { Exec::host_paths; }) return !Exec::is_device && Exec::host_paths;
-  else return false;
-}();
 
 // Fixed work chunks of a host pass; each owns one histogram copy.
 inline constexpr int host_chunks = hist_copies;
@@ -58,7 +52,7 @@ struct host_pass0 {
 
 // Pass 0: acc = g + residual, the NaN/Inf count and max |acc|, in one
 // vectorisable pass (no histogram: the threshold comes from a sampled bracket,
-// detail/host/select_marks.hpp).
+// detail/host/threshold_marker.hpp).
 template <class R>
 inline host_pass0 host_accumulate(const float* g, const R* r, float* acc, std::size_t n) {
   std::uint32_t nonfinite = 0;
@@ -233,6 +227,30 @@ inline void host_sketch_from_kept(const float* kept_values, const std::uint32_t*
       host_sketch_shard<Value, 1>(kept_values, kept, b, e, l, s, h0, sender_check, sketch, wire_scale);
   }
 }
+
+// The index stage's repair of a 1-bit index at two ranks (repair_pair_index's),
+// on the host: a byte loop the compiler vectorises (16 bytes an instruction).
+struct host_pair_repair {
+  template <class Exec>
+  static void run(const launcher<Exec>&, const std::uint8_t* mine, std::uint8_t* summed, std::size_t bytes) {
+#pragma omp simd
+    for (std::size_t b = 0; b < bytes; ++b) summed[b] = std::uint8_t(mine[b] | std::uint8_t(summed[b] - mine[b]));
+  }
+};
+
+// The sketch stage's host implementation (detail/compress_dispatch.hpp): the cells
+// [shards][cells] (fp32 sums) from the kept list the threshold select made, 1-10 %
+// of the entries instead of a gather over all of them. Builds nothing (false) where
+// there is no list, or the shard is dense (no sketch).
+struct host_sketch_builder {
+  template <class Wire>
+  static bool from_kept(const kept_entries& kept, const layout& l, const std::uint8_t* sender_check, float* cells,
+                        float wire_scale) {
+    if (l.dense || !kept.listed) return false;
+    host_sketch_from_kept<Wire>(kept.values, kept.positions, kept.count, l, sender_check, cells, wire_scale);
+    return true;
+  }
+};
 
 // One kept entry after the exchange: delivered (its wire rounding stays in the
 // residual) or not (acc stays); counts what was not.

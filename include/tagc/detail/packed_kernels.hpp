@@ -20,6 +20,22 @@ TAGC_BEGIN_NAMESPACE
 namespace detail {
 
 
+// How one call's packed slots are laid out (stage/values_packed.hpp): padded,
+// [shards][largest], or each shard's union after the previous one's.
+struct packed_layout {
+  std::size_t largest = 0;      // the largest shard's union: the padded layout's slots per shard
+  std::size_t whole_union = 0;  // all shards' unions together
+  std::size_t before_own = 0;   // union entries of the shards before the owner's
+  bool back_to_back = false;
+};
+
+// Back to back when that sends fewer ring bytes per rank: an all-reduce of the
+// union, 2 (N - 1)/N x union, against a reduce-scatter of padded shards,
+// (N - 1)/N x N x largest; i.e. when the largest shard holds more than twice the mean.
+TAGC_HOST_DEVICE inline bool unions_back_to_back(std::size_t shards, std::size_t largest, std::size_t whole_union) {
+  return shards > 1 && 2 * whole_union < shards * largest;
+}
+
 // Marked real entries in byte `byte` of the all-reduced index (any shard), and
 // how many of them come before entry slot k of that byte.
 TAGC_HOST_DEVICE inline unsigned marks_before(const std::uint8_t* index, const layout& l, std::size_t byte, int k_end) {

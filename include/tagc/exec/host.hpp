@@ -10,7 +10,7 @@
 // so the functors in detail/ run unchanged on either. Where a stage has an
 // implementation for the host system besides the portable one (as Thrust and
 // CUB dispatch one algorithm per system), `host_paths` selects it
-// (detail::uses_host_paths).
+// (detail::uses_host_paths; the compress side's table: detail/compress_dispatch.hpp).
 
 #include <cstddef>
 #include <cstring>
@@ -26,7 +26,7 @@ namespace exec {
 struct host {
   template <class T> using vector = thrust::omp::vector<T>;
   static constexpr bool is_device = false;
-  // The stages' host implementations (detail/host_*.hpp): acc = g + residual
+  // The stages' host implementations (detail/host/*.hpp): acc = g + residual
   // computed once per call, chunk-private histograms, the sketch from the kept
   // list. Same results as the portable path, bit for bit (tests/test_paths.cpp).
   static constexpr bool host_paths = true;

@@ -44,14 +44,11 @@
 // (The reference applies estimates silently and never feeds the error back.)
 
 #include <cstdint>
-#include <cuda/atomic>
 
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
 #include "index.hpp"
 #include "sketch.hpp"
-
-#include "../detail/decode_kernels.hpp"  // the functors (tagc::detail)
 
 TAGC_BEGIN_NAMESPACE
 

@@ -33,8 +33,6 @@
 #include "sparsify.hpp"
 #include "wire_value.hpp"
 
-#include "../detail/index_kernels.hpp"  // the functors (tagc::detail)
-
 TAGC_BEGIN_NAMESPACE
 
 enum class index_exchange { all_reduce, reduce_scatter };

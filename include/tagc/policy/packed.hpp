@@ -36,8 +36,6 @@
 #include "index.hpp"
 #include "wire_value.hpp"
 
-#include "../detail/packed_kernels.hpp"  // the functors (tagc::detail)
-
 TAGC_BEGIN_NAMESPACE
 
 template <class Value = float>

@@ -30,8 +30,6 @@
 
 #include "../core/config.hpp"
 
-#include "../detail/shared_kernels.hpp"  // the functors (tagc::detail)
-
 TAGC_BEGIN_NAMESPACE
 
 struct SharedIndexPolicy {

@@ -57,8 +57,6 @@
 #include "sparsify.hpp"
 #include "wire_value.hpp"
 
-#include "../detail/sketch_kernels.hpp"  // the functors (tagc::detail)
-
 TAGC_BEGIN_NAMESPACE
 
 template <int Ratio, int Lanes = 1024, class Value = float>

@@ -37,9 +37,6 @@
 #include "../core/config.hpp"
 #include "../core/murmur3.hpp"
 
-
-#include "../detail/select_kernels.hpp"  // the functors (tagc::detail)
-
 TAGC_BEGIN_NAMESPACE
 
 // Tag: error feedback + exact radix-select threshold (the default and only

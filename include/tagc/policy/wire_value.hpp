@@ -24,8 +24,6 @@
 #include "../core/config.hpp"
 #include "../core/float16.hpp"
 
-#include "../detail/wire_kernels.hpp"  // the functors (tagc::detail)
-
 TAGC_BEGIN_NAMESPACE
 
 template <class V>

@@ -66,8 +66,8 @@ class Agreement {
   // `length`, `out_length`: what this reducer was planned for; `cell_terms`:
   // the most values one rank adds into one cell or slot (bounds the fp16 scale).
   template <communicator C>
-  status check(C& comm, const contribution& mine, std::size_t length, std::size_t out_length, std::uint64_t cell_terms,
-               verdict& v) {
+  status check(C& comm, const contribution& mine, std::size_t length, std::size_t out_length,
+               [[maybe_unused]] std::uint64_t cell_terms, verdict& v) {
     std::int64_t w[words] = {std::int64_t(mine.grad_length), std::int64_t(mine.out_length),
                              std::int64_t(mine.nonfinite),   std::int64_t(mine.config),
                              mine.load_ppm,                  mine.unresolved};
@@ -112,8 +112,6 @@ class Agreement {
                                         "largest values and " + std::to_string(terms) +
                                         " of them may be summed; use bf16 values; residual left unchanged"};
       v.wire_exp = fp16_scale_exponent(std::uint32_t(top), terms);
-    } else {
-      (void)cell_terms;
     }
     for (int r = 0; r < n; ++r) {
       v.max_load_ppm = std::max(v.max_load_ppm, at(r, 4));

@@ -1,7 +1,9 @@
 #pragma once
 // defines: tagc::stage::reducer_plan (what every stage is sized from at
-//          initialize) and tagc::stage::call_view (what one call's stages hand
-//          each other: pointers into the workspaces, the call's scales and seed).
+//          initialize), tagc::stage::selection and tagc::stage::received_index
+//          (what the select and index stages hand on: each owns its buffers, the
+//          later stages read them through these), and tagc::stage::call_view (one
+//          call as the values, decode and residual stages see it).
 //
 // The stages (one file each in this folder) share the CUTLASS-like contract of
 // the Reducer that composes them:
@@ -16,6 +18,7 @@
 
 #include "../core/config.hpp"
 #include "../detail/index_kernels.hpp"
+#include "../detail/compress_handoff.hpp"
 #include "../detail/select_kernels.hpp"
 #include "../shard/layout.hpp"
 #include "arguments.hpp"
@@ -36,29 +39,37 @@ struct reducer_plan {
   bool owes_estimates() const { return args.topo == topology::sharded || args.rank == 0; }
 };
 
+// The select stage's hand-off (ThresholdSelect::handoff()): what it found this call.
+struct selection {
+  detail::select_state* state = nullptr;      // the threshold (in the space's memory)
+  unsigned long long* counters = nullptr;     // [0] kept, [1] deferred, [2] retransmitted
+  const std::uint8_t* marks = nullptr;        // this rank's marks [shards][index_bytes]
+  detail::kept_entries kept{};                // host: acc and the kept entries listed; else none
+};
+
+// The index stage's hand-off (IndexExchange::handoff()): the reduced index as this rank holds it.
+struct received_index {
+  const std::uint8_t* reduced = nullptr;       // the reduced index as this rank received it
+  const std::uint8_t* own = nullptr;           // reduced index of this rank's shard
+  const std::uint8_t* sender_check = nullptr;  // whole reduced index, or nullptr when exact
+};
+
+// One call as the values, decode and residual stages see it: the call's buffers
+// and scales, and the earlier stages' hand-offs.
 template <class Residual>
 struct call_view {
   const float* grad = nullptr;
   Residual* residual = nullptr;
-  detail::select_state* state = nullptr;      // threshold (device-resident)
-  unsigned long long* counters = nullptr;     // [0] kept, [1] deferred, [2] retransmitted
-  const std::uint8_t* reduced_index = nullptr;  // the reduced index as this rank received it
-  const std::uint8_t* own_index = nullptr;    // reduced index of this rank's shard
-  const std::uint8_t* sender_check = nullptr; // whole reduced index, or nullptr when exact
   float* out = nullptr;
-  float scale = 1.0f;                         // the op's: 1/N for mean
+  float scale = 1.0f;                            // the op's: 1/N for mean
   float wire_scale = 1.0f, wire_unscale = 1.0f;  // fp16 range scale 2^k, 2^-k
-  std::uint32_t seed = 0;                     // stochastic rounding of a bf16 residual
-  // Host paths only (detail/host_compress.hpp), else nullptr / false:
-  const float* acc = nullptr;                 // g + residual, computed once this call
-  const std::uint32_t* kept = nullptr;        // ascending positions of the kept entries
-  const float* kept_values = nullptr;         // acc at those positions, in the same order
-  std::size_t kept_count = 0;
-  bool kept_listed = false;                   // whether `kept` holds them (it has a capacity)
+  std::uint32_t seed = 0;                        // stochastic rounding of a bf16 residual
   layout lay{};
+  selection sel{};
+  received_index index{};
 
   // The value this rank sends for padded element (s, e).
-  detail::contribution<Residual> contribution() const { return {grad, residual, sender_check, state, lay}; }
+  detail::contribution<Residual> contribution() const { return {grad, residual, index.sender_check, sel.state, lay}; }
 };
 
 }  // namespace stage

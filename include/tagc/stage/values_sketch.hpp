@@ -11,11 +11,10 @@
 #include <string>
 #include <type_traits>
 
-
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
+#include "../detail/compress_dispatch.hpp"
 #include "../detail/decode_kernels.hpp"
-#include "../detail/host_compress.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/sketch_kernels.hpp"
 #include "../detail/wire_kernels.hpp"
@@ -89,40 +88,28 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
 
   // Build this rank's sketch of every shard. `measure`: also sum the cell
   // roundings no residual gets back (reduce_stats::unfed_rounding).
-  void encode(const call_view<Residual>& c, bool measure) {
-    const std::size_t chunk = sketch_chunk();
-    using build_t = detail::build_sketch<wire_t, detail::contribution<Residual>>;
-    const auto value = c.contribution();
+  void encode(const call_view<Residual>& c, [[maybe_unused]] bool measure) {
     unfed_rounding_ = 0.0;
-    // Host paths: cells from the kept list (1-10 % of the entries) instead of a gather over all of them.
-    bool from_kept = false;
-    if constexpr (detail::uses_host_paths<Exec>) {
-      if (!plan_.lay.dense && c.kept_listed) {
-        float* cells = narrow_cells ? static_cast<float*>(detail::raw(sketch_f32_)) : float_send();
-        detail::host_sketch_from_kept<wire_t>(c.kept_values, c.kept, c.kept_count, plan_.lay, c.sender_check, cells,
-                                              c.wire_scale);
-        from_kept = true;
-      }
+    // The fp32 sums: the cells themselves, or (16-bit cells) their sums before rounding.
+    float* sums = narrow_cells ? detail::raw(sketch_f32_) : float_send();
+    // The execution space's own way when it has one (the host: from the kept list,
+    // 1-10 % of the entries), else the gather build over every entry.
+    if (!detail::sketch_builder_t<Exec>::template from_kept<wire_t>(c.sel.kept, plan_.lay, c.index.sender_check, sums,
+                                                                     c.wire_scale)) {
+      const std::size_t chunk = sketch_chunk();
+      using build_t = detail::build_sketch<wire_t, detail::contribution<Residual>>;
+      launch_(build_t::calls(plan_.lay, chunk), build_t{c.contribution(), detail::raw(bucket_start_),
+                                                        detail::raw(bucket_order_), sums, chunk, c.wire_scale});
     }
     if constexpr (narrow_cells) {
       // Cells are summed in fp32 from values already rounded to wire_t (that
       // rounding goes back to the residual), then rounded once for the wire.
-      if (!from_kept)
-        launch_(build_t::calls(plan_.lay, chunk), build_t{value, detail::raw(bucket_start_),
-                                                          detail::raw(bucket_order_), detail::raw(sketch_f32_), chunk,
-                                                          c.wire_scale});
       launch_(values_send_.size(), detail::round_cells<wire_t>{detail::raw(sketch_f32_), detail::raw(values_send_)});
       if (measure) {
         unfed_rounding_ = double(c.wire_unscale) *
             sums_.template sum<double>(launch_, values_send_.size(),
                                        detail::cell_rounding<wire_t>{detail::raw(sketch_f32_), detail::raw(values_send_)});
       }
-    } else {
-      (void)measure;
-      if (!from_kept)
-        launch_(build_t::calls(plan_.lay, chunk), build_t{value, detail::raw(bucket_start_),
-                                                          detail::raw(bucket_order_), detail::raw(values_send_), chunk,
-                                                          c.wire_scale});
     }
   }
 
@@ -147,7 +134,7 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
       dec.clear();
       return {};
     }
-    TAGC_TRY(dec.run(decode_cells(), c.own_index, c.out));
+    TAGC_TRY(dec.run(decode_cells(), c.index.own, c.out));
     return dec.publish_unresolved(comm, retransmit);
   }
 

@@ -1,5 +1,6 @@
 #pragma once
-// defines: tagc::detail::host::packed_slots — PackedPolicy's slots on the CPU:
+// defines: tagc::detail::host::packed_slots (and packed_values<Wire>, the values
+//          stage's host implementation over it) — PackedPolicy's slots on the CPU:
 //          where each shard's union entries go (word popcounts, a scan over
 //          chunks), this rank's values packed into them (from its kept list,
 //          or from acc when there is none), and the owner's summed slots
@@ -22,8 +23,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../core/status.hpp"
 #include "../../shard/layout.hpp"
+#include "../compress_handoff.hpp"
 #include "../index_kernels.hpp"
+#include "../packed_kernels.hpp"
 #include "../select_kernels.hpp"
 #include "../support_words.hpp"
 #include "support_list.hpp"
@@ -187,6 +191,51 @@ class packed_slots {
   std::size_t shards_ = 0, words_ = 0, chunks_ = 0;
   std::vector<std::uint32_t> start_;  // [shards][chunks + 1] each chunk's first slot in its shard
   std::vector<std::size_t> base_;     // [shards + 1] union entries before each shard
+};
+
+// PackedPolicy's values on the host (exec::host): the interface
+// detail/compress_dispatch.hpp gives both implementations (portable_packed.hpp),
+// over packed_slots. The kept entries' values are packed from the list the
+// threshold select made when there is one (no read of acc per union entry).
+template <class Wire>
+class packed_values {
+ public:
+  template <class Exec>
+  status initialize(const layout& l, int shards, const Exec&) {
+    slots_.initialize(l, shards);  // the slots from word popcounts per chunk: no scan over index bytes
+    lay_ = l;
+    shards_ = std::size_t(shards);
+    return {};
+  }
+  std::size_t workspace_bytes() const { return slots_.workspace_bytes(); }
+
+  template <class Residual>
+  packed_layout pack(const std::uint8_t* idx, const contribution<Residual>& value, const kept_entries& kept,
+                     float wire_scale, std::size_t own, Wire* send) {
+    packed_layout p;
+    p.largest = slots_.count(idx);
+    p.whole_union = slots_.union_before(shards_);
+    p.before_own = slots_.union_before(own);
+    p.back_to_back = unions_back_to_back(shards_, p.largest, p.whole_union);
+    const std::size_t slots = p.back_to_back ? 0 : p.largest;  // 0: back to back
+    if (kept.listed)
+      slots_.pack_kept(idx, kept.positions, kept.values, kept.count, value.reduced_index, wire_scale, send, slots);
+    else
+      slots_.pack(idx, kept.acc, value.state->threshold, value.reduced_index, wire_scale, send, slots);
+    return p;
+  }
+  void unpack(const std::uint8_t* idx, std::size_t own, const Wire* recv, float scale, float* out) const {
+    slots_.unpack(idx, own, recv, scale, out);
+  }
+  // 64 marks per popcount, not a loop per entry.
+  unsigned long long support(const std::uint8_t* own_index, std::size_t own) const {
+    return count_marks(own_index, lay_, own, 1);
+  }
+
+ private:
+  packed_slots slots_;
+  layout lay_{};
+  std::size_t shards_ = 1;
 };
 
 }  // namespace detail::host
