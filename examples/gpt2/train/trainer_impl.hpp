@@ -16,6 +16,8 @@
 #include "gpt2/checkpoint.hpp"
 // defines: train::nonfinite_message
 #include "step_checks.hpp"
+// defines: train::StepTotals
+#include "step_totals.hpp"
 // defines: train::stop_requested
 #include "stop_signal.hpp"
 // defines: train::config_json
@@ -66,6 +68,8 @@ struct round_bf16 {
 
 }  // namespace trainer_detail
 
+// The constructor reads as the order of setup; every step that can fail on one rank is
+// agreed (agree), so all ranks throw together.
 template <class Exec, class Comm>
 Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side)
     : args_(args),
@@ -78,17 +82,39 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
   // NCCL orders each collective after its compute stream's work and makes that stream
   // wait for the result: that stream is the side stream, where the tasks run.
   if constexpr (requires(Comm& c, const Exec& e) { c.set_compute_stream(e.stream); }) comm.set_compute_stream(side.stream);
-  const int U = plan_.num_units();
   model_ = std::make_unique<gpt2::DeviceModel<Exec>>(cfg_, args_.B, args_.T, model_exec_);
+  allocate_batches();
+  open_data();
+  allocate_shards();
+  choose_paths();
+  split_levels();
+  const CompressOptions co = compress_options(args_);
+  refuse_index_carries(co);
+  allocate_gradients(co);
+  build_reducers(co);
+  rng_state_ = args_.seed;
+  inject_nan_ = fault::nan_at();
+}
+
+template <class Exec, class Comm>
+Trainer<Exec, Comm>::~Trainer() = default;
+
+// The token batches (host; copied to the device space), and the small all-reduces'
+// scratch: the step's totals (step_totals.hpp), the checkpoint store's (2 x ranks);
+// evaluate_batches grows it to its batches x ranks once.
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::allocate_batches() {
   inputs_.resize(size_t(args_.B) * size_t(args_.T));
   targets_.resize(inputs_.size());
   if constexpr (Exec::is_device) {
     dev_inputs_.assign(inputs_.size(), 0);
     dev_targets_.assign(inputs_.size(), 0);
   }
-  // small all-reduces: the step's (6 + units + ranks), the checkpoint store's (2 x ranks);
-  // evaluate_batches grows it to its batches x ranks once
-  scratch_.assign(2 * (16 + size_t(U) + 2 * size_t(world())), 0.0);
+  scratch_.assign(2 * (16 + size_t(plan_.num_units()) + 2 * size_t(world())), 0.0);
+}
+
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::open_data() {
   agree("data", [&] {
     train_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.train_data, "train"), size_t(args_.B),
                                                        size_t(args_.T), rank(), world(),
@@ -101,7 +127,12 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
       l->preload();  // token ids checked now, where every rank agrees on the error
     }
   });
+}
 
+// The owned shards (parameters, gradient, AdamW m and v) and the gathered units.
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::allocate_shards() {
+  const int U = plan_.num_units();
   const size_t owned = plan_.owned_size();
   params_.assign(owned, 0.0f);
   grad_shard_.assign(owned, 0.0f);
@@ -138,38 +169,43 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
     gather_send16_.assign(shard, tagc::bfloat16::from_bits(0));
     gather_recv16_.assign(padded, tagc::bfloat16::from_bits(0));
   }
+}
 
-  // Which path each segment takes: fixed by the mode, or measured (--compress auto).
-  paths_.assign(size_t(2 * U), path_none);
+// The segment table, and which path each segment takes: fixed by the mode, or measured
+// (--compress auto), or the decision a resumed --compress auto run was saved with.
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::choose_paths() {
+  const int U = plan_.num_units();
+  units_.resize(size_t(U));
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s) {
-      const Segment& g = plan_.unit(u).seg[s];
-      if (g.length == 0) continue;  // e.g. lnf has no compressible prefix: no collective at all
+      SegmentState& seg = units_[size_t(u)].seg[size_t(s)];
+      seg.layout = &plan_.unit(u).seg[s];
+      seg.name = plan_.unit(u).name + (s == 0 ? "/prefix" : "/suffix");
+      if (seg.layout->length == 0) continue;  // e.g. lnf has no compressible prefix: no collective at all
       const bool compress = args_.compress == CompressMode::all ||
-                            (args_.compress == CompressMode::non_attention && g.compressible);
-      paths_[size_t(2 * u + s)] = compress ? path_tagc : path_plain;
+                            (args_.compress == CompressMode::non_attention && seg.layout->compressible);
+      seg.path = compress ? path_tagc : path_plain;
     }
-  if (args_.compress == CompressMode::automatic) {
-    if (!args_.resume.empty()) {
-      // A resumed run keeps the decision it was checkpointed with.
-      agree("--resume", [&] {
-        const CheckpointData d =
-            read_newest_plan(args_.resume, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
-        if (d.auto_json.empty() || d.segment_paths.size() != paths_.size())
-          throw std::runtime_error("checkpoint in " + args_.resume + " holds no --compress auto decision");
-        auto_ = auto_plan_from_json(nlohmann::json::parse(d.auto_json));
-        auto_->source = "checkpoint";
-        paths_ = d.segment_paths;
-      });
-    } else {
-      decide_auto();
-    }
-  }
+  if (args_.compress != CompressMode::automatic) return;
+  if (args_.resume.empty()) return decide_auto();
+  // A resumed run keeps the decision it was checkpointed with.
+  agree("--resume", [&] {
+    const CheckpointData d = read_newest_plan(args_.resume, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
+    if (d.auto_json.empty() || d.segment_paths.size() != 2 * units_.size())
+      throw std::runtime_error("checkpoint in " + args_.resume + " holds no --compress auto decision");
+    auto_ = auto_plan_from_json(nlohmann::json::parse(d.auto_json));
+    auto_->source = "checkpoint";
+    auto next = d.segment_paths.begin();
+    for (UnitState& unit : units_)
+      for (SegmentState& seg : unit.seg) seg.path = *next++;
+  });
+}
 
-  split_levels();
-  const CompressOptions co = compress_options(args_);
-  // Summed 1-bit counters carry into neighbours beyond 2 ranks: most kept entries are
-  // never marked and go back to the residual every step (measured 49-80 % at 3-16 ranks).
+// Summed 1-bit counters carry into neighbours beyond 2 ranks: most kept entries are never
+// marked and go back to the residual every step (measured: docs/design.md, "Many ranks").
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::refuse_index_carries(const CompressOptions& co) const {
   if (args_.compress != CompressMode::none && co.reducer.index_bits == 1 && shape_.nodes > 2 &&
       !args_.allow_index_carries)
     throw std::runtime_error("--index-bits 1 across " + std::to_string(shape_.nodes) + (levels_ ? " nodes" : " ranks") +
@@ -177,58 +213,69 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
                              "(49-80 % measured at 3-16 ranks) are held back in the residual every step; use "
                              "--index-bits exact, or --allow-index-carries to run it anyway (the step line then "
                              "shows the share held back)");
-  plain_local_ = local_ && co.plain.values == tagc::values_kind::plain_fp32;
-  // A unit none of whose segments has a reducer (1 rank) accumulates its gradient in
-  // grad_shard_ itself: on one rank the owned shard is the unit, unpadded and contiguous.
-  grads_.resize(size_t(U));
-  grad_store_.resize(size_t(U));
-  unit_reduces_.assign(size_t(U), 0);
-  for (int u = 0; u < U; ++u) {
-    for (size_t i : {size_t(2 * u), size_t(2 * u + 1)})
-      if (paths_[i] != path_none && !segment_local(i)) unit_reduces_[size_t(u)] = 1;
-    if (unit_reduces_[size_t(u)]) {
-      grad_store_[size_t(u)].assign(plan_.unit(u).size, 0.0f);
-      grads_[size_t(u)] = std::span<float>(raw(grad_store_[size_t(u)]), plan_.unit(u).size);
+}
+
+// Each unit's gradient buffer. A unit none of whose segments has a reducer (1 rank, plain
+// fp32) accumulates its gradient in grad_shard_ itself: on one rank the owned shard is the
+// unit, unpadded and contiguous.
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::allocate_gradients(const CompressOptions& co) {
+  const bool plain_local = local_ && co.plain.values == tagc::values_kind::plain_fp32;
+  for (int u = 0; u < plan_.num_units(); ++u) {
+    UnitState& unit = units_[size_t(u)];
+    for (SegmentState& seg : unit.seg) {
+      seg.local = plain_local && seg.path == path_plain;
+      if (seg.path != path_none && !seg.local) unit.reduced = true;
+    }
+    if (unit.reduced) {
+      unit.grad_store.assign(plan_.unit(u).size, 0.0f);
+      unit.grad = std::span<float>(raw(unit.grad_store), plan_.unit(u).size);
     } else {
-      grads_[size_t(u)] = std::span<float>(raw(grad_shard_) + plan_.unit(u).seg[0].owned, plan_.unit(u).size);
+      unit.grad = std::span<float>(raw(grad_shard_) + plan_.unit(u).seg[0].owned, plan_.unit(u).size);
     }
   }
-  reducers_.resize(size_t(U));
-  stats_.resize(size_t(U));
+}
+
+// A reducer per segment that exchanges anything: the catalogue's choice for the unit
+// (compressed) or the baseline (plain), checked against the shard plan.
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::build_reducers(const CompressOptions& co) {
   agree("reducer setup", [&] {
     if (!co.unit_sparsity.empty()) {
       std::vector<std::string> names, compressed;
-      for (int u = 0; u < U; ++u) {
+      for (int u = 0; u < plan_.num_units(); ++u) {
+        const auto& seg = units_[size_t(u)].seg;
         names.push_back(plan_.unit(u).name);
         // --compress auto decides from a measurement: a unit it sends plain is not the flag's error
-        if (args_.compress == CompressMode::automatic || paths_[size_t(2 * u)] == path_tagc ||
-            paths_[size_t(2 * u + 1)] == path_tagc)
+        if (args_.compress == CompressMode::automatic || seg[0].path == path_tagc || seg[1].path == path_tagc)
           compressed.push_back(plan_.unit(u).name);
       }
       if (const std::string e = unit_sparsity_error(co, names, compressed); !e.empty()) throw std::runtime_error(e);
     }
-    for (int u = 0; u < U; ++u)
-      for (int s = 0; s < 2; ++s) {
-        const Segment& g = plan_.unit(u).seg[s];
-        const uint8_t path = paths_[size_t(2 * u + s)];
-        if (path == path_none || segment_local(size_t(2 * u + s))) continue;
-        auto& r = reducers_[size_t(u)][size_t(s)];
-        const tagc::reducer_description d = path == path_tagc ? unit_reducer(co, plan_.unit(u).name) : co.plain;
-        r = make_segment_reducer<Exec, Counted>(co, d, g.length, world(), rank(), queue_.side(), shape_);
+    for (int u = 0; u < plan_.num_units(); ++u)
+      for (SegmentState& seg : units_[size_t(u)].seg) {
+        if (seg.path == path_none || seg.local) continue;
+        const tagc::reducer_description d = seg.path == path_tagc ? unit_reducer(co, plan_.unit(u).name) : co.plain;
+        seg.reducer = make_segment_reducer<Exec, Counted>(co, d, seg.layout->length, world(), rank(), queue_.side(),
+                                                          shape_);
         // Stage timings for the log: on the CPU they only read the clock; on a GPU they
         // would synchronize after each stage (lost overlap), so not there.
-        r->set_profiling(!Exec::is_device);
-        if (r->output_size() != g.shard)
-          throw std::logic_error("reducer shard of " + plan_.unit(u).name + " has " + std::to_string(r->output_size()) +
-                                 " elements, the shard plan " + std::to_string(g.shard));
+        seg.reducer->set_profiling(!Exec::is_device);
+        if (seg.reducer->output_size() != seg.layout->shard)
+          throw std::logic_error("reducer shard of " + plan_.unit(u).name + " has " +
+                                 std::to_string(seg.reducer->output_size()) + " elements, the shard plan " +
+                                 std::to_string(seg.layout->shard));
       }
   });
-  rng_state_ = args_.seed;
-  inject_nan_ = fault::nan_at();
 }
 
 template <class Exec, class Comm>
-Trainer<Exec, Comm>::~Trainer() = default;
+std::vector<uint8_t> Trainer<Exec, Comm>::segment_paths() const {
+  std::vector<uint8_t> paths;
+  for (const UnitState& unit : units_)
+    for (const SegmentState& seg : unit.seg) paths.push_back(seg.path);
+  return paths;
+}
 
 // --ranks-per-node: the world in two levels (the same verdict on every rank).
 template <class Exec, class Comm>
@@ -268,16 +315,7 @@ void Trainer<Exec, Comm>::split_levels() {
 template <class Exec, class Comm>
 tagc::traffic Trainer<Exec, Comm>::all_counters() const {
   tagc::traffic t = comm_.counters();
-  if (!levels_) return t;
-  for (const auto* level : {&levels_->node, &levels_->cross})
-    for (size_t k = 0; k < t.by_kind.size(); ++k) {
-      const auto& b = level->counters().by_kind[k];
-      auto& a = t.by_kind[k];
-      a.calls += b.calls;
-      a.bytes_sent += b.bytes_sent;
-      a.payload_bytes += b.payload_bytes;
-      a.seconds += b.seconds;
-    }
+  if (levels_) t += levels_->node.counters(), t += levels_->cross.counters();
   return t;
 }
 
@@ -291,11 +329,6 @@ double Trainer<Exec, Comm>::gradient_bytes_sent(bool internode_only) const {
 template <class Exec, class Comm>
 size_t Trainer<Exec, Comm>::num_parameters() const {
   return gpt2::num_parameters(cfg_);
-}
-
-template <class Exec, class Comm>
-std::string Trainer<Exec, Comm>::segment_name(size_t i) const {
-  return plan_.unit(int(i / 2)).name + (i % 2 == 0 ? "/prefix" : "/suffix");
 }
 
 template <class Exec, class Comm>
@@ -396,22 +429,21 @@ template <class Exec, class Comm>
 void Trainer<Exec, Comm>::enqueue_reduce(int u) {
   queue_.enqueue([this, u, step = step_ + 1]() -> tagc::status {
     const double before = gradient_bytes_sent(false), before_internode = gradient_bytes_sent(true);
-    for (int s = 0; s < 2; ++s) {
-      auto& r = reducers_[size_t(u)][size_t(s)];
-      const Segment& g = plan_.unit(u).seg[s];
-      if (!r) {  // 1 rank, beside a reduced segment of the same unit: the mean is the gradient
-        if (segment_local(size_t(2 * u + s)))
-          thrust::copy_n(queue_.side().policy(), grads_[size_t(u)].data() + g.offset, g.length,
-                         raw(grad_shard_) + g.owned);
+    UnitState& unit = units_[size_t(u)];
+    for (SegmentState& seg : unit.seg) {
+      const Segment& g = *seg.layout;
+      if (!seg.reducer) {  // 1 rank, beside a reduced segment of the same unit: the mean is the gradient
+        if (seg.local)
+          thrust::copy_n(queue_.side().policy(), unit.grad.data() + g.offset, g.length, raw(grad_shard_) + g.owned);
         continue;
       }
-      if (tagc::status st = r->reduce_scatter(comm_, levels_.get(),
-                                              std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
-                                              std::span<float>(raw(grad_shard_) + g.owned, g.shard),
-                                              &stats_[size_t(u)][size_t(s)]);
+      if (tagc::status st = seg.reducer->reduce_scatter(comm_, levels_.get(),
+                                                        std::span<const float>(unit.grad.data() + g.offset, g.length),
+                                                        std::span<float>(raw(grad_shard_) + g.owned, g.shard),
+                                                        &seg.stats);
           !st.ok())  // which step and unit: the library knows neither
-        return {st.code(), "step " + std::to_string(step) + ", " + segment_name(size_t(2 * u + s)) + " (" +
-                               (r->compressed() ? "compressed" : "plain") + " reduce-scatter): " + st.what()};
+        return {st.code(), "step " + std::to_string(step) + ", " + seg.name + " (" +
+                               (seg.compressed() ? "compressed" : "plain") + " reduce-scatter): " + st.what()};
     }
     grad_bytes_ += gradient_bytes_sent(false) - before;
     grad_bytes_internode_ += gradient_bytes_sent(true) - before_internode;
@@ -466,7 +498,7 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   grad_bytes_ = 0.0;
   grad_bytes_internode_ = 0.0;
   // After the previous step's wait_all, so no reduce still reads these.
-  for (auto& g : grads_) thrust::fill(model_exec_.policy(), g.data(), g.data() + g.size(), 0.0f);
+  for (UnitState& unit : units_) thrust::fill(model_exec_.policy(), unit.grad.begin(), unit.grad.end(), 0.0f);
 
   const bool inject = inject_nan_ && inject_nan_->step == step_ + 1 && inject_nan_->rank == rank();
   double loss_sum = 0.0;
@@ -477,54 +509,53 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
     const bool last = micro == K - 1;
     // FULL_SHARD re-gathers for backward; start the last unit's now, under the head.
     Ticket next = args_.zero2 ? 0 : enqueue_gather(U - 1);
-    model_->backward_head(gathered(0), grads_[0].data(), 1.0f / float(K));
+    model_->backward_head(gathered(0), units_[0].grad.data(), 1.0f / float(K));
     for (int u = U - 1; u >= 0; --u) {
       if (!args_.zero2 && u >= 1) {  // unit 0 is still gathered from forward
         check(queue_.wait(next), "");
         if (u - 1 >= 1) next = enqueue_gather(u - 1);  // into the slot unit u+1 just freed
       }
-      model_->backward_unit(u, gathered(u), grads_[size_t(u)].data());
+      model_->backward_unit(u, gathered(u), units_[size_t(u)].grad.data());
       if (last && inject && inject_nan_->unit == plan_.unit(u).name) {
         const Segment& g = plan_.unit(u).seg[inject_nan_->suffix || plan_.unit(u).seg[0].length == 0 ? 1 : 0];
         const float nan = std::numeric_limits<float>::quiet_NaN();
-        check(model_exec_.copy_from_host(&nan, grads_[size_t(u)].data() + g.offset, 1), "TAGC_GPT2_INJECT_NAN");
+        check(model_exec_.copy_from_host(&nan, units_[size_t(u)].grad.data() + g.offset, 1), "TAGC_GPT2_INJECT_NAN");
       }
       // The gradient of unit u is complete: reduce it while unit u-1 computes.
-      if (last && unit_reduces_[size_t(u)]) enqueue_reduce(u);
+      if (last && units_[size_t(u)].reduced) enqueue_reduce(u);
     }
   }
   check(queue_.wait_all(), "");  // the tasks name step, unit and collective
 
-  // One all-reduce for: global gradient norm over all owned shards, the mean loss, and
-  // the decode statistics of every rank's shards (each rank decodes only its own);
-  // then each unit's sum of squares and each rank's loss, for the non-finite check.
+  // One all-reduce of the step's totals (step_totals.hpp): the global gradient norm over
+  // all owned shards, the mean loss, the decode statistics of every rank's shards (each
+  // rank decodes only its own), each unit's sum of squares and each rank's loss (the
+  // non-finite check), and whether any rank was asked to stop.
   const size_t owned = plan_.owned_size();
-  const size_t W = size_t(world());
-  std::vector<double> in(6 + size_t(U) + W + 1, 0.0);
-  in[6 + size_t(U) + W] = stop_requested() ? 1.0 : 0.0;  // SIGTERM/SIGINT here (stop_signal.hpp)
-  in[0] = sum_of_squares(raw(grad_shard_), owned);
-  in[1] = loss_sum;
-  for (int u = 0; u < U; ++u)
-    for (const Segment& g : plan_.unit(u).seg) in[6 + size_t(u)] += sum_of_squares(raw(grad_shard_) + g.owned, g.shard);
-  in[6 + size_t(U) + size_t(rank())] = loss_sum;
-  for (int u = 0; u < U; ++u)
-    for (int s = 0; s < 2; ++s)
-      if (const auto& r = reducers_[size_t(u)][size_t(s)]; r && r->compressed()) {
-        const tagc::reduce_stats& st = stats_[size_t(u)][size_t(s)];
-        in[2] += double(st.support);
-        in[3] += st.load > 0 ? double(st.support) / st.load : 0.0;  // sketch cells
-        in[4] += double(st.unresolved);
-        in[5] += deferred_entries(st);
-      }
-  all_reduce_sum(std::span<double>(in));
-  const double* out = in.data();
+  StepTotals totals{size_t(U), size_t(world())};
+  totals.stop = stop_requested() ? 1.0 : 0.0;  // SIGTERM/SIGINT here (stop_signal.hpp)
+  totals.grad_sq = sum_of_squares(raw(grad_shard_), owned);
+  totals.loss = loss_sum;
+  totals.rank_loss[size_t(rank())] = loss_sum;
   std::vector<std::string> names;
-  for (int u = 0; u < U; ++u) names.push_back(plan_.unit(u).name);
-  if (const std::string bad = nonfinite_message(step_ + 1, std::span<const double>(in).subspan(6 + size_t(U), W),
-                                                std::span<const double>(in).subspan(6, size_t(U)), names);
-      !bad.empty())
+  for (int u = 0; u < U; ++u) {
+    names.push_back(plan_.unit(u).name);
+    for (const SegmentState& seg : units_[size_t(u)].seg) {
+      totals.unit_grad_sq[size_t(u)] += sum_of_squares(raw(grad_shard_) + seg.layout->owned, seg.layout->shard);
+      if (!seg.compressed()) continue;
+      const tagc::reduce_stats& st = seg.stats;
+      totals.support += double(st.support);
+      totals.cells += st.load > 0 ? double(st.support) / st.load : 0.0;
+      totals.unresolved += double(st.unresolved);
+      totals.pending += deferred_entries(st);
+    }
+  }
+  std::vector<double> flat = totals.flatten();
+  all_reduce_sum(std::span<double>(flat));
+  totals.unflatten(flat);
+  if (const std::string bad = nonfinite_message(step_ + 1, totals.rank_loss, totals.unit_grad_sq, names); !bad.empty())
     throw AgreedError(bad);
-  const double norm = std::sqrt(out[0]);
+  const double norm = std::sqrt(totals.grad_sq);
   if (args_.clip > 0.0f && norm > double(args_.clip)) {
     const float scale = float(double(args_.clip) / norm);
     thrust::transform(model_exec_.policy(), raw(grad_shard_), raw(grad_shard_) + owned, raw(grad_shard_),
@@ -542,10 +573,10 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
 
   StepMetrics m;
   m.step = step_;
-  m.loss = out[1] / double(K * world());
+  m.loss = totals.loss / double(K * world());
   m.lr = lr;
   m.grad_norm = norm;
-  m.stop_requested = in[6 + size_t(U) + W] > 0.0;
+  m.stop_requested = totals.stop > 0.0;
   last_loss_ = m.loss;
   last_norm_ = norm;
   m.step_ms = trainer_detail::ms_since(t0);
@@ -554,23 +585,16 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   m.compute_ms = m.step_ms - m.wait_ms;
   m.grad_bytes = grad_bytes_;
   m.grad_bytes_internode = grad_bytes_internode_;
-  m.all_support = out[2];
-  m.all_load = out[3] > 0 ? out[2] / out[3] : 0.0;
-  m.all_unresolved = out[4];
-  m.all_pending = out[5];
+  m.all_support = totals.support;
+  m.all_load = totals.cells > 0 ? totals.support / totals.cells : 0.0;
+  m.all_unresolved = totals.unresolved;
+  m.all_pending = totals.pending;
   m.traffic = all_counters();
-  for (size_t k = 0; k < m.traffic.by_kind.size(); ++k) {
-    auto& a = m.traffic.by_kind[k];
-    const auto& b = before.by_kind[k];
-    a.calls -= b.calls;
-    a.bytes_sent -= b.bytes_sent;
-    a.payload_bytes -= b.payload_bytes;
-    a.seconds -= b.seconds;
-  }
+  m.traffic -= before;
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s)
-      if (reducers_[size_t(u)][size_t(s)] && reducers_[size_t(u)][size_t(s)]->compressed())
-        m.compression.push_back({plan_.unit(u).name, s, stats_[size_t(u)][size_t(s)]});
+      if (const SegmentState& seg = units_[size_t(u)].seg[size_t(s)]; seg.compressed())
+        m.compression.push_back({plan_.unit(u).name, s, seg.stats});
   m.tokens = long(K) * args_.B * args_.T * world();
   return m;
 }
@@ -671,7 +695,7 @@ std::string Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
     d.header.loader_batch = train_loader_->position().batch;
     d.header.rng_state = rng_state_;
     d.header.run_id = id;
-    d.segment_paths = paths_;
+    d.segment_paths = segment_paths();
     if (auto_) d.auto_json = to_json(*auto_).dump();
     const size_t n = plan_.owned_size();
     d.params.resize(n);
@@ -681,10 +705,11 @@ std::string Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
     check(model_exec_.copy_to_host(raw(params_), d.params.data(), n), "copy parameters out");
     check(model_exec_.copy_to_host(raw(m_), d.m.data(), n), "copy AdamW m out");
     check(model_exec_.copy_to_host(raw(v_), d.v.data(), n), "copy AdamW v out");
-    for (size_t i = 0; i < paths_.size(); ++i) {
-      if (const auto& r = reducers_[i / 2][i % 2]) d.reducer_states.push_back(r->save_state());
-      else if (segment_local(i)) d.reducer_states.emplace_back();  // what a plain reducer saves
-    }
+    for (const UnitState& unit : units_)
+      for (const SegmentState& seg : unit.seg) {
+        if (seg.reducer) d.reducer_states.push_back(seg.reducer->save_state());
+        else if (seg.local) d.reducer_states.emplace_back();  // what a plain reducer saves
+      }
   });
   RankGroup g = rank_group();
   return save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, config_json(args_), id, args_.guard_param_max},
@@ -701,28 +726,40 @@ void Trainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
     CheckpointData& d = res.data;
     const std::string from = res.from.string();
     // The same segments must go through the same paths (error feedback is per path).
-    if (!d.segment_paths.empty() && d.segment_paths != paths_) {
-      size_t i = 0;
-      while (i < paths_.size() && i < d.segment_paths.size() && d.segment_paths[i] == paths_[i]) ++i;
-      const auto path = [](size_t k, const std::vector<uint8_t>& p) -> std::string {
-        if (k >= p.size()) return "absent";
-        return p[k] == path_tagc ? "compressed (tagc)" : p[k] == path_plain ? "plain" : "no collective";
+    // Older files (version 1) hold no plan.
+    if (!d.segment_paths.empty()) {
+      const auto said = [](uint8_t p) -> std::string {
+        return p == path_tagc ? "compressed (tagc)" : p == path_plain ? "plain" : "no collective";
       };
-      throw std::runtime_error(
-          "checkpoint in " + from + " was written with segment " + (i < paths_.size() ? segment_name(i) : "?") + " " +
-          path(i, d.segment_paths) + ", this run has it " + path(i, paths_) +
-          ": a resumed --compress auto run must keep the checkpoint's decision (pass --resume so the trainer "
-          "takes it from the checkpoint instead of measuring)");
+      const auto refuse = [&](const std::string& segment, const std::string& was, const std::string& is) {
+        throw std::runtime_error("checkpoint in " + from + " was written with segment " + segment + " " + was +
+                                 ", this run has it " + is +
+                                 ": a resumed --compress auto run must keep the checkpoint's decision (pass --resume "
+                                 "so the trainer takes it from the checkpoint instead of measuring)");
+      };
+      const std::vector<uint8_t>& saved = d.segment_paths;
+      size_t i = 0;
+      for (const UnitState& unit : units_)
+        for (const SegmentState& seg : unit.seg) {
+          if (i == saved.size() || saved[i] != seg.path)
+            refuse(seg.name, i < saved.size() ? said(saved[i]) : "absent", said(seg.path));
+          ++i;
+        }
+      if (i < saved.size()) refuse("?", said(saved[i]), "absent");
     }
+    // One state per segment that carries one, in table order.
     size_t n = 0;
-    for (size_t i = 0; i < paths_.size(); ++i) n += reducers_[i / 2][i % 2] != nullptr || segment_local(i);
+    for (const UnitState& unit : units_)
+      for (const SegmentState& seg : unit.seg) n += seg.carries_state();
     if (d.reducer_states.size() != n)
       throw std::runtime_error("checkpoint in " + from + " holds " + std::to_string(d.reducer_states.size()) +
                                " reducer states, this run has " + std::to_string(n) + " segments");
-    for (size_t i = 0, k = 0; i < paths_.size(); ++i) {
-      if (auto& r = reducers_[i / 2][i % 2]) check(r->load_state(d.reducer_states[k++]), ("reducer state in " + from).c_str());
-      else if (segment_local(i)) ++k;  // nothing to restore
-    }
+    auto state = d.reducer_states.begin();
+    for (UnitState& unit : units_)
+      for (SegmentState& seg : unit.seg) {
+        if (seg.reducer) check(seg.reducer->load_state(*state), ("reducer state in " + from).c_str());
+        if (seg.carries_state()) ++state;  // a local segment has nothing to restore
+      }
     const size_t owned = plan_.owned_size();
     check(model_exec_.copy_from_host(d.params.data(), raw(params_), owned), "copy parameters in");
     check(model_exec_.copy_from_host(d.m.data(), raw(m_), owned), "copy AdamW m in");
