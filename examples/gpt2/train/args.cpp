@@ -74,6 +74,32 @@ struct Flag {
   std::string help;
 };
 
+const std::map<std::string, Flag>& flags();
+
+// --reducer TEXT: tagc's description language. The library's parser reads the text (its
+// refusal names an unknown key or a malformed value); then each key=value is set as the
+// flag that spells the key (reducer_keys), in order, so both spellings are checked and
+// stored alike and a later flag or key overrides an earlier one.
+void set_reducer(Args& a, const std::string& text) {
+  tagc::reducer_description parsed;
+  if (const tagc::status s = tagc::parse_reducer_description(text, parsed); !s.ok())
+    throw ArgsError("--reducer: " + s.message());
+  for (const DescriptionItem& i : description_items(text)) {
+    const char* flag = flag_of_key(i.key);
+    if (!flag) {
+      std::string keys;
+      for (const ReducerKey& k : reducer_keys) keys += (keys.empty() ? "" : ", ") + std::string(k.key);
+      throw ArgsError("--reducer: " + i.key + " is not a setting of tagc-gpt2 (its keys: " + keys + ")");
+    }
+    try {
+      flags().at(flag).set(a, i.value);
+    } catch (const ArgsError& e) {
+      throw ArgsError("--reducer " + i.key + "=" + i.value + ": " + e.what());
+    }
+    if (i.key == "adaptive-load") a.adaptive = true;
+  }
+}
+
 const std::map<std::string, Flag>& flags() {
   using A = Args;
   using S = const std::string&;
@@ -140,6 +166,12 @@ const std::map<std::string, Flag>& flags() {
       {"allow-index-carries", {true, [](A& a, S) { a.allow_index_carries = true; },
          "run a 1-bit index across more than 2 ranks (or nodes) although its summed counters carry and hold "
          "back most kept entries (measured 49-80 % at 3-16 ranks); the step line shows the share held back"}},
+      {"reducer", {false, set_reducer,
+         "the compressed segments' reducer in tagc's description language, e.g. \"values=packed-bf16 index=exact "
+         "theta=0.9875 warmup=300\"; keys: values ratio index exchange decoder residual theta adaptive-load warmup "
+         "warmup-shape warmup-start, each the same setting as its flag (--values --ratio --index-bits "
+         "--index-exchange --decoder --residual --sparsity --target-load with --adaptive --sparsity-warmup "
+         "--sparsity-schedule --sparsity-start)"}},
       {"ratio", {false, [](A& a, S v) {
          a.ratio = number<int>("ratio", v);
          if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);

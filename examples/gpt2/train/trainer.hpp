@@ -203,6 +203,9 @@ class Trainer {
   void allocate_gradients(const CompressOptions& co);
   void build_reducers(const CompressOptions& co);
 
+  // This rank's checkpoint header for this run (checkpoint.hpp): where its file belongs;
+  // the run's identity for a resume is config_json(args_), which the manifest records.
+  CheckpointHeader file_header() const { return run_header(cfg_, args_, world(), rank(), plan_.owned_size()); }
   float lr_at(int step) const;
   float* gathered(int u);
   // master: gather the fp32 master values even with --gather-dtype bf16 (--save-model)
