@@ -161,7 +161,7 @@ TEST_CASE("gpt2_train: a sparsity warm-up ramps theta to the target, resumes bit
   check_resume_continues(a, MPI_COMM_WORLD, 6, 2, dir);  // saved inside the warm-up
   Args other = a;
   other.sparsity_warmup = 5;
-  CHECK_THROWS_WITH(run(other, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--sparsity-warmup 3, this run 5"));
+  CHECK_THROWS_WITH(run(other, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--sparsity-warmup: 3 in the checkpoint, 5 in this run"));
   CHECK_THROWS_AS(train::parse_args(4, std::array<const char*, 4>{"x", "train", "--sparsity-start", "1"}.data()),
                   train::ArgsError);
   CHECK_THROWS_AS(train::parse_args(4, std::array<const char*, 4>{"x", "train", "--sparsity-schedule", "cubic"}.data()),
@@ -229,8 +229,8 @@ TEST_CASE("gpt2_train: --shuffle trains on another order, resumes bit-identicall
   check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
   Args other_seed = a;
   other_seed.shuffle_seed = 6;
-  CHECK_THROWS_WITH(run(other_seed, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--shuffle-seed 5, this run 6"));
-  CHECK_THROWS_WITH(run(in_order, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--shuffle on, this run off"));
+  CHECK_THROWS_WITH(run(other_seed, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--shuffle-seed: 5 in the checkpoint, 6 in this run"));
+  CHECK_THROWS_WITH(run(in_order, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--shuffle: on in the checkpoint, off in this run"));
   const Args parsed = train::parse_args(4, std::array<const char*, 4>{"x", "train", "--shuffle-seed", "9"}.data());
   CHECK(parsed.shuffle);
   CHECK(parsed.shuffle_seed == 9);
@@ -252,7 +252,7 @@ TEST_CASE("gpt2_train: errors — bad config, mismatched checkpoint, missing dat
   CHECK_THROWS_WITH(run(tiny(2, 2), MPI_COMM_SELF, 1, "", dir), doctest::Contains("world size 2, this run 1"));
   // another config on the same world size
   Args other = tiny(4, 2);
-  CHECK_THROWS_WITH(run(other, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("B 2, this run 4"));
+  CHECK_THROWS_WITH(run(other, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("--B: 2 in the checkpoint, 4 in this run"));
   Args comp = tiny(2, 2);
   comp.compress = CompressMode::all;
   CHECK_THROWS_WITH(run(comp, MPI_COMM_WORLD, 1, "", dir), doctest::Contains("another configuration"));

@@ -11,6 +11,8 @@
 #include "args.hpp"
 #include "checkpoint.hpp"
 #include "checkpoint_store.hpp"
+#include "compress_options.hpp"
+#include "reducer_catalogue.hpp"
 #include "dir_lock.hpp"
 #include "divergence_guard.hpp"
 #include "crc32c.hpp"
@@ -190,6 +192,42 @@ TEST_CASE("resume against the checkpoint's configuration") {
   CHECK(resume_differences(old, config_json(parse({}))).empty());
   CHECK_THROWS_WITH_AS(resume_differences(old, g16), doctest::Contains("--gather-dtype: fp32 in the checkpoint, bf16"),
                        CheckpointMismatch);
+}
+
+TEST_CASE("--reducer: tagc's description language, each key the same setting as its flag") {
+  const std::string text = "values=packed-bf16 index=exact theta=0.9875 warmup=300";
+  const Args by_text = parse({"--reducer", text});
+  const Args by_flags =
+      parse({"--values", "packed-bf16", "--index-bits", "exact", "--sparsity", "0.9875", "--sparsity-warmup", "300"});
+  CHECK(config_json(by_text) == config_json(by_flags));
+  tagc::reducer_description d;
+  REQUIRE(tagc::parse_reducer_description(text, d).ok());
+  CHECK(compress_options(by_text).reducer == tagc::normalized(d));
+  CHECK(reducer_text(by_flags) == tagc::describe(tagc::normalized(d)));
+  // in command-line order: a later flag overrides a key, a later key a flag
+  CHECK(parse({"--reducer", "values=packed index=exact", "--values", "packed-bf16"}).values == ValuesMode::packed_bf16);
+  CHECK(parse({"--values", "packed-bf16", "--reducer", "values=packed index=exact"}).values == ValuesMode::packed);
+  const Args adaptive = parse({"--reducer", "adaptive-load=0.5"});
+  CHECK(adaptive.adaptive);
+  CHECK(adaptive.target_load == 0.5);
+  // every built reducer: its description and its flags (reducer_flags) choose it again
+  for (const tagc::reducer_description& b : built_descriptions()) {
+    if (tagc::is_plain(b.values)) continue;
+    CAPTURE(tagc::describe(b));
+    CHECK(compress_options(parse({"--reducer", tagc::describe(b)})).reducer == tagc::normalized(b));
+    std::vector<std::string> words;
+    std::istringstream flags(reducer_flags(b));
+    for (std::string w; flags >> w;) words.push_back(w);
+    CHECK(tagc::type_of(compress_options(parse(words)).reducer) == tagc::type_of(b));
+  }
+  // refusals: the library's for a malformed text, the flag's for a value the trainer does
+  // not take, and a key the trainer has no setting for
+  CHECK_THROWS_WITH_AS(parse({"--reducer", "values=fp8"}), doctest::Contains("--reducer: reducer description: values=fp8"),
+                       ArgsError);
+  CHECK_THROWS_WITH_AS(parse({"--reducer", "index=2"}),
+                       doctest::Contains("--reducer index=2: --index-bits: expected 1|4|exact|shared"), ArgsError);
+  CHECK_THROWS_WITH_AS(parse({"--reducer", "lanes=512"}), doctest::Contains("lanes is not a setting of tagc-gpt2"),
+                       ArgsError);
 }
 
 TEST_CASE("optimizer arguments and world size: refused in the command line's words") {

@@ -172,9 +172,9 @@ TEST_CASE("gpt2_train values: the checkpoint records the policies; a resume with
   CHECK(resume(packed) == 1);
   Args bf16 = packed;
   bf16.values = ValuesMode::packed_bf16;
-  CHECK_THROWS_WITH(resume(bf16), doctest::Contains("--values packed, this run packed-bf16"));
+  CHECK_THROWS_WITH(resume(bf16), doctest::Contains("--values: packed in the checkpoint, packed-bf16 in this run"));
   Args sketch = compressed(ValuesMode::sketch, train::index_bits_exact, IndexExchange::reduce_scatter, 2);
-  CHECK_THROWS_WITH(resume(sketch), doctest::Contains("--values packed, this run sketch"));
+  CHECK_THROWS_WITH(resume(sketch), doctest::Contains("--values: packed in the checkpoint, sketch in this run"));
 
   const std::string dir2 = (scratch() / "ckpt_exchange").string();
   {
@@ -187,7 +187,7 @@ TEST_CASE("gpt2_train values: the checkpoint records the policies; a resume with
   Args all_reduce = compressed(ValuesMode::sketch, 1, IndexExchange::all_reduce, 2);
   tagc::mpi_communicator mpi(MPI_COMM_WORLD);
   Trainer t(all_reduce, mpi);
-  CHECK_THROWS_WITH(t.load_checkpoint(dir2), doctest::Contains("--index-bits exact, this run 1"));
+  CHECK_THROWS_WITH(t.load_checkpoint(dir2), doctest::Contains("--index-bits: exact in the checkpoint, 1 in this run"));
 }
 
 // The command line refuses a ratio outside the catalogue at parse time (test_train_cli.sh);

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string_view>
 #include <vector>
@@ -68,11 +69,49 @@ std::vector<UnitSparsity> parse_unit_sparsity(const std::string& v) {
   return out;
 }
 
+// One of an enum flag's values, spelled as to_string spells it (arg_names.cpp); the
+// error lists them in the order given.
+template <class E>
+E choice(const std::string& flag, const std::string& v, std::initializer_list<E> values) {
+  std::string all;
+  for (const E e : values) {
+    if (v == to_string(e)) return e;
+    all += (all.empty() ? "" : "|") + std::string(to_string(e));
+  }
+  throw ArgsError("--" + flag + ": expected " + all + ", got '" + v + "'");
+}
+
 struct Flag {
   bool is_switch;
   std::function<void(Args&, const std::string&)> set;
   std::string help;
 };
+
+const std::map<std::string, Flag>& flags();
+
+// --reducer TEXT: tagc's description language. The library's parser reads the text (its
+// refusal names an unknown key or a malformed value); then each key=value is set as the
+// flag that spells the key (reducer_keys), in order, so both spellings are checked and
+// stored alike and a later flag or key overrides an earlier one.
+void set_reducer(Args& a, const std::string& text) {
+  tagc::reducer_description parsed;
+  if (const tagc::status s = tagc::parse_reducer_description(text, parsed); !s.ok())
+    throw ArgsError("--reducer: " + s.message());
+  for (const DescriptionItem& i : description_items(text)) {
+    const char* flag = flag_of_key(i.key);
+    if (!flag) {
+      std::string keys;
+      for (const ReducerKey& k : reducer_keys) keys += (keys.empty() ? "" : ", ") + std::string(k.key);
+      throw ArgsError("--reducer: " + i.key + " is not a setting of tagc-gpt2 (its keys: " + keys + ")");
+    }
+    try {
+      flags().at(flag).set(a, i.value);
+    } catch (const ArgsError& e) {
+      throw ArgsError("--reducer " + i.key + "=" + i.value + ": " + e.what());
+    }
+    if (i.key == "adaptive-load") a.adaptive = true;
+  }
+}
 
 const std::map<std::string, Flag>& flags() {
   using A = Args;
@@ -98,19 +137,13 @@ const std::map<std::string, Flag>& flags() {
          a.clip = v == "none" ? 0.0f : finite("clip", v);
          if (v != "none" && !(a.clip > 0.0f)) throw ArgsError("--clip: expected a norm > 0, or 'none', got " + v);
        }, "global-norm clip or 'none' (1.0)"}},
-      {"schedule", {false, [](A& a, S v) {
-         if (v == "constant") a.schedule = Schedule::constant;
-         else if (v == "cosine") a.schedule = Schedule::cosine;
-         else throw ArgsError("--schedule: expected constant|cosine, got '" + v + "'");
-       }, "constant|cosine (cosine)"}},
+      {"schedule", {false, [](A& a, S v) { a.schedule = choice("schedule", v, {Schedule::constant, Schedule::cosine}); },
+       "constant|cosine (cosine)"}},
       {"warmup", {false, [](A& a, S v) { a.warmup = positive("warmup", v, 0); }, "linear warmup steps (0)"}},
       {"zero2", {true, [](A& a, S) { a.zero2 = true; }, "keep gathered params from forward for backward"}},
       {"compress", {false, [](A& a, S v) {
-         if (v == "none") a.compress = CompressMode::none;
-         else if (v == "non-attention") a.compress = CompressMode::non_attention;
-         else if (v == "all") a.compress = CompressMode::all;
-         else if (v == "auto") a.compress = CompressMode::automatic;
-         else throw ArgsError("--compress: expected non-attention|all|none|auto, got '" + v + "'");
+         a.compress = choice("compress", v, {CompressMode::non_attention, CompressMode::all, CompressMode::none,
+                                             CompressMode::automatic});
        }, "non-attention|all|none|auto (non-attention); auto: the cost model picks per segment"}},
       {"link-mbps", {false, [](A& a, S v) {
          a.link_mbps = number<double>("link-mbps", v);
@@ -140,6 +173,12 @@ const std::map<std::string, Flag>& flags() {
       {"allow-index-carries", {true, [](A& a, S) { a.allow_index_carries = true; },
          "run a 1-bit index across more than 2 ranks (or nodes) although its summed counters carry and hold "
          "back most kept entries (measured 49-80 % at 3-16 ranks); the step line shows the share held back"}},
+      {"reducer", {false, set_reducer,
+         "the compressed segments' reducer in tagc's description language, e.g. \"values=packed-bf16 index=exact "
+         "theta=0.9875 warmup=300\"; keys: values ratio index exchange decoder residual theta adaptive-load warmup "
+         "warmup-shape warmup-start, each the same setting as its flag (--values --ratio --index-bits "
+         "--index-exchange --decoder --residual --sparsity --target-load with --adaptive --sparsity-warmup "
+         "--sparsity-schedule --sparsity-start)"}},
       {"ratio", {false, [](A& a, S v) {
          a.ratio = number<int>("ratio", v);
          if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);
@@ -152,14 +191,8 @@ const std::map<std::string, Flag>& flags() {
        }, "1|4|exact|shared (" + index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for the world "
           "size; shared: one selection for all ranks (a rotating leader's top-k; --values packed|packed-bf16)"}},
       {"values", {false, [](A& a, S v) {
-         if (v == "sketch") a.values = ValuesMode::sketch;
-         else if (v == "packed") a.values = ValuesMode::packed;
-         else if (v == "packed-bf16") a.values = ValuesMode::packed_bf16;
-         else if (v == "sketch-bf16") a.values = ValuesMode::sketch_bf16;
-         else if (v == "sketch-fp16") a.values = ValuesMode::sketch_fp16;
-         else if (v == "packed-fp16") a.values = ValuesMode::packed_fp16;
-         else throw ArgsError("--values: expected sketch|sketch-bf16|sketch-fp16|packed|packed-bf16|packed-fp16, got '" +
-                              v + "'");
+         a.values = choice("values", v, {ValuesMode::sketch, ValuesMode::sketch_bf16, ValuesMode::sketch_fp16,
+                                         ValuesMode::packed, ValuesMode::packed_bf16, ValuesMode::packed_fp16});
        }, "sketch|sketch-bf16|sketch-fp16|packed|packed-bf16|packed-fp16 (sketch); packed: exact values at the union "
           "positions"}},
       {"residual", {false, [](A& a, S v) {
@@ -167,9 +200,7 @@ const std::map<std::string, Flag>& flags() {
          a.residual_bf16 = v == "bf16";
        }, "float|bf16 (float): storage of the error-feedback residual"}},
       {"index-exchange", {false, [](A& a, S v) {
-         if (v == "all-reduce") a.index_exchange = IndexExchange::all_reduce;
-         else if (v == "reduce-scatter") a.index_exchange = IndexExchange::reduce_scatter;
-         else throw ArgsError("--index-exchange: expected all-reduce|reduce-scatter, got '" + v + "'");
+         a.index_exchange = choice("index-exchange", v, {IndexExchange::all_reduce, IndexExchange::reduce_scatter});
        }, "all-reduce|reduce-scatter (all-reduce); reduce-scatter: half the index bytes"}},
       {"sparsity", {false, [](A& a, S v) {
          a.sparsity = number<double>("sparsity", v);
@@ -183,10 +214,7 @@ const std::map<std::string, Flag>& flags() {
        "UNIT=THETA[,...]: theta of the named units (embed, mlp.1; or a kind: mlp, every layer's), "
        "overriding --sparsity there; the last match wins"}},
       {"decoder", {false, [](A& a, S v) {
-         if (v == "peel") a.decoder = DecoderMode::peel;
-         else if (v == "estimate") a.decoder = DecoderMode::estimate;
-         else if (v == "peel-estimate") a.decoder = DecoderMode::peel_estimate;
-         else throw ArgsError("--decoder: expected peel|estimate|peel-estimate, got '" + v + "'");
+         a.decoder = choice("decoder", v, {DecoderMode::peel, DecoderMode::estimate, DecoderMode::peel_estimate});
        }, "peel|estimate|peel-estimate (peel-estimate)"}},
       {"adaptive", {true, [](A& a, S) { a.adaptive = true; }, "adaptive theta per segment (tagc::adaptive_sparsity)"}},
       {"target-load", {false, [](A& a, S v) {

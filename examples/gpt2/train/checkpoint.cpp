@@ -62,21 +62,21 @@ std::string sparsity_name(double s) {
   return b;
 }
 
-// The first field that differs, in words; empty when the run matches.
-std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) {
-  const auto num = [](const char* what, auto g, auto w) {
-    return std::string(what) + " " + std::to_string(g) + ", this run " + std::to_string(w);
-  };
-  if (got.world != want.world) return num("world size", got.world, want.world);
-  if (got.rank != want.rank) return num("rank", got.rank, want.rank);
+std::string differs(const char* what, auto got, auto want) {
+  return std::string(what) + " " + std::to_string(got) + ", this run " + std::to_string(want);
+}
+
+// The first configuration field of the header that differs, in words; empty when the run
+// matches. Only files without a manifest are judged by it (HeaderCheck::configuration).
+std::string configuration_mismatch(const CheckpointHeader& got, const CheckpointHeader& want) {
   if (got.L != want.L || got.C != want.C || got.NH != want.NH || got.maxT != want.maxT || got.V != want.V ||
       got.Vp != want.Vp)
     return "model L=" + std::to_string(got.L) + " C=" + std::to_string(got.C) + " NH=" + std::to_string(got.NH) +
            " maxT=" + std::to_string(got.maxT) + ", this run L=" + std::to_string(want.L) + " C=" +
            std::to_string(want.C) + " NH=" + std::to_string(want.NH) + " maxT=" + std::to_string(want.maxT);
-  if (got.B != want.B) return num("--B", got.B, want.B);
-  if (got.T != want.T) return num("--T", got.T, want.T);
-  if (got.accum != want.accum) return num("--accum", got.accum, want.accum);
+  if (got.B != want.B) return differs("--B", got.B, want.B);
+  if (got.T != want.T) return differs("--T", got.T, want.T);
+  if (got.accum != want.accum) return differs("--accum", got.accum, want.accum);
   if (got.compress != want.compress)
     return "--compress " + compress_name(got.compress) + ", this run " + compress_name(want.compress);
   if (got.compress != int32_t(CompressMode::none)) {
@@ -86,7 +86,7 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
     if (got.values != want.values)
       return "--values " + name(ValuesMode{}, got.values, int32_t(ValuesMode::sketch_fp16)) + ", this run " +
              name(ValuesMode{}, want.values, int32_t(ValuesMode::sketch_fp16));
-    if (got.ratio != want.ratio) return num("--ratio", got.ratio, want.ratio);
+    if (got.ratio != want.ratio) return differs("--ratio", got.ratio, want.ratio);
     if (got.index_bits != want.index_bits)
       return "--index-bits " + index_bits_name(got.index_bits) + ", this run " + index_bits_name(want.index_bits);
     if (got.index_exchange != want.index_exchange)
@@ -96,7 +96,7 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
       return "--decoder " + name(DecoderMode{}, got.decoder, 2) + ", this run " + name(DecoderMode{}, want.decoder, 2);
     if (got.adaptive != want.adaptive)
       return std::string("--adaptive ") + (got.adaptive ? "on" : "off") + ", this run " + (want.adaptive ? "on" : "off");
-    if (got.sparsity_warmup != want.sparsity_warmup) return num("--sparsity-warmup", got.sparsity_warmup, want.sparsity_warmup);
+    if (got.sparsity_warmup != want.sparsity_warmup) return differs("--sparsity-warmup", got.sparsity_warmup, want.sparsity_warmup);
     if (got.sparsity_warmup > 0 && (got.sparsity_linear != want.sparsity_linear || got.sparsity_start != want.sparsity_start))
       return std::string("--sparsity-schedule ") + (got.sparsity_linear ? "linear" : "exp") + " --sparsity-start " +
              std::to_string(got.sparsity_start) + ", this run " + (want.sparsity_linear ? "linear" : "exp") + " " +
@@ -111,8 +111,18 @@ std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want) 
   if (got.shuffle != want.shuffle)
     return std::string("--shuffle ") + (got.shuffle ? "on" : "off") + ", this run " + (want.shuffle ? "on" : "off");
   if (got.shuffle && got.shuffle_seed != want.shuffle_seed)
-    return num("--shuffle-seed", got.shuffle_seed, want.shuffle_seed);
-  if (got.owned_size != want.owned_size) return num("owned shard size", got.owned_size, want.owned_size);
+    return differs("--shuffle-seed", got.shuffle_seed, want.shuffle_seed);
+  return {};
+}
+
+// The first field that differs, in words: where the file belongs (world, rank, shard size)
+// always, the configuration too where the header is the file's only record of it.
+std::string mismatch(const CheckpointHeader& got, const CheckpointHeader& want, HeaderCheck check) {
+  if (got.world != want.world) return differs("world size", got.world, want.world);
+  if (got.rank != want.rank) return differs("rank", got.rank, want.rank);
+  if (check == HeaderCheck::configuration)
+    if (std::string m = configuration_mismatch(got, want); !m.empty()) return m;
+  if (got.owned_size != want.owned_size) return differs("owned shard size", got.owned_size, want.owned_size);
   return {};
 }
 
@@ -227,7 +237,7 @@ FileDigest write_checkpoint_file(const fs::path& path, const CheckpointData& d) 
 }
 
 CheckpointData parse_checkpoint(std::istream& in, const std::string& name, const CheckpointHeader& expect,
-                                const FileDigest* whole, bool plan_only) {
+                                const FileDigest* whole, bool plan_only, HeaderCheck check) {
   Reader r(in, name);
   if (whole && r.size() != whole->bytes)
     throw CheckpointDamaged("checkpoint " + name + " has " + std::to_string(r.size()) +
@@ -267,7 +277,7 @@ CheckpointData parse_checkpoint(std::istream& in, const std::string& name, const
   }
   crcs.push_back(r.end_section());
   const auto check_header = [&] {
-    if (const std::string m = mismatch(d.header, expect); !m.empty())
+    if (const std::string m = mismatch(d.header, expect, check); !m.empty())
       throw CheckpointMismatch("checkpoint " + name + " is from another configuration: " + m);
   };
   if (plan_only) {
@@ -324,10 +334,10 @@ CheckpointData parse_checkpoint(std::istream& in, const std::string& name, const
 }
 
 CheckpointData read_checkpoint_file(const fs::path& path, const CheckpointHeader& expect, const FileDigest* whole,
-                                    bool plan_only) {
+                                    bool plan_only, HeaderCheck check) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw CheckpointDamaged("checkpoint " + path.string() + " is missing or unreadable");
-  return parse_checkpoint(f, path.string(), expect, whole, plan_only);
+  return parse_checkpoint(f, path.string(), expect, whole, plan_only, check);
 }
 
 CheckpointData read_checkpoint(const fs::path& dir, const CheckpointHeader& expect) {

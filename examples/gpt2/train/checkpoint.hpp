@@ -92,16 +92,27 @@ CheckpointHeader run_header(const gpt2::Config& cfg, const Args& a, int world, i
 // the file on any I/O problem. Fault injection: TAGC_GPT2_INJECT_KILL (fault_injection.hpp).
 FileDigest write_checkpoint_file(const std::filesystem::path& path, const CheckpointData& data);
 
-// Parses a file of any version from `in` (`name` for messages), checks it against
-// `expect` (a run_header of this run) and, for version 4, every section's checksum; with
-// `whole` given, also the whole file's size and CRC (from the manifest). Throws
-// CheckpointDamaged or CheckpointMismatch; reads no more than the file holds (a corrupt
-// count is refused before anything is allocated for it). plan_only: stops after the
-// segment plan (params, m, v, reducer states left empty; no checksum of the rest).
+// What a file's header is checked against. A run has one configuration identity, its
+// run configuration (run_config.hpp), which every step's manifest records and a resume
+// compares (resume_differences): a file read under a manifest is checked for its place
+// only (world size, rank, owned shard size). The header's copy of the configuration
+// (model, batch, compression, data order) is the identity of the older layout only,
+// whose files have no manifest.
+enum class HeaderCheck { placement, configuration };
+
+// Parses a file of any version from `in` (`name` for messages), checks its header against
+// `expect` (a run_header of this run; `check`: what of it) and, for version 4, every
+// section's checksum; with `whole` given, also the whole file's size and CRC (from the
+// manifest). Throws CheckpointDamaged or CheckpointMismatch; reads no more than the file
+// holds (a corrupt count is refused before anything is allocated for it). plan_only:
+// stops after the segment plan (params, m, v, reducer states left empty; no checksum of
+// the rest).
 CheckpointData parse_checkpoint(std::istream& in, const std::string& name, const CheckpointHeader& expect,
-                                const FileDigest* whole = nullptr, bool plan_only = false);
+                                const FileDigest* whole = nullptr, bool plan_only = false,
+                                HeaderCheck check = HeaderCheck::configuration);
 CheckpointData read_checkpoint_file(const std::filesystem::path& path, const CheckpointHeader& expect,
-                                    const FileDigest* whole = nullptr, bool plan_only = false);
+                                    const FileDigest* whole = nullptr, bool plan_only = false,
+                                    HeaderCheck check = HeaderCheck::configuration);
 
 // The older layout (versions 1-3): D/rank<r>.ckpt directly in the directory.
 std::filesystem::path rank_checkpoint_path(const std::filesystem::path& dir, int rank);

@@ -137,6 +137,24 @@ nlohmann::json read_manifest(const fs::path& step_dir) {
   }
 }
 
+// The one configuration identity a resume checks: the run configuration the step's
+// manifest records against this run's (resume_differences: a must-match flag that
+// differs is refused, a may-change one is a note). Returns the notes.
+std::vector<std::string> check_identity(const fs::path& step_dir, const nlohmann::json& saved,
+                                        const nlohmann::json& config_now) {
+  try {
+    return resume_differences(saved, config_now);
+  } catch (const CheckpointMismatch& e) {
+    throw CheckpointMismatch("checkpoint " + step_dir.string() + " is from another configuration: " + e.what());
+  }
+}
+
+// How a file under this manifest is checked: for its place only where the manifest
+// records the configuration (every manifest this program writes), else by its header.
+HeaderCheck header_check(const nlohmann::json& manifest) {
+  return manifest.contains("config") ? HeaderCheck::placement : HeaderCheck::configuration;
+}
+
 // Reads and verifies this rank's file of one complete step against its manifest.
 CheckpointData verify_step(const fs::path& step_dir, const CheckpointHeader& expect, const nlohmann::json& config_now,
                            nlohmann::json* config_out, std::vector<std::string>* notes) {
@@ -152,18 +170,15 @@ CheckpointData verify_step(const fs::path& step_dir, const CheckpointHeader& exp
     const auto& e = files[size_t(expect.rank)];
     const FileDigest digest{e.at("bytes").get<uint64_t>(), e.at("crc32c").get<uint32_t>()};
     const fs::path file = step_dir / e.at("name").get<std::string>();
-    // The file first (its header names the first differing field), then every flag.
-    CheckpointData d = read_checkpoint_file(file, expect, &digest);
+    // The file first (damage reads as damage, not as another configuration), then the
+    // run's configuration.
+    CheckpointData d = read_checkpoint_file(file, expect, &digest, false, header_check(m));
     if (d.header.step != m["step"].get<uint64_t>())
       throw CheckpointDamaged(file.string() + " holds step " + std::to_string(d.header.step) + ", its manifest " +
                               std::to_string(m["step"].get<uint64_t>()));
-    if (m.contains("config") && config_out) {
+    if (m.contains("config")) {
+      *notes = check_identity(step_dir, m["config"], config_now);
       *config_out = m["config"];
-      try {
-        *notes = resume_differences(m["config"], config_now);
-      } catch (const CheckpointMismatch& e) {
-        throw CheckpointMismatch("checkpoint " + step_dir.string() + " is from another configuration: " + e.what());
-      }
     }
     return d;
   } catch (const nlohmann::json::exception& e) {
@@ -465,10 +480,22 @@ Resumed load_newest(const fs::path& dir, const CheckpointHeader& expect, const n
   }
 }
 
-CheckpointData read_newest_plan(const fs::path& dir, const CheckpointHeader& expect) {
-  if (fs::exists(dir / manifest_name)) return read_checkpoint_file(rank_checkpoint_path(dir, expect.rank), expect, nullptr, true);
+CheckpointData read_newest_plan(const fs::path& dir, const CheckpointHeader& expect, const nlohmann::json& config_now) {
+  const auto plan_of = [&](const fs::path& step_dir) {
+    // A damaged manifest is load_newest's to judge (with its fallback): the header then.
+    nlohmann::json m;
+    try {
+      m = read_manifest(step_dir);
+    } catch (const CheckpointDamaged&) {
+    }
+    CheckpointData d = read_checkpoint_file(rank_checkpoint_path(step_dir, expect.rank), expect, nullptr, true,
+                                            header_check(m));
+    if (m.contains("config")) (void)check_identity(step_dir, m["config"], config_now);
+    return d;
+  };
+  if (fs::exists(dir / manifest_name)) return plan_of(dir);
   for (const StepDir& s : list_steps(dir))
-    if (s.complete) return read_checkpoint_file(rank_checkpoint_path(s.path, expect.rank), expect, nullptr, true);
+    if (s.complete) return plan_of(s.path);
   return read_checkpoint_file(rank_checkpoint_path(dir, expect.rank), expect, nullptr, true);
 }
 

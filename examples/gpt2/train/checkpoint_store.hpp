@@ -86,15 +86,18 @@ struct Resumed {
   std::vector<std::string> notes; // what was skipped and why (rank 0 prints them)
 };
 
-// Every rank calls it together. expect: run_header of this run (rank included);
-// config_now: config_json(args) of this run, compared with the manifest's
-// (run_config.hpp: resume_differences — a field that must match is an error, one that
-// may change is a note).
+// Every rank calls it together. expect: run_header of this run (rank included), against
+// which each file's place is checked (and, in the older layout without manifests, its
+// configuration); config_now: config_json(args) of this run, compared with the
+// manifest's, the run's one configuration identity (run_config.hpp: resume_differences
+// — a field that must match is an error, one that may change is a note).
 Resumed load_newest(const std::filesystem::path& dir, const CheckpointHeader& expect,
                     const nlohmann::json& config_now, RankGroup& g);
 
 // This rank's header and segment plan of the newest complete step of D (no checksum,
-// no collective): how a resumed --compress auto run learns its decision.
-CheckpointData read_newest_plan(const std::filesystem::path& dir, const CheckpointHeader& expect);
+// no collective), checked like load_newest checks it: how a resumed --compress auto run
+// learns its decision.
+CheckpointData read_newest_plan(const std::filesystem::path& dir, const CheckpointHeader& expect,
+                                const nlohmann::json& config_now);
 
 }  // namespace train

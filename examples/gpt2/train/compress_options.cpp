@@ -3,13 +3,16 @@
 // type list (tagc::descriptions_of): no reducer is instantiated in this file, so both
 // programs (tagc-gpt2, tagc-gpt2-cuda) check their command line with it.
 // defines: train::compress_options, train::names_unit, train::unit_reducer, train::unit_sparsity_error,
-//          train::segment_arguments, train::reducer_flags,
+//          train::segment_arguments, train::reducer_flags, train::reducer_text,
+//          train::flag_of_key, train::description_items,
 //          train::unbuilt_combination, train::built_combinations, train::built_descriptions
 #include "compress_options.hpp"
 #include "reducer_catalogue.hpp"
 
 // defines: tagc::default_catalogue, tagc::descriptions_of, tagc::catalogue_lacks
 #include "tagc/builder/default_catalogue.hpp"
+
+#include <algorithm>
 
 namespace train {
 
@@ -104,16 +107,38 @@ tagc::reducer_arguments segment_arguments(const CompressOptions& o, size_t lengt
   return a;
 }
 
+const char* flag_of_key(std::string_view key) {
+  for (const ReducerKey& k : reducer_keys)
+    if (key == k.key) return k.flag;
+  return nullptr;
+}
+
+std::vector<DescriptionItem> description_items(std::string_view text) {
+  std::vector<DescriptionItem> items;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find_first_of(" ,", at), text.size());
+    const std::string_view item = text.substr(at, end - at);
+    at = end + 1;
+    if (item.empty()) continue;
+    const size_t eq = std::min(item.find('='), item.size());
+    items.push_back({std::string(item.substr(0, eq)), std::string(item.substr(std::min(eq + 1, item.size())))});
+  }
+  return items;
+}
+
 std::string reducer_flags(const tagc::reducer_description& d) {
   if (tagc::is_plain(d.values))
     return std::string("--baseline-dtype ") + (d.values == tagc::values_kind::plain_bf16 ? "bf16" : "fp32");
-  std::string s = "--values " + std::string(tagc::to_string(d.values));
-  if (tagc::is_sketch(d.values)) s += " --ratio " + std::to_string(d.ratio);
-  s += " --index-bits " + index_bits_name(d.index_bits) + " --index-exchange " + std::string(tagc::to_string(d.exchange));
-  if (tagc::is_sketch(d.values)) s += " --decoder " + std::string(tagc::to_string(d.decoder));
-  if (d.residual == tagc::residual_kind::bf16) s += " --residual bf16";
+  std::string s;
+  for (const DescriptionItem& i : description_items(tagc::describe(tagc::type_of(d)))) {
+    if (i.key == "residual" && i.value == "float") continue;  // the default, left unsaid
+    const char* flag = flag_of_key(i.key);  // none (lanes): the key as the description says it
+    s += (s.empty() ? "" : " ") + (flag ? "--" + std::string(flag) + " " + i.value : i.key + "=" + i.value);
+  }
   return s;
 }
+
+std::string reducer_text(const Args& a) { return tagc::describe(compress_options(a).reducer); }
 
 const std::vector<tagc::reducer_description>& built_descriptions() {
   static const auto all = tagc::descriptions_of(tagc::default_catalogue<tagc::exec::host>{});

@@ -14,9 +14,34 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace train {
+
+// The reducer's keys in tagc's description language (tagc/builder/description.hpp) and
+// the flag that spells each: `--reducer "index=exact theta=0.99"` is `--index-bits exact
+// --sparsity 0.99`. adaptive-load also turns --adaptive on, as the key does in the
+// library. Keys without a flag (lanes, adaptive-min, adaptive-max) are not settings of
+// tagc-gpt2.
+struct ReducerKey {
+  const char* key;
+  const char* flag;
+};
+inline constexpr ReducerKey reducer_keys[] = {
+    {"values", "values"},       {"ratio", "ratio"},      {"index", "index-bits"},
+    {"exchange", "index-exchange"}, {"decoder", "decoder"}, {"residual", "residual"},
+    {"theta", "sparsity"},      {"adaptive-load", "target-load"}, {"warmup", "sparsity-warmup"},
+    {"warmup-shape", "sparsity-schedule"}, {"warmup-start", "sparsity-start"},
+};
+// The flag of a key, or nullptr.
+const char* flag_of_key(std::string_view key);
+// The key=value items of a description text, in order (space- or comma-separated, as
+// tagc::parse_reducer_description reads them; an item without '=' has an empty value).
+struct DescriptionItem {
+  std::string key, value;
+};
+std::vector<DescriptionItem> description_items(std::string_view text);
 
 struct CompressOptions {
   tagc::reducer_description reducer;  // the compressed segments' reducer: type and knobs
@@ -46,8 +71,11 @@ std::string unit_sparsity_error(const CompressOptions& o, const std::vector<std:
 // The arguments of one segment's reducer: sharded, the mean over ranks.
 tagc::reducer_arguments segment_arguments(const CompressOptions& o, size_t length, int world, int rank);
 
-// The flags that chose `d`, as typed ("--values sketch --ratio 10 --index-bits 4 ...").
+// The flags that chose `d`, as typed ("--values sketch --ratio 10 --index-bits 4 ..."):
+// its type's description text, each key spelled as its flag.
 std::string reducer_flags(const tagc::reducer_description& d);
+// The --reducer text of a command line: the compressed segments' reducer, type and knobs.
+std::string reducer_text(const Args& a);
 
 // Empty when the trainers' catalogue holds opt.reducer and its arguments fit it;
 // otherwise a message naming the flags, what is missing, and what is built.

@@ -4,6 +4,7 @@
 #include "run_config.hpp"
 
 #include "checkpoint.hpp"
+#include "compress_options.hpp"
 
 #include "tagc/comm/mpi.hpp"
 
@@ -83,6 +84,9 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"index-bits", {index_bits_name(a.index_bits), must}},
       {"values", {to_string(a.values), must}},
       {"index-exchange", {to_string(a.index_exchange), must}},
+      // the fields above and below in the library's description language: a record of
+      // the choice, which the must-match flags already compare one by one
+      {"reducer", {reducer_text(a), may}},
       {"sparsity", {a.sparsity < 0 ? "default" : num(a.sparsity), must}},
       {"unit-sparsity", {unit_sparsity_text(a.unit_sparsity), must}},
       {"decoder", {to_string(a.decoder), must}},

@@ -134,7 +134,7 @@ class Trainer {
   // null for the other modes.
   const AutoPlan* auto_plan() const { return auto_ ? &*auto_ : nullptr; }
   // Per segment (unit by unit, prefix then suffix): path_none / path_plain / path_tagc.
-  const std::vector<uint8_t>& segment_paths() const { return paths_; }
+  std::vector<uint8_t> segment_paths() const;
 
   // --- setup (every rank calls these together; a failure on any rank throws on all) ---
   void init_from_seed();
@@ -171,6 +171,41 @@ class Trainer {
  private:
   using Ticket = typename CommQueue<Exec>::Ticket;
 
+  // One row of the segment table: a unit's prefix or suffix, and what the step does with it.
+  struct SegmentState {
+    const Segment* layout = nullptr;  // where it lies in the unit and in the owned buffers
+    std::string name;                 // "<unit>/prefix" or "<unit>/suffix", for messages
+    uint8_t path = path_none;         // path_none / path_plain / path_tagc
+    // 1 rank, plain fp32: its reduce-scatter would be a copy, so it has no reducer and the
+    // gradient is copied into the owned shard (see above)
+    bool local = false;
+    std::unique_ptr<UnitReducer<Exec, Counted>> reducer;  // null: no collective (none or local)
+    tagc::reduce_stats stats;                             // of its last reduce (the worker writes it)
+    bool compressed() const { return reducer && reducer->compressed(); }
+    bool carries_state() const { return reducer || local; }  // one reducer state in a checkpoint
+  };
+  // A unit's gradient and its two segments.
+  struct UnitState {
+    // the full-unit gradient, accumulated over micro-batches: in grad_store, or (1 rank, no
+    // reducer on the unit) straight in grad_shard_, where the owned shard is the unit
+    std::span<float> grad;
+    vector<float> grad_store;
+    bool reduced = false;  // the gradient goes through a task of the worker
+    std::array<SegmentState, 2> seg;  // [0] compressible prefix, [1] plain suffix
+  };
+
+  // The constructor's steps, in order.
+  void allocate_batches();
+  void open_data();
+  void allocate_shards();
+  void choose_paths();
+  void refuse_index_carries(const CompressOptions& co) const;
+  void allocate_gradients(const CompressOptions& co);
+  void build_reducers(const CompressOptions& co);
+
+  // This rank's checkpoint header for this run (checkpoint.hpp): where its file belongs;
+  // the run's identity for a resume is config_json(args_), which the manifest records.
+  CheckpointHeader file_header() const { return run_header(cfg_, args_, world(), rank(), plan_.owned_size()); }
   float lr_at(int step) const;
   float* gathered(int u);
   // master: gather the fp32 master values even with --gather-dtype bf16 (--save-model)
@@ -182,22 +217,17 @@ class Trainer {
   void all_reduce_sum(std::span<double> values);
   double all_reduce_sum(double x);
   RankGroup rank_group();
-  void decide_auto();
+  void decide_auto();  // trainer_auto_impl.hpp: measure, fill auto_ and the segments' paths
   void split_levels();  // --ranks-per-node: levels_ and shape_
   // Bytes sent so far for gradients: on comm_, or on the two levels (internode_only: the cross level)
   double gradient_bytes_sent(bool internode_only) const;
   // comm_'s counters plus the two levels' (what this rank sent in all)
-  tagc::traffic all_counters() const;  // trainer_auto_impl.hpp: measure, fill auto_ and paths_
-  std::string segment_name(size_t i) const;
+  tagc::traffic all_counters() const;
   double sum_of_squares(const float* x, size_t n) const;
   template <class T>
   static T* raw(vector<T>& v) {
     return thrust::raw_pointer_cast(v.data());
   }
-
-  // Segment i (2 * unit + 0|1) on 1 rank, plain fp32: its reduce-scatter would be a copy,
-  // so it has no reducer (see above).
-  bool segment_local(size_t i) const { return plain_local_ && paths_[i] == path_plain; }
 
   Args args_;
   gpt2::Config cfg_;
@@ -205,18 +235,13 @@ class Trainer {
   ShardPlan plan_;
   Exec model_exec_;
   bool local_ = false;        // world 1: no gathers
-  bool plain_local_ = false;  // world 1 and fp32 plain segments: those not reduced
   std::unique_ptr<gpt2::DeviceModel<Exec>> model_;
   std::unique_ptr<gpt2::DataLoader> train_loader_, val_loader_;
 
   // owned flat buffers (ShardPlan::owned_size each)
   vector<float> params_, grad_shard_, m_, v_;
-  // full-unit gradients (accumulated over micro-batches): into grad_store_, or (1 rank,
-  // no reducer on the unit) straight into grad_shard_; and gathered parameters
-  std::vector<std::span<float>> grads_;
-  std::vector<vector<float>> grad_store_;
-  std::vector<uint8_t> unit_reduces_;  // 1: the unit's gradient goes through a task of the worker
-  std::vector<vector<float>> gather_bufs_;  // see gathered()
+  std::vector<UnitState> units_;  // the segment table, unit by unit
+  std::vector<vector<float>> gather_bufs_;  // gathered parameters, see gathered()
   // --gather-dtype bf16: the rounded shard of one segment and the gathered 16-bit segment
   // (used by the worker only, one task at a time); on one rank the rounded model instead
   bool gather_bf16_ = false;
@@ -227,9 +252,6 @@ class Trainer {
   tagc::node_shape shape_{};
   std::unique_ptr<tagc::two_level_communicator<Comm>> levels_raw_;
   std::unique_ptr<tagc::two_level_communicator<Counted>> levels_;
-  std::vector<std::array<std::unique_ptr<UnitReducer<Exec, Counted>>, 2>> reducers_;
-  std::vector<std::array<tagc::reduce_stats, 2>> stats_;
-  std::vector<uint8_t> paths_;  // see segment_paths()
   std::optional<AutoPlan> auto_;
   std::vector<int32_t> inputs_, targets_;  // host: the loader fills these
   vector<int> dev_inputs_, dev_targets_;   // ... copied here on a device space

@@ -163,12 +163,13 @@ void Trainer<Exec, Comm>::decide_auto() {
     a.dense_ms = e.dense_seconds * 1e3;
     a.compressed_ms = e.compressed_seconds * 1e3;
     a.compress = e.pays();
-    paths_[size_t(2 * a.unit + a.seg)] = a.compress ? path_tagc : path_plain;
+    units_[size_t(a.unit)].seg[size_t(a.seg)].path = a.compress ? path_tagc : path_plain;
   }
   // Defensive: a rank that decided otherwise would issue other collectives (and hang or
   // fail in MPI). Equal on all ranks iff sum^2 == N * sum of squares.
   double h = 0;
-  for (size_t i = 0; i < paths_.size(); ++i) h += double(paths_[i]) * double(i + 1);
+  const std::vector<uint8_t> paths = segment_paths();
+  for (size_t i = 0; i < paths.size(); ++i) h += double(paths[i]) * double(i + 1);
   const double s1 = all_reduce_sum(h), s2 = all_reduce_sum(h * h);
   if (s1 * s1 != double(N) * s2) throw std::logic_error("--compress auto: the ranks reached different decisions");
   auto_ = std::move(p);

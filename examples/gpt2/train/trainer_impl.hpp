@@ -1,6 +1,7 @@
 // trainer_impl.hpp: Trainer<Exec, Comm>'s definitions (see trainer.hpp for the shape of a
 // step), included by the files that instantiate it: trainer_host.cpp (exec::host + MPI)
-// and trainer_cuda.cu (exec::cuda + NCCL).
+// and trainer_cuda.cu (exec::cuda + NCCL). The constructor and its setup steps are in
+// trainer_setup_impl.hpp, --compress auto's measurement in trainer_auto_impl.hpp.
 // defines: train::Trainer<Exec, Comm> (members), TAGC_GPT2_TRAINER
 #pragma once
 
@@ -16,18 +17,14 @@
 #include "gpt2/checkpoint.hpp"
 // defines: train::nonfinite_message
 #include "step_checks.hpp"
+// defines: train::StepTotals
+#include "step_totals.hpp"
 // defines: train::stop_requested
 #include "stop_signal.hpp"
 // defines: train::config_json
 #include "run_config.hpp"
 // defines: train::throw_if_failed, train::AgreedError
 #include "watchdog.hpp"
-
-// defines: tagc::split_two_level (MPI, and NCCL under nvcc; --ranks-per-node)
-#include "tagc/comm/mpi_two_level.hpp"
-#if defined(__CUDACC__)
-#  include "tagc/comm/nccl_two_level.hpp"
-#endif
 
 #include <thrust/copy.h>
 #include <thrust/fill.h>
@@ -67,217 +64,9 @@ struct round_bf16 {
 }  // namespace trainer_detail
 
 template <class Exec, class Comm>
-Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side)
-    : args_(args),
-      cfg_(model_config(args)),
-      comm_(comm),
-      plan_(gpt2::units(cfg_), comm.size(), comm.rank()),
-      model_exec_(model),
-      local_(comm.size() == 1),
-      queue_(model, side) {
-  // NCCL orders each collective after its compute stream's work and makes that stream
-  // wait for the result: that stream is the side stream, where the tasks run.
-  if constexpr (requires(Comm& c, const Exec& e) { c.set_compute_stream(e.stream); }) comm.set_compute_stream(side.stream);
-  const int U = plan_.num_units();
-  model_ = std::make_unique<gpt2::DeviceModel<Exec>>(cfg_, args_.B, args_.T, model_exec_);
-  inputs_.resize(size_t(args_.B) * size_t(args_.T));
-  targets_.resize(inputs_.size());
-  if constexpr (Exec::is_device) {
-    dev_inputs_.assign(inputs_.size(), 0);
-    dev_targets_.assign(inputs_.size(), 0);
-  }
-  // small all-reduces: the step's (6 + units + ranks), the checkpoint store's (2 x ranks);
-  // evaluate_batches grows it to its batches x ranks once
-  scratch_.assign(2 * (16 + size_t(U) + 2 * size_t(world())), 0.0);
-  agree("data", [&] {
-    train_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.train_data, "train"), size_t(args_.B),
-                                                       size_t(args_.T), rank(), world(),
-                                                       args_.shuffle ? gpt2::DataOrder::shuffle(args_.shuffle_seed)
-                                                                     : gpt2::DataOrder::sequential());
-    val_loader_ = std::make_unique<gpt2::DataLoader>(gpt2::list_shards(args_.val_data, "val"), size_t(args_.B),
-                                                     size_t(args_.T), rank(), world());
-    for (auto* l : {train_loader_.get(), val_loader_.get()}) {
-      l->set_vocab_size(uint32_t(cfg_.vocab_size));
-      l->preload();  // token ids checked now, where every rank agrees on the error
-    }
-  });
-
-  const size_t owned = plan_.owned_size();
-  params_.assign(owned, 0.0f);
-  grad_shard_.assign(owned, 0.0f);
-  m_.assign(owned, 0.0f);
-  v_.assign(owned, 0.0f);
-
-  // FULL_SHARD: unit 0 (needed again by the head) + two rotating slots.
-  // --zero2: every unit keeps its gathered copy from forward to backward.
-  // One rank: the owned buffer is the whole model, nothing to gather into.
-  if (local_) {
-  } else if (args_.zero2) {
-    gather_bufs_.resize(size_t(U));
-    for (int u = 0; u < U; ++u) gather_bufs_[size_t(u)].assign(plan_.gather_capacity(u), 0.0f);
-  } else {
-    size_t slot = 0;
-    for (int u = 1; u < U; ++u) slot = std::max(slot, plan_.gather_capacity(u));
-    gather_bufs_.resize(3);
-    gather_bufs_[0].assign(plan_.gather_capacity(0), 0.0f);
-    gather_bufs_[1].assign(slot, 0.0f);
-    gather_bufs_[2].assign(slot, 0.0f);
-  }
-
-  // --gather-dtype bf16: staging for the 16-bit gather, sized once (no allocation per step)
-  gather_bf16_ = args_.gather_dtype == "bf16";
-  if (gather_bf16_ && local_) {
-    local_rounded_.assign(owned, 0.0f);
-  } else if (gather_bf16_) {
-    size_t shard = 0, padded = 0;
-    for (int u = 0; u < U; ++u)
-      for (const Segment& g : plan_.unit(u).seg) {
-        shard = std::max(shard, g.shard);
-        padded = std::max(padded, g.padded(world()));
-      }
-    gather_send16_.assign(shard, tagc::bfloat16::from_bits(0));
-    gather_recv16_.assign(padded, tagc::bfloat16::from_bits(0));
-  }
-
-  // Which path each segment takes: fixed by the mode, or measured (--compress auto).
-  paths_.assign(size_t(2 * U), path_none);
-  for (int u = 0; u < U; ++u)
-    for (int s = 0; s < 2; ++s) {
-      const Segment& g = plan_.unit(u).seg[s];
-      if (g.length == 0) continue;  // e.g. lnf has no compressible prefix: no collective at all
-      const bool compress = args_.compress == CompressMode::all ||
-                            (args_.compress == CompressMode::non_attention && g.compressible);
-      paths_[size_t(2 * u + s)] = compress ? path_tagc : path_plain;
-    }
-  if (args_.compress == CompressMode::automatic) {
-    if (!args_.resume.empty()) {
-      // A resumed run keeps the decision it was checkpointed with.
-      agree("--resume", [&] {
-        const CheckpointData d =
-            read_newest_plan(args_.resume, run_header(cfg_, args_, world(), rank(), plan_.owned_size()));
-        if (d.auto_json.empty() || d.segment_paths.size() != paths_.size())
-          throw std::runtime_error("checkpoint in " + args_.resume + " holds no --compress auto decision");
-        auto_ = auto_plan_from_json(nlohmann::json::parse(d.auto_json));
-        auto_->source = "checkpoint";
-        paths_ = d.segment_paths;
-      });
-    } else {
-      decide_auto();
-    }
-  }
-
-  split_levels();
-  const CompressOptions co = compress_options(args_);
-  // Summed 1-bit counters carry into neighbours beyond 2 ranks: most kept entries are
-  // never marked and go back to the residual every step (measured 49-80 % at 3-16 ranks).
-  if (args_.compress != CompressMode::none && co.reducer.index_bits == 1 && shape_.nodes > 2 &&
-      !args_.allow_index_carries)
-    throw std::runtime_error("--index-bits 1 across " + std::to_string(shape_.nodes) + (levels_ ? " nodes" : " ranks") +
-                             ": summed 1-bit counters carry into neighbouring positions, so most kept entries "
-                             "(49-80 % measured at 3-16 ranks) are held back in the residual every step; use "
-                             "--index-bits exact, or --allow-index-carries to run it anyway (the step line then "
-                             "shows the share held back)");
-  plain_local_ = local_ && co.plain.values == tagc::values_kind::plain_fp32;
-  // A unit none of whose segments has a reducer (1 rank) accumulates its gradient in
-  // grad_shard_ itself: on one rank the owned shard is the unit, unpadded and contiguous.
-  grads_.resize(size_t(U));
-  grad_store_.resize(size_t(U));
-  unit_reduces_.assign(size_t(U), 0);
-  for (int u = 0; u < U; ++u) {
-    for (size_t i : {size_t(2 * u), size_t(2 * u + 1)})
-      if (paths_[i] != path_none && !segment_local(i)) unit_reduces_[size_t(u)] = 1;
-    if (unit_reduces_[size_t(u)]) {
-      grad_store_[size_t(u)].assign(plan_.unit(u).size, 0.0f);
-      grads_[size_t(u)] = std::span<float>(raw(grad_store_[size_t(u)]), plan_.unit(u).size);
-    } else {
-      grads_[size_t(u)] = std::span<float>(raw(grad_shard_) + plan_.unit(u).seg[0].owned, plan_.unit(u).size);
-    }
-  }
-  reducers_.resize(size_t(U));
-  stats_.resize(size_t(U));
-  agree("reducer setup", [&] {
-    if (!co.unit_sparsity.empty()) {
-      std::vector<std::string> names, compressed;
-      for (int u = 0; u < U; ++u) {
-        names.push_back(plan_.unit(u).name);
-        // --compress auto decides from a measurement: a unit it sends plain is not the flag's error
-        if (args_.compress == CompressMode::automatic || paths_[size_t(2 * u)] == path_tagc ||
-            paths_[size_t(2 * u + 1)] == path_tagc)
-          compressed.push_back(plan_.unit(u).name);
-      }
-      if (const std::string e = unit_sparsity_error(co, names, compressed); !e.empty()) throw std::runtime_error(e);
-    }
-    for (int u = 0; u < U; ++u)
-      for (int s = 0; s < 2; ++s) {
-        const Segment& g = plan_.unit(u).seg[s];
-        const uint8_t path = paths_[size_t(2 * u + s)];
-        if (path == path_none || segment_local(size_t(2 * u + s))) continue;
-        auto& r = reducers_[size_t(u)][size_t(s)];
-        const tagc::reducer_description d = path == path_tagc ? unit_reducer(co, plan_.unit(u).name) : co.plain;
-        r = make_segment_reducer<Exec, Counted>(co, d, g.length, world(), rank(), queue_.side(), shape_);
-        // Stage timings for the log: on the CPU they only read the clock; on a GPU they
-        // would synchronize after each stage (lost overlap), so not there.
-        r->set_profiling(!Exec::is_device);
-        if (r->output_size() != g.shard)
-          throw std::logic_error("reducer shard of " + plan_.unit(u).name + " has " + std::to_string(r->output_size()) +
-                                 " elements, the shard plan " + std::to_string(g.shard));
-      }
-  });
-  rng_state_ = args_.seed;
-  inject_nan_ = fault::nan_at();
-}
-
-template <class Exec, class Comm>
-Trainer<Exec, Comm>::~Trainer() = default;
-
-// --ranks-per-node: the world in two levels (the same verdict on every rank).
-template <class Exec, class Comm>
-void Trainer<Exec, Comm>::split_levels() {
-  shape_ = {world(), 1};
-  if (args_.ranks_per_node == 1) return;
-  if (args_.compress == CompressMode::automatic)
-    throw std::runtime_error("--ranks-per-node with --compress auto: the cost model is flat; choose the compression");
-  std::optional<tagc::two_level_communicator<Comm>> levels;
-  tagc::status split;
-  if constexpr (std::is_same_v<Comm, tagc::mpi_communicator>) {
-    split = tagc::split_two_level(comm_.inner(), args_.ranks_per_node, levels);
-  } else {
-#if defined(__CUDACC__)
-    // NCCL cannot tell which ranks share a host: K is given.
-    if (args_.ranks_per_node == 0)
-      throw std::runtime_error("--ranks-per-node auto: on NCCL give the count (the ranks of a host are not known)");
-    split = tagc::split_two_level(comm_.inner(), tagc::node_shape{world() / args_.ranks_per_node, args_.ranks_per_node},
-                                  levels);
-#else
-    throw std::runtime_error("--ranks-per-node: two-level reduction is not implemented on this backend");
-#endif
-  }
-  if (!split.ok()) throw std::runtime_error("--ranks-per-node: " + split.message());
-  shape_ = levels->shape();
-  if (shape_.ranks_per_node == 1) return;  // every rank its own node: the flat reducers
-  levels_raw_ = std::make_unique<tagc::two_level_communicator<Comm>>(std::move(*levels));
-  // NCCL: the levels' collectives are ordered after the side stream, as comm_'s are.
-  if constexpr (requires(Comm& c, const Exec& e) { c.set_compute_stream(e.stream); }) {
-    levels_raw_->node.set_compute_stream(queue_.side().stream);
-    levels_raw_->cross.set_compute_stream(queue_.side().stream);
-  }
-  levels_ = std::make_unique<tagc::two_level_communicator<Counted>>(
-      tagc::two_level_communicator<Counted>{Counted(levels_raw_->node), Counted(levels_raw_->cross)});
-}
-
-template <class Exec, class Comm>
 tagc::traffic Trainer<Exec, Comm>::all_counters() const {
   tagc::traffic t = comm_.counters();
-  if (!levels_) return t;
-  for (const auto* level : {&levels_->node, &levels_->cross})
-    for (size_t k = 0; k < t.by_kind.size(); ++k) {
-      const auto& b = level->counters().by_kind[k];
-      auto& a = t.by_kind[k];
-      a.calls += b.calls;
-      a.bytes_sent += b.bytes_sent;
-      a.payload_bytes += b.payload_bytes;
-      a.seconds += b.seconds;
-    }
+  if (levels_) t += levels_->node.counters(), t += levels_->cross.counters();
   return t;
 }
 
@@ -291,11 +80,6 @@ double Trainer<Exec, Comm>::gradient_bytes_sent(bool internode_only) const {
 template <class Exec, class Comm>
 size_t Trainer<Exec, Comm>::num_parameters() const {
   return gpt2::num_parameters(cfg_);
-}
-
-template <class Exec, class Comm>
-std::string Trainer<Exec, Comm>::segment_name(size_t i) const {
-  return plan_.unit(int(i / 2)).name + (i % 2 == 0 ? "/prefix" : "/suffix");
 }
 
 template <class Exec, class Comm>
@@ -396,22 +180,21 @@ template <class Exec, class Comm>
 void Trainer<Exec, Comm>::enqueue_reduce(int u) {
   queue_.enqueue([this, u, step = step_ + 1]() -> tagc::status {
     const double before = gradient_bytes_sent(false), before_internode = gradient_bytes_sent(true);
-    for (int s = 0; s < 2; ++s) {
-      auto& r = reducers_[size_t(u)][size_t(s)];
-      const Segment& g = plan_.unit(u).seg[s];
-      if (!r) {  // 1 rank, beside a reduced segment of the same unit: the mean is the gradient
-        if (segment_local(size_t(2 * u + s)))
-          thrust::copy_n(queue_.side().policy(), grads_[size_t(u)].data() + g.offset, g.length,
-                         raw(grad_shard_) + g.owned);
+    UnitState& unit = units_[size_t(u)];
+    for (SegmentState& seg : unit.seg) {
+      const Segment& g = *seg.layout;
+      if (!seg.reducer) {  // 1 rank, beside a reduced segment of the same unit: the mean is the gradient
+        if (seg.local)
+          thrust::copy_n(queue_.side().policy(), unit.grad.data() + g.offset, g.length, raw(grad_shard_) + g.owned);
         continue;
       }
-      if (tagc::status st = r->reduce_scatter(comm_, levels_.get(),
-                                              std::span<const float>(grads_[size_t(u)].data() + g.offset, g.length),
-                                              std::span<float>(raw(grad_shard_) + g.owned, g.shard),
-                                              &stats_[size_t(u)][size_t(s)]);
+      if (tagc::status st = seg.reducer->reduce_scatter(comm_, levels_.get(),
+                                                        std::span<const float>(unit.grad.data() + g.offset, g.length),
+                                                        std::span<float>(raw(grad_shard_) + g.owned, g.shard),
+                                                        &seg.stats);
           !st.ok())  // which step and unit: the library knows neither
-        return {st.code(), "step " + std::to_string(step) + ", " + segment_name(size_t(2 * u + s)) + " (" +
-                               (r->compressed() ? "compressed" : "plain") + " reduce-scatter): " + st.what()};
+        return {st.code(), "step " + std::to_string(step) + ", " + seg.name + " (" +
+                               (seg.compressed() ? "compressed" : "plain") + " reduce-scatter): " + st.what()};
     }
     grad_bytes_ += gradient_bytes_sent(false) - before;
     grad_bytes_internode_ += gradient_bytes_sent(true) - before_internode;
@@ -466,7 +249,7 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   grad_bytes_ = 0.0;
   grad_bytes_internode_ = 0.0;
   // After the previous step's wait_all, so no reduce still reads these.
-  for (auto& g : grads_) thrust::fill(model_exec_.policy(), g.data(), g.data() + g.size(), 0.0f);
+  for (UnitState& unit : units_) thrust::fill(model_exec_.policy(), unit.grad.begin(), unit.grad.end(), 0.0f);
 
   const bool inject = inject_nan_ && inject_nan_->step == step_ + 1 && inject_nan_->rank == rank();
   double loss_sum = 0.0;
@@ -477,54 +260,53 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
     const bool last = micro == K - 1;
     // FULL_SHARD re-gathers for backward; start the last unit's now, under the head.
     Ticket next = args_.zero2 ? 0 : enqueue_gather(U - 1);
-    model_->backward_head(gathered(0), grads_[0].data(), 1.0f / float(K));
+    model_->backward_head(gathered(0), units_[0].grad.data(), 1.0f / float(K));
     for (int u = U - 1; u >= 0; --u) {
       if (!args_.zero2 && u >= 1) {  // unit 0 is still gathered from forward
         check(queue_.wait(next), "");
         if (u - 1 >= 1) next = enqueue_gather(u - 1);  // into the slot unit u+1 just freed
       }
-      model_->backward_unit(u, gathered(u), grads_[size_t(u)].data());
+      model_->backward_unit(u, gathered(u), units_[size_t(u)].grad.data());
       if (last && inject && inject_nan_->unit == plan_.unit(u).name) {
         const Segment& g = plan_.unit(u).seg[inject_nan_->suffix || plan_.unit(u).seg[0].length == 0 ? 1 : 0];
         const float nan = std::numeric_limits<float>::quiet_NaN();
-        check(model_exec_.copy_from_host(&nan, grads_[size_t(u)].data() + g.offset, 1), "TAGC_GPT2_INJECT_NAN");
+        check(model_exec_.copy_from_host(&nan, units_[size_t(u)].grad.data() + g.offset, 1), "TAGC_GPT2_INJECT_NAN");
       }
       // The gradient of unit u is complete: reduce it while unit u-1 computes.
-      if (last && unit_reduces_[size_t(u)]) enqueue_reduce(u);
+      if (last && units_[size_t(u)].reduced) enqueue_reduce(u);
     }
   }
   check(queue_.wait_all(), "");  // the tasks name step, unit and collective
 
-  // One all-reduce for: global gradient norm over all owned shards, the mean loss, and
-  // the decode statistics of every rank's shards (each rank decodes only its own);
-  // then each unit's sum of squares and each rank's loss, for the non-finite check.
+  // One all-reduce of the step's totals (step_totals.hpp): the global gradient norm over
+  // all owned shards, the mean loss, the decode statistics of every rank's shards (each
+  // rank decodes only its own), each unit's sum of squares and each rank's loss (the
+  // non-finite check), and whether any rank was asked to stop.
   const size_t owned = plan_.owned_size();
-  const size_t W = size_t(world());
-  std::vector<double> in(6 + size_t(U) + W + 1, 0.0);
-  in[6 + size_t(U) + W] = stop_requested() ? 1.0 : 0.0;  // SIGTERM/SIGINT here (stop_signal.hpp)
-  in[0] = sum_of_squares(raw(grad_shard_), owned);
-  in[1] = loss_sum;
-  for (int u = 0; u < U; ++u)
-    for (const Segment& g : plan_.unit(u).seg) in[6 + size_t(u)] += sum_of_squares(raw(grad_shard_) + g.owned, g.shard);
-  in[6 + size_t(U) + size_t(rank())] = loss_sum;
-  for (int u = 0; u < U; ++u)
-    for (int s = 0; s < 2; ++s)
-      if (const auto& r = reducers_[size_t(u)][size_t(s)]; r && r->compressed()) {
-        const tagc::reduce_stats& st = stats_[size_t(u)][size_t(s)];
-        in[2] += double(st.support);
-        in[3] += st.load > 0 ? double(st.support) / st.load : 0.0;  // sketch cells
-        in[4] += double(st.unresolved);
-        in[5] += deferred_entries(st);
-      }
-  all_reduce_sum(std::span<double>(in));
-  const double* out = in.data();
+  StepTotals totals{size_t(U), size_t(world())};
+  totals.stop = stop_requested() ? 1.0 : 0.0;  // SIGTERM/SIGINT here (stop_signal.hpp)
+  totals.grad_sq = sum_of_squares(raw(grad_shard_), owned);
+  totals.loss = loss_sum;
+  totals.rank_loss[size_t(rank())] = loss_sum;
   std::vector<std::string> names;
-  for (int u = 0; u < U; ++u) names.push_back(plan_.unit(u).name);
-  if (const std::string bad = nonfinite_message(step_ + 1, std::span<const double>(in).subspan(6 + size_t(U), W),
-                                                std::span<const double>(in).subspan(6, size_t(U)), names);
-      !bad.empty())
+  for (int u = 0; u < U; ++u) {
+    names.push_back(plan_.unit(u).name);
+    for (const SegmentState& seg : units_[size_t(u)].seg) {
+      totals.unit_grad_sq[size_t(u)] += sum_of_squares(raw(grad_shard_) + seg.layout->owned, seg.layout->shard);
+      if (!seg.compressed()) continue;
+      const tagc::reduce_stats& st = seg.stats;
+      totals.support += double(st.support);
+      totals.cells += st.load > 0 ? double(st.support) / st.load : 0.0;
+      totals.unresolved += double(st.unresolved);
+      totals.pending += deferred_entries(st);
+    }
+  }
+  std::vector<double> flat = totals.flatten();
+  all_reduce_sum(std::span<double>(flat));
+  totals.unflatten(flat);
+  if (const std::string bad = nonfinite_message(step_ + 1, totals.rank_loss, totals.unit_grad_sq, names); !bad.empty())
     throw AgreedError(bad);
-  const double norm = std::sqrt(out[0]);
+  const double norm = std::sqrt(totals.grad_sq);
   if (args_.clip > 0.0f && norm > double(args_.clip)) {
     const float scale = float(double(args_.clip) / norm);
     thrust::transform(model_exec_.policy(), raw(grad_shard_), raw(grad_shard_) + owned, raw(grad_shard_),
@@ -542,10 +324,10 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
 
   StepMetrics m;
   m.step = step_;
-  m.loss = out[1] / double(K * world());
+  m.loss = totals.loss / double(K * world());
   m.lr = lr;
   m.grad_norm = norm;
-  m.stop_requested = in[6 + size_t(U) + W] > 0.0;
+  m.stop_requested = totals.stop > 0.0;
   last_loss_ = m.loss;
   last_norm_ = norm;
   m.step_ms = trainer_detail::ms_since(t0);
@@ -554,23 +336,16 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   m.compute_ms = m.step_ms - m.wait_ms;
   m.grad_bytes = grad_bytes_;
   m.grad_bytes_internode = grad_bytes_internode_;
-  m.all_support = out[2];
-  m.all_load = out[3] > 0 ? out[2] / out[3] : 0.0;
-  m.all_unresolved = out[4];
-  m.all_pending = out[5];
+  m.all_support = totals.support;
+  m.all_load = totals.cells > 0 ? totals.support / totals.cells : 0.0;
+  m.all_unresolved = totals.unresolved;
+  m.all_pending = totals.pending;
   m.traffic = all_counters();
-  for (size_t k = 0; k < m.traffic.by_kind.size(); ++k) {
-    auto& a = m.traffic.by_kind[k];
-    const auto& b = before.by_kind[k];
-    a.calls -= b.calls;
-    a.bytes_sent -= b.bytes_sent;
-    a.payload_bytes -= b.payload_bytes;
-    a.seconds -= b.seconds;
-  }
+  m.traffic -= before;
   for (int u = 0; u < U; ++u)
     for (int s = 0; s < 2; ++s)
-      if (reducers_[size_t(u)][size_t(s)] && reducers_[size_t(u)][size_t(s)]->compressed())
-        m.compression.push_back({plan_.unit(u).name, s, stats_[size_t(u)][size_t(s)]});
+      if (const SegmentState& seg = units_[size_t(u)].seg[size_t(s)]; seg.compressed())
+        m.compression.push_back({plan_.unit(u).name, s, seg.stats});
   m.tokens = long(K) * args_.B * args_.T * world();
   return m;
 }
@@ -587,7 +362,7 @@ template <class Exec, class Comm>
 std::vector<double> Trainer<Exec, Comm>::evaluate_batches(int batches) {
   val_loader_->reset();
   // Each rank fills its own slots (rank-major), the all-reduce sums the zeros away: every
-  // rank gets every batch's loss, for the standard error of the mean (issue 11).
+  // rank gets every batch's loss, for the standard error of the mean.
   const size_t n = size_t(batches) * size_t(world());
   std::vector<double> all(n, 0.0);
   for (int i = 0; i < batches; ++i) {
@@ -664,14 +439,14 @@ std::string Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
   const uint64_t id = run_id();
   CheckpointData d;
   agree("checkpoint save", [&] {
-    d.header = run_header(cfg_, args_, world(), rank(), plan_.owned_size());
+    d.header = file_header();
     d.header.step = uint64_t(step_);
     d.header.loader_shard = train_loader_->position().shard;
     d.header.loader_offset = train_loader_->position().offset;
     d.header.loader_batch = train_loader_->position().batch;
     d.header.rng_state = rng_state_;
     d.header.run_id = id;
-    d.segment_paths = paths_;
+    d.segment_paths = segment_paths();
     if (auto_) d.auto_json = to_json(*auto_).dump();
     const size_t n = plan_.owned_size();
     d.params.resize(n);
@@ -681,10 +456,11 @@ std::string Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
     check(model_exec_.copy_to_host(raw(params_), d.params.data(), n), "copy parameters out");
     check(model_exec_.copy_to_host(raw(m_), d.m.data(), n), "copy AdamW m out");
     check(model_exec_.copy_to_host(raw(v_), d.v.data(), n), "copy AdamW v out");
-    for (size_t i = 0; i < paths_.size(); ++i) {
-      if (const auto& r = reducers_[i / 2][i % 2]) d.reducer_states.push_back(r->save_state());
-      else if (segment_local(i)) d.reducer_states.emplace_back();  // what a plain reducer saves
-    }
+    for (const UnitState& unit : units_)
+      for (const SegmentState& seg : unit.seg) {
+        if (seg.reducer) d.reducer_states.push_back(seg.reducer->save_state());
+        else if (seg.local) d.reducer_states.emplace_back();  // what a plain reducer saves
+      }
   });
   RankGroup g = rank_group();
   return save_step(dir, d, {args_.keep_checkpoints, last_loss_, last_norm_, config_json(args_), id, args_.guard_param_max},
@@ -694,35 +470,47 @@ std::string Trainer<Exec, Comm>::save_checkpoint(const std::string& dir) {
 template <class Exec, class Comm>
 void Trainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
   RankGroup g = rank_group();
-  Resumed res = load_newest(dir, run_header(cfg_, args_, world(), rank(), plan_.owned_size()), config_json(args_), g);
+  Resumed res = load_newest(dir, file_header(), config_json(args_), g);
   resume_notes_ = res.notes;
   if (res.run_id != 0) run_id_ = res.run_id;
   agree("--resume", [&] {
     CheckpointData& d = res.data;
     const std::string from = res.from.string();
     // The same segments must go through the same paths (error feedback is per path).
-    if (!d.segment_paths.empty() && d.segment_paths != paths_) {
-      size_t i = 0;
-      while (i < paths_.size() && i < d.segment_paths.size() && d.segment_paths[i] == paths_[i]) ++i;
-      const auto path = [](size_t k, const std::vector<uint8_t>& p) -> std::string {
-        if (k >= p.size()) return "absent";
-        return p[k] == path_tagc ? "compressed (tagc)" : p[k] == path_plain ? "plain" : "no collective";
+    // Older files (version 1) hold no plan.
+    if (!d.segment_paths.empty()) {
+      const auto said = [](uint8_t p) -> std::string {
+        return p == path_tagc ? "compressed (tagc)" : p == path_plain ? "plain" : "no collective";
       };
-      throw std::runtime_error(
-          "checkpoint in " + from + " was written with segment " + (i < paths_.size() ? segment_name(i) : "?") + " " +
-          path(i, d.segment_paths) + ", this run has it " + path(i, paths_) +
-          ": a resumed --compress auto run must keep the checkpoint's decision (pass --resume so the trainer "
-          "takes it from the checkpoint instead of measuring)");
+      const auto refuse = [&](const std::string& segment, const std::string& was, const std::string& is) {
+        throw std::runtime_error("checkpoint in " + from + " was written with segment " + segment + " " + was +
+                                 ", this run has it " + is +
+                                 ": a resumed --compress auto run must keep the checkpoint's decision (pass --resume "
+                                 "so the trainer takes it from the checkpoint instead of measuring)");
+      };
+      const std::vector<uint8_t>& saved = d.segment_paths;
+      size_t i = 0;
+      for (const UnitState& unit : units_)
+        for (const SegmentState& seg : unit.seg) {
+          if (i == saved.size() || saved[i] != seg.path)
+            refuse(seg.name, i < saved.size() ? said(saved[i]) : "absent", said(seg.path));
+          ++i;
+        }
+      if (i < saved.size()) refuse("?", said(saved[i]), "absent");
     }
+    // One state per segment that carries one, in table order.
     size_t n = 0;
-    for (size_t i = 0; i < paths_.size(); ++i) n += reducers_[i / 2][i % 2] != nullptr || segment_local(i);
+    for (const UnitState& unit : units_)
+      for (const SegmentState& seg : unit.seg) n += seg.carries_state();
     if (d.reducer_states.size() != n)
       throw std::runtime_error("checkpoint in " + from + " holds " + std::to_string(d.reducer_states.size()) +
                                " reducer states, this run has " + std::to_string(n) + " segments");
-    for (size_t i = 0, k = 0; i < paths_.size(); ++i) {
-      if (auto& r = reducers_[i / 2][i % 2]) check(r->load_state(d.reducer_states[k++]), ("reducer state in " + from).c_str());
-      else if (segment_local(i)) ++k;  // nothing to restore
-    }
+    auto state = d.reducer_states.begin();
+    for (UnitState& unit : units_)
+      for (SegmentState& seg : unit.seg) {
+        if (seg.reducer) check(seg.reducer->load_state(*state), ("reducer state in " + from).c_str());
+        if (seg.carries_state()) ++state;  // a local segment has nothing to restore
+      }
     const size_t owned = plan_.owned_size();
     check(model_exec_.copy_from_host(d.params.data(), raw(params_), owned), "copy parameters in");
     check(model_exec_.copy_from_host(d.m.data(), raw(m_), owned), "copy AdamW m in");
@@ -735,6 +523,8 @@ void Trainer<Exec, Comm>::load_checkpoint(const std::string& dir) {
 
 }  // namespace train
 
+// trainer_setup_impl.hpp: the constructor and its setup steps (the segment table).
+#include "trainer_setup_impl.hpp"
 // trainer_auto_impl.hpp: decide_auto (--compress auto), also a member template.
 #include "trainer_auto_impl.hpp"
 

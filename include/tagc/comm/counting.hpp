@@ -20,6 +20,14 @@ struct collective_counters {
   double bytes_sent = 0.0;     // per rank, ring model
   double payload_bytes = 0.0;  // size of the whole (unsharded) buffer, summed over calls
   double seconds = 0.0;        // host wall time from start to completion
+  collective_counters& operator+=(const collective_counters& o) {
+    calls += o.calls, bytes_sent += o.bytes_sent, payload_bytes += o.payload_bytes, seconds += o.seconds;
+    return *this;
+  }
+  collective_counters& operator-=(const collective_counters& o) {
+    calls -= o.calls, bytes_sent -= o.bytes_sent, payload_bytes -= o.payload_bytes, seconds -= o.seconds;
+    return *this;
+  }
 };
 
 struct traffic {
@@ -32,6 +40,15 @@ struct traffic {
     return s;
   }
   void reset() { by_kind = {}; }
+  // One rank's traffic over several communicators, or between two reads of the counters.
+  traffic& operator+=(const traffic& o) {
+    for (std::size_t k = 0; k < by_kind.size(); ++k) by_kind[k] += o.by_kind[k];
+    return *this;
+  }
+  traffic& operator-=(const traffic& o) {
+    for (std::size_t k = 0; k < by_kind.size(); ++k) by_kind[k] -= o.by_kind[k];
+    return *this;
+  }
 };
 
 template <communicator C>
