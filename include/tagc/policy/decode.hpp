@@ -48,14 +48,13 @@
 
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
+#include "choices.hpp"  // decode_mode
 #include "index.hpp"
 #include "sketch.hpp"
 
 #include "../detail/decode_kernels.hpp"  // the functors (tagc::detail)
 
 TAGC_BEGIN_NAMESPACE
-
-enum class decode_mode { peel, estimate, peel_then_estimate };
 
 template <decode_mode Mode = decode_mode::peel_then_estimate>
 struct DecodePolicy {

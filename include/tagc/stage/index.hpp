@@ -71,6 +71,14 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     return detail::buffer_bytes(local_) + detail::buffer_bytes(reduced_) + detail::buffer_bytes(kept_) +
            detail::buffer_bytes(kept_values_) + sums_.workspace_bytes();
   }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    const std::size_t all = p.lay.index_bytes * std::size_t(p.shards);
+    std::size_t b = all + (p.scatter_index ? p.lay.index_bytes : all);
+    if constexpr (host_paths) b += kept_capacity(p.lay.length) * (sizeof(std::uint32_t) + sizeof(float));
+    return b;
+  }
 
   // This rank's marks (counter = 1 where |acc| is above the threshold); counts the kept entries.
   // Host paths: the threshold select marked them already (`marker`, into

@@ -39,6 +39,11 @@ class ResidualStore {
   }
   // The residual itself (residual_bytes()) plus, on host paths, the acc buffer.
   std::size_t workspace_bytes() const { return detail::buffer_bytes(residual_) + detail::buffer_bytes(acc_); }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    return p.lay.length * (sizeof(residual_t) + (host_paths ? sizeof(float) : 0));
+  }
   std::size_t residual_bytes() const { return detail::buffer_bytes(residual_); }
   // Host paths: where this call's acc = g + residual goes (nullptr elsewhere).
   float* acc() { return host_paths ? detail::raw(acc_) : nullptr; }

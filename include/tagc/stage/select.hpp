@@ -54,6 +54,14 @@ class ThresholdSelect {
     return detail::buffer_bytes(hist_) + detail::buffer_bytes(state_) + detail::buffer_bytes(counters_) +
            marker_.workspace_bytes();
   }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    std::size_t b = std::size_t(detail::hist_copies) * detail::hist_bins * sizeof(std::uint32_t) +
+                    sizeof(detail::select_state) + n_counters * sizeof(unsigned long long);
+    if constexpr (host_paths) b += detail::host::threshold_marker::workspace_bytes_for(p.lay);
+    return b;
+  }
 
   detail::select_state* state() { return detail::raw(state_); }
   unsigned long long* counters() { return detail::raw(counters_); }

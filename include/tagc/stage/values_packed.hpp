@@ -89,6 +89,17 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
            detail::buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t) + host_.workspace_bytes() +
            detail::buffer_bytes(scan_temp_) + sums_.workspace_bytes();
   }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    std::size_t b = (p.lay.padded() + p.lay.shard_size) * sizeof(wire_t);
+    if constexpr (host_paths) {
+      b += detail::host::packed_slots::workspace_bytes_for(p.lay, p.shards);
+    } else {
+      b += (p.lay.index_bytes * std::size_t(p.shards) + 1 + 2 * (std::size_t(p.shards) + 1)) * sizeof(std::uint32_t);
+    }
+    return b;
+  }
   std::size_t max_cell_terms() const { return 1; }  // a packed slot holds one value per rank
 
   // Slots per shard = marks in it; every rank computes all of them alike.

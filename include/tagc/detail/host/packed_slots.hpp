@@ -43,6 +43,10 @@ class packed_slots {
     start_.assign(shards_ * (chunks_ + 1), 0u);
   }
   std::size_t workspace_bytes() const { return start_.size() * sizeof(std::uint32_t); }
+  static std::size_t workspace_bytes_for(const layout& l, int shards) {
+    const std::size_t chunks = (index_words(l.index_bytes) + words_per_chunk - 1) / words_per_chunk;
+    return std::size_t(shards) * (chunks + 1) * sizeof(std::uint32_t);
+  }
 
   // Union entries per shard from the whole reduced index [shards][index_bytes]:
   // each chunk's first slot; returns the largest union (the slots per shard).

@@ -312,6 +312,13 @@ class threshold_marker {
     return sample_.size() * sizeof(std::uint32_t) + pool_.size() * sizeof(std::uint64_t) +
            seg_fill_.size() * sizeof(std::uint32_t);
   }
+  // What initialize(l) allocates (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(const layout& l) {
+    const std::size_t pool = l.length / 32 + 2048, segment = std::max<std::size_t>(16, pool / 256);
+    const std::size_t fills = pool / segment;
+    const std::size_t sample = l.length >= bracket_min_length ? sample_block * sample_blocks_for(l.length) : 0;
+    return sample * sizeof(std::uint32_t) + fills * segment * sizeof(std::uint64_t) + fills * sizeof(std::uint32_t);
+  }
 
   // Threshold for target rank `target` (1-based, the (k+1)-th largest |acc|; 0:
   // `fixed` is the threshold), the index [shards][index_bytes] marked (counter 1
