@@ -20,8 +20,13 @@
 // index build + exchange, values (a specialisation per values policy), decode,
 // residual. can_implement(args) is the AND of the stages', initialize(args,
 // exec) sizes and allocates every workspace once from the layout (their sum is
-// workspace_bytes()); the step path (reduce_scatter / all_reduce) allocates
-// nothing. Errors are returned as
+// workspace_bytes(), known beforehand from workspace_bytes_for(args)); the step
+// path (reduce_scatter / all_reduce) allocates nothing. What is not orchestration
+// lives in components of its own (include/tagc/reducer/): the checkpoint formats
+// (state_codec.hpp), theta and its schedule and adaptation (theta_controller.hpp),
+// the unit name on every status (unit_label.hpp), and the two entry points with
+// their topology check (entry_points.hpp, shared with the shared-index and plain
+// reducers). Errors are returned as
 // tagc::status; whenever one is returned, the residual is as it was before the
 // call. Every rank returns the same verdict for bad input (mismatched lengths,
 // NaN/Inf on any rank), so no rank is left waiting in a collective.

@@ -1,5 +1,6 @@
 #pragma once
 // defines: tagc::reducer_list<R...>, tagc::catalogue_entries<Exec, Comm>(list),
+//          tagc::descriptions_of(list), tagc::workspace_bytes_of(list, d, args),
 //          TAGC_REDUCER_CATALOGUE(name, EXEC, COMM, LIST) — the one translation
 //          unit that instantiates a catalogue's reducers.
 //
