@@ -28,7 +28,7 @@
 #include "exec/host.hpp"
 #include "reducer/entry_points.hpp"
 #include "reducer/unit_label.hpp"
-#include "stage/arguments.hpp"
+#include "reducer_arguments.hpp"
 #include "stats.hpp"
 
 TAGC_BEGIN_NAMESPACE

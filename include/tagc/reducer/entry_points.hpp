@@ -19,7 +19,7 @@
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
 #include "../shard/layout.hpp"
-#include "../stage/arguments.hpp"
+#include "../reducer_arguments.hpp"
 #include "../stats.hpp"
 
 TAGC_BEGIN_NAMESPACE

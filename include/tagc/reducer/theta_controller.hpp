@@ -14,7 +14,7 @@
 
 #include "../core/status.hpp"
 #include "../policy/sparsity_schedule.hpp"
-#include "../stage/arguments.hpp"
+#include "../reducer_arguments.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
