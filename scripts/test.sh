@@ -15,7 +15,12 @@
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-quick=0; [[ ${1:-} == --quick ]] && quick=1
+quick=0
+case ${1:-} in
+  "") ;;
+  --quick) quick=1 ;;
+  *) echo "scripts/test.sh: unknown argument '$1' (usage: scripts/test.sh [--quick])" >&2; exit 2 ;;
+esac
 jobs=$(nproc)
 
 bash scripts/install_deps.sh

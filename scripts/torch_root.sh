@@ -117,6 +117,9 @@ torch_version=$(in_root /usr/bin/python3 -c "import torch; print(torch.__version
 echo "torch_root: torch $torch_version in $root"
 [[ $action == setup ]] && exit 0
 if [[ $action == run ]]; then
+  # The root is ready: let other runs, builds and tests in (a long benchmark would hold
+  # the lock for its whole run). run writes nothing of the root's own.
+  flock -u 9
   in_root "$@"
   exit
 fi

@@ -76,11 +76,16 @@ TEST_CASE("packed exchange: exact for every world size and length, no peeling") 
       auto rec = simulate<reducer_of<ExactIndexPolicy, PackedPolicy>>(world, n, theta, 3, in);
       REQUIRE(rec.failures.empty());
       expect_dense_sum(rec, world, n, theta, 3);
-      // Bytes: every shard padded to the largest union, a ring reduce-scatter.
+      // Bytes: every shard padded to the largest union, a ring reduce-scatter; or, where
+      // one shard holds more than twice the mean union (here only the tiny lengths, whose
+      // entries all lie in the first shards), the unions back to back, all-reduced.
       const auto& st = rec.stats[0][2];
-      CHECK(st.value_bytes == doctest::Approx(ring_bytes_sent(collective::reduce_scatter,
-                                                              double(world) * double(st.packed_slots) * 4, world)));
+      const double padded = ring_bytes_sent(collective::reduce_scatter, double(world) * double(st.packed_slots) * 4, world);
+      const double back_to_back = ring_bytes_sent(collective::all_reduce, double(st.packed_union) * 4, world);
+      CHECK(st.packed_back_to_back == (back_to_back < padded));
+      CHECK(st.value_bytes == doctest::Approx(std::min(padded, back_to_back)));
       CHECK(st.packed_slots <= rec.lay.shard_size);
+      if (n == 65539) CHECK_FALSE(st.packed_back_to_back);  // balanced shards stay padded
     }
   // With the 1-bit index (N = 4, carries) packed stays consistent: what is not
   // marked waits in the residual, and nothing is lost.
@@ -100,6 +105,40 @@ TEST_CASE("packed exchange: exact for every world size and length, no peeling") 
   std::size_t deferred = 0;
   for (int r = 0; r < 4; ++r) deferred += rec.stats[r][0].deferred;
   CHECK(deferred > 0);  // the carries did happen
+}
+
+TEST_CASE("packed exchange: a hot shard sends the unions back to back, exact, at fewer bytes than padding") {
+  // The embedding rows of frequent tokens: the first shard's entries 100x larger,
+  // so nearly every rank's kept entries, and the union, fall in it.
+  for (int world : {3, 4, 8}) {
+    CAPTURE(world);
+    const std::size_t n = 65539;
+    const double theta = 0.95;
+    const input_fn in = [&](int r, int t) {
+      auto g = gradient(n, 29, r, t);
+      for (std::size_t i = 0; i < n / std::size_t(world); ++i) g[i] *= 100.0f;
+      return g;
+    };
+    auto rec = simulate<reducer_of<ExactIndexPolicy, PackedPolicy>>(world, n, theta, 3, in);
+    REQUIRE(rec.failures.empty());
+    expect_dense_sum(rec, world, n, theta, 3);  // every rank's shard exact, the hot one and the others
+    for (int r = 0; r < world; ++r)
+      for (int t = 0; t < 3; ++t) {
+        const auto& st = rec.stats[r][t];
+        CAPTURE(r); CAPTURE(t);
+        CHECK(st.packed_back_to_back);  // every rank chose alike
+        CHECK(st.packed_union > 0);
+        const double padded =
+            ring_bytes_sent(collective::reduce_scatter, double(world) * double(st.packed_slots) * 4, world);
+        CHECK(st.value_bytes == doctest::Approx(ring_bytes_sent(collective::all_reduce, double(st.packed_union) * 4, world)));
+        CHECK(st.value_bytes < padded);
+      }
+    const auto& st = rec.stats[0][2];
+    MESSAGE(world << " ranks: largest shard " << st.packed_slots << " of " << st.packed_union
+                  << " union entries; value bytes back to back / padded: "
+                  << st.value_bytes / ring_bytes_sent(collective::reduce_scatter,
+                                                      double(world) * double(st.packed_slots) * 4, world));
+  }
 }
 
 TEST_CASE("packed sends fewer bits per parameter than the 10x sketch at the paper's sparsity") {

@@ -95,9 +95,10 @@ inline std::vector<float> two_ties(std::size_t n, int rank, int step) {
 
 enum class input { gradient, crowded, off_sample, front_heavy, two_ties };
 
+// Returns the calls (all ranks) whose packed slots went back to back (a hot shard).
 template <class Sparsify, class Index, class Values>
-void compare_paths(int world, std::size_t n, double theta, int steps, input kind = input::gradient,
-                   topology topo = topology::sharded, bool adapt = false) {
+int compare_paths(int world, std::size_t n, double theta, int steps, input kind = input::gradient,
+                  topology topo = topology::sharded, bool adapt = false) {
   const bool crowd = kind == input::crowded;
   // Decode by peeling alone: the host and portable decoders peel in different orders
   // (detail/host/peel.hpp, a queue; the portable rounds), so their values and any
@@ -111,6 +112,7 @@ void compare_paths(int world, std::size_t n, double theta, int steps, input kind
   CAPTURE(world); CAPTURE(n); CAPTURE(theta); CAPTURE(crowd);
   std::mutex m;
   std::vector<std::string> failures;
+  std::atomic<int> back_to_back{0};
   on_ranks(world, [&](local_communicator& comm) {
     const auto fail = [&](const std::string& what, int step) {
       std::lock_guard<std::mutex> lock(m);
@@ -147,6 +149,10 @@ void compare_paths(int world, std::size_t n, double theta, int steps, input kind
       if (fs.values.sent_size() != ps.values.sent_size() ||
           !same_bytes(fs.values.sent(), ps.values.sent(), fs.values.sent_size()))
         fail("sketch cells / packed slots sent", t);
+      if constexpr (requires { fs.values.sent_back_to_back(); }) {
+        if (fs.values.sent_back_to_back() != ps.values.sent_back_to_back()) fail("packed layout", t);
+        back_to_back += fs.values.sent_back_to_back();
+      }
       const auto rf = fast.residual_to_host(), rp = port.residual_to_host();
       if (!same_bytes(rf.data(), rp.data(), rf.size())) fail("residual", t);
       double worst = 0.0, scale = 1e-30;
@@ -169,6 +175,7 @@ void compare_paths(int world, std::size_t n, double theta, int steps, input kind
   });
   for (const auto& f : failures) FAIL_CHECK(f);
   CHECK(failures.empty());
+  return back_to_back;
 }
 
 template <class Sparsify, class Index, class Values>
@@ -197,6 +204,10 @@ TEST_CASE("paths: packed values fp32, bf16, fp16 with 1-bit, 4-bit and exact ind
   compare_at_2_and_3<SparsifyPolicy, IndexPolicy<1>, PackedPolicy>(40001, 0.95);
   compare_at_2_and_3<SparsifyPolicy, IndexPolicy<4>, PackedBf16Policy>(40001, 0.90);
   compare_at_2_and_3<SparsifyPolicy, ExactIndexPolicy, PackedFp16Policy>(40001, 0.90);
+}
+TEST_CASE("paths: packed values with a hot shard (the unions back to back, all-reduced) at 3 and 4 ranks") {
+  CHECK(compare_paths<SparsifyPolicy, ExactIndexPolicy, PackedBf16Policy>(3, 40001, 0.95, 3, input::front_heavy) == 9);
+  CHECK(compare_paths<SparsifyPolicy, IndexPolicy<4>, PackedPolicy>(4, 40001, 0.95, 3, input::front_heavy) == 12);
 }
 TEST_CASE("paths: bf16 residual (stochastic rounding from the same bits)") {
   compare_at_2_and_3<SparsifyBf16ResidualPolicy, IndexPolicy<1>, SketchPolicy<4, 64>>(40001, 0.90);

@@ -5,12 +5,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <mutex>
 #include <vector>
 
 #include <tagc/comm/local_cluster.hpp>
 #include <tagc/plain_reducer.hpp>
 #include <tagc/reducer.hpp>
+#include <tagc/two_level_all_gather.hpp>
 #include <tagc/two_level_reducer.hpp>
 
 using namespace tagc;
@@ -188,6 +191,66 @@ TEST_CASE("two-level: NaN or a wrong size on one rank is refused on every rank, 
       });
     }
   }
+}
+
+// The parameter all-gather: every rank holds flat shard r; two levels give every rank
+// what the flat all-gather gives, bit for bit, in fp32 and bf16.
+template <class T>
+void check_all_gather(node_shape shape, std::size_t n) {
+  CAPTURE(shape.nodes); CAPTURE(shape.ranks_per_node); CAPTURE(n);
+  const std::size_t W = std::size_t(shape.world()), S = (n + W - 1) / W;
+  std::vector<T> params(W * S, T(0.0f));  // distinct values, padding 0
+  for (std::size_t i = 0; i < n; ++i) params[i] = T(float(i % 4093) - 2046.0f);
+  std::mutex m;
+  std::vector<std::string> failures;
+  local_cluster cluster(shape.nodes, shape.ranks_per_node);
+  cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator& flat) {
+    TwoLevelAllGather<T> gather;
+    REQUIRE(gather.initialize(n, shape, rank).ok());
+    REQUIRE(gather.shard_size() == S);
+    const std::span<const T> shard(params.data() + std::size_t(rank) * S, S);
+    std::vector<T> two(n), one(W * S);
+    const status s = gather.all_gather(lv, shard, std::span<T>(two));
+    REQUIRE(flat.all_gather(shard, std::span<T>(one)).ok());
+    std::lock_guard lk(m);
+    if (!s.ok()) failures.push_back(s.message());
+    else if (std::memcmp(two.data(), one.data(), n * sizeof(T)) != 0)
+      failures.push_back("rank " + std::to_string(rank) + ": differs from the flat all-gather");
+  });
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("two-level all-gather = flat all-gather, bit for bit (fp32, bf16), every node shape and length") {
+  for (const node_shape shape : shapes)
+    for (const std::size_t n : lengths) {
+      check_all_gather<float>(shape, n);
+      check_all_gather<bfloat16>(shape, n);
+    }
+}
+
+TEST_CASE("two-level all-gather: a wrong size on one rank is refused on every rank, no hang") {
+  const node_shape shape{2, 3};
+  const std::size_t n = 1000;
+  for (const int bad : {0, 4}) {
+    CAPTURE(bad);
+    local_cluster cluster(shape.nodes, shape.ranks_per_node, std::chrono::seconds(20));
+    cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+      TwoLevelAllGather<float> gather;
+      REQUIRE(gather.initialize(n, shape, rank).ok());
+      std::vector<float> shard(gather.shard_size(), float(rank)), whole(rank == bad ? n - 1 : n);
+      const status s = gather.all_gather(lv, shard, whole);
+      CHECK(s.code() == errc::size_mismatch);
+      if (rank == bad) CHECK(s.message().find("want 167 and 1000") != std::string::npos);
+      else CHECK(s.message().find("1 rank(s) gave buffers of the wrong size") != std::string::npos);
+      whole.resize(n);  // and the next good call works on every rank
+      REQUIRE(gather.all_gather(lv, shard, whole).ok());
+      for (int r = 0; r < shape.world(); ++r) CHECK(whole[std::size_t(r) * 167] == float(r));
+    });
+  }
+  TwoLevelAllGather<float> g;
+  CHECK(g.initialize(10, {2, 2}, 4).code() == errc::invalid_argument);
+  CHECK(g.initialize(10, {0, 2}, 0).code() == errc::invalid_argument);
 }
 
 TEST_CASE("two-level: node shapes that cannot work are refused with the reason") {

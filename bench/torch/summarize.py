@@ -8,7 +8,11 @@ hide, waiting for the other rank included.
 Per (link, configuration): ms per step (mean over runs, and the spread: min..max of
 the runs' means, and the median and 10-90 % range of every timed step), bytes on
 lo per rank per step (wire: payload + TCP/IP headers + gloo's own messages), the
-ring-model bytes tagc's reducers counted, and the val / last train loss."""
+ring-model bytes tagc's reducers counted, and the val / last train loss.
+
+--fsdp2 (bench/torch/fsdp2_run.sh's runs): the table adds the ring-model bytes of the
+gradient reduction and of FSDP2's parameter all-gather, and compares with bf16 reduce
+(the baseline the issue names) as well as fp32; a train-loss plot per link."""
 import csv
 import json
 import os
@@ -16,7 +20,7 @@ import statistics as st
 import subprocess
 import sys
 
-ORDER = ["fp32", "fp16", "powersgd-1", "powersgd-2", "powersgd-4", "tagc-paper", "tagc-best", "tagc-best-sched", "tagc-dense"]
+ORDER = ["fp32", "bf16", "fp16", "powersgd-1", "powersgd-2", "powersgd-4", "tagc-paper", "tagc-best", "tagc-best-sched", "tagc-dense"]
 
 
 def pct(xs, q):
@@ -24,7 +28,7 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
 
 
-def main(folder):
+def main(folder, fsdp2=False):
     runs = [json.loads(l) for l in open(os.path.join(folder, "runs.jsonl")) if l.strip()]
     groups = {}
     for r in runs:
@@ -53,19 +57,34 @@ def main(folder):
             "train_loss_last3": st.mean(st.mean(r["train_loss"][-3:]) for r in rs),
             "load_avg": st.mean(r["load"] for r in rs),
         }
+        for k in ("grad", "allgather"):  # FSDP2 runs: ring-model bytes of each collective
+            if "%s_bytes_per_rank_step" % k in rs[0]:
+                row["%s_MB_per_rank_step" % k] = st.mean(r["%s_bytes_per_rank_step" % k] for r in rs) / 1e6
+        for k in ("forward", "backward", "optimizer"):  # FSDP2 runs: rank 0's step in phases
+            if "%s_ms_per_step" % k in rs[0]:
+                row["%s_ms_per_step" % k] = st.mean(r["%s_ms_per_step" % k] for r in rs)
         if fp32:
             f = st.mean(r["ms_per_step"] for r in fp32)
             row["speedup_vs_fp32"] = f / row["ms_per_step"]
             fw = st.mean(r["lo_bytes_per_rank_step"] for r in fp32)
             row["wire_bytes_vs_fp32"] = row["wire_MB_per_rank_step"] * 1e6 / fw
+        bf16 = groups.get((rate, "bf16"))
+        if bf16 and "grad_MB_per_rank_step" in row:
+            row["speedup_vs_bf16"] = st.mean(r["ms_per_step"] for r in bf16) / row["ms_per_step"]
+            row["grad_bytes_vs_bf16"] = row["grad_MB_per_rank_step"] * 1e6 / st.mean(
+                r["grad_bytes_per_rank_step"] for r in bf16)
+            row["val_loss_vs_bf16"] = row["val_loss"] / st.mean(r["val_loss"] for r in bf16) - 1
         rows.append(row)
-    keys = list(rows[0].keys()) + ["speedup_vs_fp32", "wire_bytes_vs_fp32"]
+    keys = [k for r in rows for k in r]
     keys = list(dict.fromkeys(keys))
     with open(os.path.join(folder, "summary.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         for r in rows:
             w.writerow({k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()})
+    if fsdp2:
+        fsdp2_report(folder, rows, runs)
+        return
 
     def fmt(v, spec):
         return spec % v if isinstance(v, (int, float)) else "–"
@@ -118,5 +137,67 @@ plot '{dat}' using 1:3:xtic(2) with boxes notitle, '' using 1:3:4:5 with yerrorb
             print("summarize: gnuplot failed (%s); PNG not written" % e, file=sys.stderr)
 
 
+def fsdp2_report(folder, rows, runs):
+    """table.md and the plots for the FSDP2 side by side (fsdp2_run.sh)."""
+    def fmt(v, spec):
+        return spec % v if isinstance(v, (int, float)) else "–"
+
+    lines = ["| link | config | ms/step (runs: min–max) | step median (p10–p90) | fwd / bwd / opt ms | speedup vs fp32 / bf16 | "
+             "wire MB/rank/step | gradient MB (ring) | vs bf16 | all-gather MB (ring) | val loss | vs bf16 | "
+             "train loss (last 3) | load |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        phases = " / ".join(fmt(r.get("%s_ms_per_step" % k), "%.0f") for k in ("forward", "backward", "optimizer"))
+        lines.append("| %s | %s | %s (%s–%s) | %s (%s–%s) | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["link"], r["config"], fmt(r["ms_per_step"], "%.0f"), fmt(r["ms_min_run"], "%.0f"),
+            fmt(r["ms_max_run"], "%.0f"), fmt(r["ms_step_median"], "%.0f"), fmt(r["ms_step_p10"], "%.0f"),
+            fmt(r["ms_step_p90"], "%.0f"), phases, fmt(r.get("speedup_vs_fp32"), "%.2fx"), fmt(r.get("speedup_vs_bf16"), "%.2fx"),
+            fmt(r["wire_MB_per_rank_step"], "%.2f"), fmt(r.get("grad_MB_per_rank_step"), "%.2f"),
+            fmt(r.get("grad_bytes_vs_bf16"), "%.3f"), fmt(r.get("allgather_MB_per_rank_step"), "%.2f"),
+            fmt(r["val_loss"], "%.4f"), fmt(100 * r["val_loss_vs_bf16"] if "val_loss_vs_bf16" in r else None, "%+.2f %%"),
+            fmt(r["train_loss_last3"], "%.3f"), fmt(r["load_avg"], "%.1f")))
+    with open(os.path.join(folder, "table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    # One figure per link: ms per step (bars) and the train loss, 25-step moving mean, per step.
+    for rate in sorted({r["link"] for r in rows}):
+        sel = [r for r in rows if r["link"] == rate]
+        bars = os.path.join(folder, "ms_%s.dat" % rate)
+        with open(bars, "w") as f:
+            for i, r in enumerate(sel):
+                f.write('%d "%s" %.1f %.1f %.1f\n' % (i, r["config"], r["ms_per_step"], r["ms_min_run"], r["ms_max_run"]))
+        curves = []
+        for r in sel:
+            run = next(x for x in runs if x["rate"] == rate and x["config"] == r["config"])
+            dat = os.path.join(folder, "loss_%s_%s.dat" % (rate, r["config"]))
+            tl = run["train_loss"]
+            with open(dat, "w") as f:
+                for i in range(len(tl)):
+                    w = tl[max(0, i - 24):i + 1]
+                    f.write("%d %.4f\n" % (i + 1, sum(w) / len(w)))
+            curves.append("'%s' using 1:2 with lines lw 2 title '%s (val %.3f)'" % (dat, r["config"], r["val_loss"]))
+        png = os.path.join(folder, "fsdp2_%s.png" % rate)
+        script = f"""set terminal pngcairo size 1200,440
+set output '{png}'
+set multiplot layout 1,2 title 'GPT-2 on FSDP2 over gloo, {rate}'
+set style fill solid 0.6
+set boxwidth 0.6
+set ylabel 'ms / step'
+set yrange [0:*]
+set xtics rotate by -30
+plot '{bars}' using 1:3:xtic(2) with boxes notitle, '' using 1:3:4:5 with yerrorbars lc rgb 'black' notitle
+set xtics norotate
+set yrange [*:*]
+set xlabel 'step'
+set ylabel 'train loss (25-step mean)'
+plot {", ".join(curves)}
+unset multiplot
+"""
+        try:
+            subprocess.run(["gnuplot"], input=script.encode(), check=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            print("summarize: gnuplot failed (%s); PNG not written" % e, file=sys.stderr)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], fsdp2="--fsdp2" in sys.argv[2:])

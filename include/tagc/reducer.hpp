@@ -434,9 +434,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
         : 0.0;
     s.index_bytes = ring_bytes_sent(plan_.scatter_index ? collective::reduce_scatter : collective::all_reduce,
                                     double(index_.local_bytes()), world);
-    s.value_bytes = ring_bytes_sent(
-        args_.topo == topology::sharded ? collective::reduce_scatter : collective::all_reduce,
-        double(values_.value_bytes_sent()), world);
+    s.value_bytes = ring_bytes_sent(values_.value_collective(), double(values_.value_bytes_sent()), world);
     s.retransmit_bytes = decode_.retransmit_bytes_sent();
     s.value_type_bytes = int(sizeof(wire_t));
     s.value_scale_exponent = wire_exp_;

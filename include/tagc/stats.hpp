@@ -27,6 +27,8 @@ struct reduce_stats {
   std::size_t peeled = 0;          // resolved exactly
   std::size_t unresolved = 0;      // peeling could not resolve (estimated or delivered as 0; retransmitted)
   std::size_t packed_slots = 0;    // PackedPolicy: values per shard exchanged (largest union)
+  std::size_t packed_union = 0;    // PackedPolicy: union entries of all shards together
+  bool packed_back_to_back = false;  // PackedPolicy: a hot shard made the unions go back to back, all-reduced
   // Low precision (policy/wire_value.hpp)
   int value_type_bytes = 4;        // bytes per exchanged value or cell: 4 (float), 2 (bf16, fp16)
   int value_scale_exponent = 0;    // fp16: values travel as x * 2^this (agreed across ranks); else 0

@@ -42,4 +42,5 @@
 #include "shared_reducer.hpp"
 #include "shard/layout.hpp"
 #include "stats.hpp"
+#include "two_level_all_gather.hpp"
 #include "two_level_reducer.hpp"

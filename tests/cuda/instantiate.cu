@@ -28,6 +28,7 @@
 // defines: tagc::split_two_level on NCCL (ncclCommSplit), tagc::TwoLevelReducer
 #  include <tagc/comm/nccl_two_level.hpp>
 #  include <tagc/plain_reducer.hpp>
+#  include <tagc/two_level_all_gather.hpp>
 #  include <tagc/two_level_reducer.hpp>
 
 template <class R>
@@ -85,6 +86,17 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
                           tagc::exec::cuda{s}));
   TAGC_TRY(two.reduce_scatter(*levels, g, out));
   TAGC_TRY(two.load_state(two.save_state()));
+  // ... and the parameter all-gather back in two levels (fp32 and bf16).
+  tagc::TwoLevelAllGather<float, tagc::exec::cuda> gather;
+  TAGC_TRY(gather.initialize(g.size(), levels->shape(), c.rank(), tagc::exec::cuda{s}));
+  tagc::exec::cuda::vector<float> whole(g.size());
+  TAGC_TRY(gather.all_gather(*levels, std::span<const float>(out.data(), gather.shard_size()),
+                             std::span<float>(tagc::detail::raw(whole), whole.size())));
+  tagc::TwoLevelAllGather<tagc::bfloat16, tagc::exec::cuda> gather_bf16;
+  TAGC_TRY(gather_bf16.initialize(g.size(), levels->shape(), c.rank(), tagc::exec::cuda{s}));
+  tagc::exec::cuda::vector<tagc::bfloat16> shard16(gather_bf16.shard_size()), whole16(g.size());
+  TAGC_TRY(gather_bf16.all_gather(*levels, std::span<const tagc::bfloat16>(tagc::detail::raw(shard16), shard16.size()),
+                                  std::span<tagc::bfloat16>(tagc::detail::raw(whole16), whole16.size())));
   narrow n;
   TAGC_TRY(n.initialize(
       {.length = g.size(), .world_size = c.size(), .rank = c.rank(), .topo = tagc::topology::replicated},

@@ -296,7 +296,7 @@ TEST_CASE("mpi_communicator: argument disagreements return the same status on ev
     std::vector<std::uint8_t> buf(16);
     const int root = me == 0 ? 0 : n + 5;  // every rank but 0 names a root outside the world
     const auto s = comm.broadcast(std::span<std::uint8_t>(buf), root);
-    CHECK(s.code() == errc::size_mismatch);
+    CHECK(s.code() == errc::invalid_argument);
     CHECK(s.message() == "broadcast: rank 1: root " + std::to_string(n + 5) + " outside [0, " + std::to_string(n) + ")");
     CHECK(same_on_all_ranks(comm, s.what()));
   }
@@ -304,7 +304,7 @@ TEST_CASE("mpi_communicator: argument disagreements return the same status on ev
     std::vector<float> in(4, 1.0f), out(4);
     const auto s = comm.reduce(std::span<const float>(in), std::span<float>(out), me == 0 ? 0 : 1);
     CHECK(s.code() == errc::invalid_argument);
-    CHECK(s.message() == "reduce: ranks named different roots: 0 and 1");
+    CHECK(s.message() == "reduce: rank 1 named root 1, rank 0 named 0");
     CHECK(same_on_all_ranks(comm, s.what()));
   }
   SUBCASE("ranks call different collectives or types") {
@@ -314,13 +314,13 @@ TEST_CASE("mpi_communicator: argument disagreements return the same status on ev
       const auto s = me == 0 ? comm.all_reduce(std::span<const float>(f), std::span<float>(f))
                              : comm.all_reduce(std::span<const std::int32_t>(i32), std::span<std::int32_t>(i32));
       CHECK(s.code() == errc::invalid_argument);
-      CHECK(s.message() == "all_reduce: ranks passed different element types: float and int32");
+      CHECK(s.message() == "all_reduce: rank 1 passed int32 while rank 0 passed float");
       CHECK(same_on_all_ranks(comm, s.what()));
     }
     const auto s = me == 0 ? comm.broadcast(std::span<float>(f), 0)
                            : comm.all_reduce(std::span<const float>(f), std::span<float>(f));
     CHECK(s.code() == errc::invalid_argument);
-    CHECK(s.message() == "ranks called different collectives: all_reduce and broadcast");
+    CHECK(s.message() == "rank 1 called all_reduce while rank 0 called broadcast");
   }
   SUBCASE("counts above INT_MAX are refused on every rank") {
     // The spans are never read: the check refuses them before any data moves.
@@ -335,8 +335,8 @@ TEST_CASE("mpi_communicator: argument disagreements return the same status on ev
   SUBCASE("partial overlap of send and recv") {
     std::vector<float> buf(20);
     const auto s = comm.all_reduce(std::span<const float>(buf.data(), 10), std::span<float>(buf.data() + 5, 10));
-    CHECK(s.code() == errc::size_mismatch);
-    CHECK(s.message() == "all_reduce: rank 0: send and recv overlap, but not in the in-place layout");
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(s.message() == "all_reduce: rank 0: send and recv overlap without being the same buffer");
   }
   // Whatever went wrong above, the communicator is still usable.
   std::vector<float> in(3, 1.0f), out(3);

@@ -1,10 +1,19 @@
 #pragma once
-// defines: tagc::communicator (concept), tagc::collective, tagc::reducible,
-//          tagc::ring_bytes_sent.
+// defines: tagc::communicator and tagc::full_communicator (concepts), tagc::collective,
+//          tagc::reducible, tagc::collective_request, tagc::ring_bytes_sent,
+//          tagc::completed_request.
 //
-// The Communicator concept is what the Reducer needs from a transport: sum
-// collectives over *typed spans*. The element type and count always come from
-// the span, so a byte count can never be passed where an element count is meant.
+// Two concepts, because the library and its users need different amounts:
+//  - communicator: what the reducers and their stages call (rank, size,
+//    all_reduce, reduce_scatter, all_gather, and broadcast for the shared
+//    selection). A transport that offers these can carry a Reducer; the Python
+//    package's ProcessGroup communicator offers no more.
+//  - full_communicator: what every tagc backend (local, MPI, NCCL) offers besides:
+//    barrier, reduce, and non-blocking start_all_reduce / start_reduce_scatter /
+//    start_all_gather returning a request whose wait() completes it. Programs that
+//    overlap communication themselves (the GPT-2 trainer, benchmarks, tests) use these.
+// Both take *typed spans*: the element type and count always come from the span,
+// so a byte count can never be passed where an element count is meant.
 //
 // Semantics every backend follows (as NCCL's public header documents them):
 //  - all_reduce(send, recv):      recv[i] = sum over ranks of send[i]; sizes equal.
@@ -17,11 +26,18 @@
 //  In-place is allowed where send and recv are the same memory (all_reduce,
 //  broadcast) or where send/recv alias at the rank's own block (reduce_scatter:
 //  recv == send.subspan(rank * recv.size()), all_gather likewise).
+//  The argument rules and the refusals' wording live in one place,
+//  comm/argument_rules.hpp, which every backend calls.
 //  Unsigned integer sums wrap modulo 2^bits (NCCL's and MPI's behaviour): the
 //  index policies rely on that.
 //  Stream-ordered backends (NCCL) return once the collective is *enqueued*; host
 //  backends (MPI, local) return once it is complete. start_*() returns a request
 //  whose wait() completes it; buffers must stay alive until then.
+//
+// A new backend: one header with its communicator class that calls
+// check_collective_arguments before moving data and ends with
+// static_assert(full_communicator<...>) (or communicator<...> if it only carries
+// a Reducer), plus its test.
 
 #include <concepts>
 #include <cstddef>
@@ -65,26 +81,38 @@ concept collective_request = std::movable<R> && requires(R& r) {
 };
 
 namespace detail {
+// What the reducers call, for one element type.
 template <class C, class T>
-concept communicator_for = requires(C& c, std::span<const T> in, std::span<T> out, int root) {
+concept reducer_collectives_for = requires(C& c, std::span<const T> in, std::span<T> out, int root) {
   { c.all_reduce(in, out) } -> std::same_as<status>;
   { c.reduce_scatter(in, out) } -> std::same_as<status>;
   { c.all_gather(in, out) } -> std::same_as<status>;
-  { c.reduce(in, out, root) } -> std::same_as<status>;
   { c.broadcast(out, root) } -> std::same_as<status>;
+};
+// What the backends add, for one element type.
+template <class C, class T>
+concept backend_collectives_for = requires(C& c, std::span<const T> in, std::span<T> out, int root) {
+  { c.reduce(in, out, root) } -> std::same_as<status>;
   { c.start_all_reduce(in, out) } -> collective_request;
   { c.start_reduce_scatter(in, out) } -> collective_request;
   { c.start_all_gather(in, out) } -> collective_request;
 };
 }  // namespace detail
 
+// The element types the reducers pass (values, index words and bytes, control
+// vectors); the members are templates over every reducible type.
 template <class C>
-concept communicator = requires(const C& cc, C& c) {
+concept communicator = requires(const C& cc) {
   { cc.rank() } -> std::convertible_to<int>;
   { cc.size() } -> std::convertible_to<int>;
+} && detail::reducer_collectives_for<C, float> && detail::reducer_collectives_for<C, std::uint8_t> &&
+    detail::reducer_collectives_for<C, std::int64_t> && detail::reducer_collectives_for<C, double>;
+
+template <class C>
+concept full_communicator = communicator<C> && requires(C& c) {
   { c.barrier() } -> std::same_as<status>;
-} && detail::communicator_for<C, float> && detail::communicator_for<C, std::uint8_t> &&
-    detail::communicator_for<C, std::int64_t> && detail::communicator_for<C, double>;
+} && detail::backend_collectives_for<C, float> && detail::backend_collectives_for<C, std::uint8_t> &&
+    detail::backend_collectives_for<C, std::int64_t> && detail::backend_collectives_for<C, double>;
 
 // Bytes one rank sends for a collective over a buffer of `whole_bytes` bytes
 // (the full, unsharded buffer) with a ring algorithm on `n` ranks — the model

@@ -5,6 +5,8 @@
 //
 // Benchmarks derive bus bandwidth from these figures the way nccl-tests does;
 // tests check the Reducer's traffic against the paper's formulas with them.
+// barrier, reduce and start_* compile only where C offers them (full_communicator):
+// members of a class template are instantiated when called.
 
 #include <array>
 #include <chrono>

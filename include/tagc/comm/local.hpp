@@ -5,8 +5,10 @@
 // Every collective is two rendezvous: ranks post what they pass, meet, check
 // that they agree (same collective, element type, length, root), compute their
 // own result from everyone's send buffer into private scratch, meet again (so no
-// rank overwrites a buffer another is still reading), then copy out. A rank that
-// disagrees makes *every* rank return the same size_mismatch status; a rank that
+// rank overwrites a buffer another is still reading), then copy out. The rules
+// and the wording of a refusal are comm/argument_rules.hpp's. A rank whose
+// arguments are wrong, or that disagrees with rank 0, makes *every* rank return
+// the same status; a rank that
 // never arrives makes the others return a timeout instead of hanging, and
 // aborts the world so later collectives fail at once.
 
@@ -20,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "argument_rules.hpp"
 #include "communicator.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -58,12 +61,10 @@ class local_world {
   struct post {
     collective kind = collective::barrier;
     int type_id = -1;
-    const char* type_name = "";
-    std::size_t elem_size = 0;
     const void* send = nullptr;
-    std::size_t count = 0;  // the length that must agree across ranks (see collective())
+    std::size_t count = 0;  // the length that must agree across ranks (argument_check::count)
     int root = 0;
-    std::string local_error;  // this rank's own arguments were inconsistent
+    status local_error;  // the refusal of this rank's own arguments, if any
     std::vector<std::byte> scratch;
   };
 
@@ -102,23 +103,6 @@ class local_world {
 };
 
 namespace detail {
-template <class T> constexpr int type_id_of() {
-  if constexpr (std::is_same_v<T, float>) return 0;
-  else if constexpr (std::is_same_v<T, double>) return 1;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return 2;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return 3;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return 4;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return 5;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return 6;
-  else if constexpr (std::is_same_v<T, bfloat16>) return 7;
-  else if constexpr (std::is_same_v<T, float16>) return 8;
-  else static_assert(sizeof(T) == 0, "tagc: type_id_of: not a reducible type");
-}
-template <class T> constexpr const char* type_name_of() {
-  constexpr const char* names[] = {"float", "double", "uint8", "int32", "uint32", "int64", "uint64", "bfloat16",
-                                   "float16"};
-  return names[type_id_of<T>()];
-}
 // Sum of element i over ranks, in rank order. Unsigned types wrap; bfloat16 and
 // float16 are summed in float and rounded once.
 template <class T, class Src> T rank_order_sum(Src src, int n, std::size_t i) {
@@ -171,49 +155,21 @@ class local_communicator {
   }
 
  private:
-  // The length that must agree across ranks, and this rank's own argument check.
-  template <class T>
-  static std::size_t agreed_count(collective kind, std::span<const T> in, std::span<T> out, int n, int root,
-                                  std::string& err) {
-    const auto bad = [&](const std::string& m) { err = std::string(collective_name(kind)) + ": " + m; };
-    switch (kind) {
-      case collective::all_reduce:
-        if (in.size() != out.size())
-          bad("send has " + std::to_string(in.size()) + " elements but recv has " + std::to_string(out.size()));
-        return in.size();
-      case collective::reduce_scatter:
-        if (in.size() != out.size() * std::size_t(n))
-          bad("send has " + std::to_string(in.size()) + " elements, expected world size " + std::to_string(n) +
-              " x recv " + std::to_string(out.size()));
-        return out.size();
-      case collective::all_gather:
-        if (out.size() != in.size() * std::size_t(n))
-          bad("recv has " + std::to_string(out.size()) + " elements, expected world size " + std::to_string(n) +
-              " x send " + std::to_string(in.size()));
-        return in.size();
-      case collective::reduce:
-      case collective::broadcast:
-        if (root < 0 || root >= n) bad("root " + std::to_string(root) + " outside [0, " + std::to_string(n) + ")");
-        if (in.size() != out.size())
-          bad("send has " + std::to_string(in.size()) + " elements but recv has " + std::to_string(out.size()));
-        return in.size();
-      default: return 0;
-    }
-  }
-
   template <class T>
   status run(collective kind, std::span<const T> in, std::span<T> out, int root) {
     local_world& w = *world_;
     const int n = w.size();
     auto& me = w.posts_[rank_];
     me.kind = kind;
-    me.type_id = detail::type_id_of<T>();
-    me.type_name = detail::type_name_of<T>();
-    me.elem_size = sizeof(T);
+    me.type_id = element_type_id<T>;
     me.send = in.data();
-    me.root = root;
-    me.local_error.clear();
-    me.count = agreed_count<T>(kind, in, out, n, root, me.local_error);
+    const argument_check args = check_collective_arguments(kind, in, out, root, rank_, n);
+    me.count = args.count;
+    me.root = kind == collective::reduce || kind == collective::broadcast ? root : 0;
+    // status is [[nodiscard]]; the cast keeps nvcc from warning on the assignment's result.
+    static_cast<void>(me.local_error = args.ok() ? status{}
+                                                 : argument_refusal(kind, args.error, in.size(), out.size(), root,
+                                                                    rank_, n));
     const char* what = collective_name(kind);
 
     TAGC_TRY(w.arrive(rank_, what));
@@ -228,26 +184,21 @@ class local_communicator {
   }
 
   static status check_agreement(const std::vector<local_world::post>& posts) {
-    for (std::size_t r = 0; r < posts.size(); ++r)
-      if (!posts[r].local_error.empty())
-        return {errc::size_mismatch, "rank " + std::to_string(r) + ": " + posts[r].local_error};
+    // The order of argument_rules.hpp: the collective, each rank's own arguments, then the rest.
     const auto& p0 = posts[0];
-    for (std::size_t r = 1; r < posts.size(); ++r) {
-      const auto& p = posts[r];
-      const std::string who = "rank " + std::to_string(r);
-      if (p.kind != p0.kind)
-        return {errc::invalid_argument,
-                who + " called " + collective_name(p.kind) + " while rank 0 called " + collective_name(p0.kind)};
-      if (p.type_id != p0.type_id)
-        return {errc::invalid_argument, std::string(collective_name(p.kind)) + ": " + who + " passed " + p.type_name +
-                                            " while rank 0 passed " + p0.type_name};
+    for (std::size_t i = 1; i < posts.size(); ++i)
+      if (posts[i].kind != p0.kind)
+        return disagreement(p0.kind, agreement_field::collective, int(i), std::int64_t(posts[i].kind), 0,
+                            std::int64_t(p0.kind));
+    for (const auto& p : posts)
+      if (!p.local_error.ok()) return p.local_error;
+    for (std::size_t i = 1; i < posts.size(); ++i) {
+      const auto& p = posts[i];
+      const int r = int(i);
+      if (p.type_id != p0.type_id) return disagreement(p.kind, agreement_field::element_type, r, p.type_id, 0, p0.type_id);
       if (p.count != p0.count)
-        return {errc::size_mismatch, std::string(collective_name(p.kind)) + ": " + who + " passed " +
-                                         std::to_string(p.count) + " elements, rank 0 passed " +
-                                         std::to_string(p0.count)};
-      if (p.root != p0.root)
-        return {errc::invalid_argument, std::string(collective_name(p.kind)) + ": " + who + " named root " +
-                                            std::to_string(p.root) + ", rank 0 named " + std::to_string(p0.root)};
+        return disagreement(p.kind, agreement_field::count, r, std::int64_t(p.count), 0, std::int64_t(p0.count));
+      if (p.root != p0.root) return disagreement(p.kind, agreement_field::root, r, p.root, 0, p0.root);
     }
     return {};
   }
@@ -300,6 +251,8 @@ class local_communicator {
   local_world* world_;
   int rank_;
 };
+
+static_assert(full_communicator<local_communicator>);
 
 inline local_communicator local_world::communicator(int rank) { return local_communicator(*this, rank); }
 

@@ -60,8 +60,8 @@ struct pack_values {
   const std::uint8_t* index;
   const std::uint32_t* offsets;
   const std::uint32_t* start;
-  Value* packed;       // [shards][slots]
-  std::size_t slots;   // the largest union over shards
+  Value* packed;       // [shards][slots], or the unions back to back when slots = 0
+  std::size_t slots;   // the largest union over shards (0: back to back)
   float wire_scale = 1.0f;  // 2^k (fp16), else 1
 
   TAGC_HOST_DEVICE void operator()(std::size_t byte) const {
@@ -69,12 +69,12 @@ struct pack_values {
     const int bits = l.index_bits, per_byte = 8 / bits;
     const std::size_t s = byte / l.index_bytes;
     const std::size_t first = (byte % l.index_bytes) * std::size_t(per_byte);
-    std::size_t pos = offsets[byte] - start[s];
+    std::size_t pos = slots ? s * slots + (offsets[byte] - start[s]) : offsets[byte];
     for (int k = 0; k < per_byte; ++k) {
       const std::size_t e = first + std::size_t(k);
       if (e >= l.shard_size || s * l.shard_size + e >= l.length) break;
       if (((index[byte] >> (k * bits)) & ((1u << bits) - 1u)) == 0) continue;
-      packed[s * slots + pos++] = Value(value(s, e) * wire_scale);
+      packed[pos++] = Value(value(s, e) * wire_scale);
     }
   }
 };

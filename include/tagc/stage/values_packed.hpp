@@ -4,6 +4,15 @@
 //          index, so each writes its values at the union positions of every
 //          shard densely (slot = prefix count of marks) and the slots are
 //          reduce-scattered; the owner unpacks the exact sums. No decode stage.
+//
+// A reduce-scatter needs equal parts, so each shard's slots are padded to the
+// largest shard's union: (N - 1) x largest union per rank. Gradients are skewed
+// (the embedding rows of frequent tokens make one shard "hot": at 16 ranks one
+// shard held 30 % of the union), and then every rank pays for the hot shard.
+// When one shard holds more than twice the mean, the unions are laid back to
+// back instead and all-reduced, 2 (N - 1) / N x union per rank, and the owner
+// reads its own range. Every rank holds the same reduced index, so every rank
+// makes the same choice with no message; the sums are exact either way.
 
 #include <algorithm>
 #include <cstdint>
@@ -61,9 +70,10 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     launch_ = {exec};
     plan_ = p;
     const std::size_t index_all = p.lay.index_bytes * std::size_t(p.shards);
-    // Worst case every entry of a shard is in the union: room for whole shards.
+    // Worst case every entry of a shard is in the union: room for whole shards
+    // (and for the whole union back to back, all-reduced, when sharded).
     values_send_.assign(p.lay.padded(), wire_t(0.0f));
-    values_recv_.assign(p.lay.shard_size, wire_t(0.0f));
+    values_recv_.assign(p.shards > 1 ? p.lay.padded() : p.lay.shard_size, wire_t(0.0f));
     if constexpr (host_paths) {
       host_.initialize(p.lay, p.shards);  // the slots from word popcounts per chunk: no scan over index bytes
     } else {
@@ -92,7 +102,7 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
   // on a device, but for CUB's temporaries, a few KiB queried there).
   static std::size_t workspace_bytes_for(const reducer_plan& p) {
-    std::size_t b = (p.lay.padded() + p.lay.shard_size) * sizeof(wire_t);
+    std::size_t b = (p.lay.padded() + (p.shards > 1 ? p.lay.padded() : p.lay.shard_size)) * sizeof(wire_t);
     if constexpr (host_paths) {
       b += detail::host::packed_slots::workspace_bytes_for(p.lay, p.shards);
     } else {
@@ -107,11 +117,13 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
     const std::uint8_t* idx = c.reduced_index;  // the whole all-reduced index
     if constexpr (host_paths) {
       slots_ = host_.count(idx);
+      choose_layout(host_.union_before(std::size_t(plan_.shards)), host_.union_before(plan_.own_shard));
+      const std::size_t slots = back_to_back_ ? 0 : slots_;
       if (c.kept_listed)  // the kept entries' values were listed by the marking pass: no read of acc per union entry
         host_.pack_kept(idx, c.kept, c.kept_values, c.kept_count, c.sender_check, c.wire_scale,
-                        detail::raw(values_send_), slots_);
+                        detail::raw(values_send_), slots);
       else
-        host_.pack(idx, c.acc, c.state->threshold, c.sender_check, c.wire_scale, detail::raw(values_send_), slots_);
+        host_.pack(idx, c.acc, c.state->threshold, c.sender_check, c.wire_scale, detail::raw(values_send_), slots);
       return;
     }
     const std::size_t index_all = offsets_.size() - 1;
@@ -135,7 +147,11 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
       slots = std::max<std::size_t>(slots, starts_host_[s + 1] - starts_host_[s]);
     slots_ = slots;
     const std::size_t shards = std::size_t(plan_.shards);
-    launch_(shards * slots, detail::zero_padding_slots<wire_t>{detail::raw(starts_), detail::raw(values_send_), slots});
+    choose_layout(starts_host_[shards], starts_host_[plan_.own_shard]);
+    if (back_to_back_)
+      slots = 0;
+    else
+      launch_(shards * slots, detail::zero_padding_slots<wire_t>{detail::raw(starts_), detail::raw(values_send_), slots});
     launch_(index_all, detail::pack_values<wire_t, detail::contribution<Residual>>{
                            c.contribution(), idx, detail::raw(offsets_), detail::raw(starts_),
                            detail::raw(values_send_), slots, c.wire_scale});
@@ -143,26 +159,33 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
 
   template <communicator C>
   status exchange(C& comm) {
-    const std::size_t send_count = std::size_t(plan_.shards) * slots_;
+    const std::size_t send_count = sent_size();
     value_bytes_ = send_count * sizeof(wire_t);
     const std::span<const wire_t> send(detail::raw(values_send_), send_count);
+    if (back_to_back_)
+      return detail::in_phase(comm.all_reduce(send, std::span<wire_t>(detail::raw(values_recv_), send_count)),
+                              "value exchange (all-reduce of the unions back to back)");
     const std::span<wire_t> recv(detail::raw(values_recv_), slots_);
     if (plan_.args.topo == topology::sharded)
       return detail::in_phase(comm.reduce_scatter(send, recv), "value exchange (reduce-scatter)");
     return detail::in_phase(comm.all_reduce(send, recv), "value exchange (all-reduce)");
   }
+  // The collective the last call's values took (the ring model counts its bytes).
+  collective value_collective() const {
+    return plan_.args.topo == topology::sharded && !back_to_back_ ? collective::reduce_scatter : collective::all_reduce;
+  }
 
   template <communicator C, class Decoder>
   status decode(C&, const call_view<Residual>& c, Decoder&, const std::uint8_t*& retransmit) {
     retransmit = nullptr;
+    const wire_t* own_slots = detail::raw(values_recv_) + (back_to_back_ ? own_base_ : 0);
     if constexpr (host_paths) {
-      host_.unpack(c.reduced_index, plan_.own_shard, detail::raw(values_recv_), c.scale * c.wire_unscale, c.out);
+      host_.unpack(c.reduced_index, plan_.own_shard, own_slots, c.scale * c.wire_unscale, c.out);
       return {};
     }
     launch_(plan_.lay.index_bytes,
-            detail::unpack_values<wire_t>{c.reduced_index, detail::raw(offsets_), detail::raw(starts_),
-                                          detail::raw(values_recv_), c.out, c.scale * c.wire_unscale, plan_.lay,
-                                          plan_.own_shard});
+            detail::unpack_values<wire_t>{c.reduced_index, detail::raw(offsets_), detail::raw(starts_), own_slots,
+                                          c.out, c.scale * c.wire_unscale, plan_.lay, plan_.own_shard});
     return {};
   }
   template <class Decoder>
@@ -177,17 +200,31 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
           launch_, plan_.lay.index_bytes, detail::count_marks{c.own_index, plan_.lay, plan_.own_shard});
     s.peeled = s.support;
     s.packed_slots = slots_;
+    s.packed_union = union_;
+    s.packed_back_to_back = back_to_back_;
   }
   std::size_t value_bytes_sent() const { return value_bytes_; }
-  // What this rank sent last call ([shards][slots], in the space's memory): tests compare paths with it.
+  // What this rank sent last call ([shards][slots], or the unions back to back; in
+  // the space's memory): tests compare paths with it.
   const wire_t* sent() const { return detail::raw(values_send_); }
-  std::size_t sent_size() const { return std::size_t(plan_.shards) * slots_; }
+  std::size_t sent_size() const { return back_to_back_ ? union_ : std::size_t(plan_.shards) * slots_; }
+  bool sent_back_to_back() const { return back_to_back_; }
   double unfed_rounding() const { return 0.0; }
 
  private:
   detail::launcher<Exec> launch_{};
   reducer_plan plan_{};
   std::size_t slots_ = 0, value_bytes_ = 0;
+  bool back_to_back_ = false;             // this call's layout (see the file's head)
+  std::size_t union_ = 0, own_base_ = 0;  // the whole union, and the union before this rank's shard
+
+  // Ring bytes per rank: reduce-scatter (N - 1)/N x N x largest, all-reduce 2 (N - 1)/N x union.
+  void choose_layout(std::size_t whole_union, std::size_t before_own) {
+    union_ = whole_union;
+    own_base_ = before_own;
+    back_to_back_ = plan_.args.topo == topology::sharded && plan_.shards > 1 &&
+                    2 * whole_union < std::size_t(plan_.shards) * slots_;
+  }
   vector<wire_t> values_send_;  // [shards][slots]
   vector<wire_t> values_recv_;  // this shard's summed slots
   // Marks in each byte of the whole index `idx` (0 past its end): the scan's input.

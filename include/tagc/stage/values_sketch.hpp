@@ -179,6 +179,9 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
     s.load = plan_.lay.cells ? double(s.support) / double(plan_.lay.cells) : 0.0;
   }
   std::size_t value_bytes_sent() const { return value_bytes_; }
+  collective value_collective() const {
+    return plan_.args.topo == topology::sharded ? collective::reduce_scatter : collective::all_reduce;
+  }
   // What this rank sent last call ([shards][cells], in the space's memory): tests compare paths with it.
   const wire_t* sent() const { return detail::raw(values_send_); }
   std::size_t sent_size() const { return values_send_.size(); }

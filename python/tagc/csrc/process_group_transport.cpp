@@ -130,10 +130,6 @@ class process_group_transport final : public collective_transport {
     });
   }
 
-  tagc::status barrier() override {
-    return guard("barrier", [&] { pg_->barrier()->wait(); });
-  }
-
  private:
   void gather_bytes(const void* in, void* out, std::size_t bytes) {
     std::vector<at::Tensor> input{view(in, bytes, at::kByte)};

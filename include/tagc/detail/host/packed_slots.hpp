@@ -3,7 +3,9 @@
 //          where each shard's union entries go (word popcounts, a scan over
 //          chunks), this rank's values packed into them (from its kept list,
 //          or from acc when there is none), and the owner's summed slots
-//          unpacked into its shard.
+//          unpacked into its shard. The slots are laid out either padded
+//          ([shards][largest union]) or back to back (each shard's union after
+//          the previous one's): see stage/values_packed.hpp for the choice.
 //
 // Same slots as the portable functors (detail/packed_kernels.hpp: a scan over
 // every index byte, then one call per byte that decodes its entries one at a
@@ -41,11 +43,15 @@ class packed_slots {
     words_ = index_words(l.index_bytes);
     chunks_ = (words_ + words_per_chunk - 1) / words_per_chunk;
     start_.assign(shards_ * (chunks_ + 1), 0u);
+    base_.assign(shards_ + 1, 0u);
   }
-  std::size_t workspace_bytes() const { return start_.size() * sizeof(std::uint32_t); }
+  std::size_t workspace_bytes() const {
+    return start_.size() * sizeof(std::uint32_t) + base_.size() * sizeof(std::size_t);
+  }
+  // What initialize(l, shards) allocates (the reducers' workspace query).
   static std::size_t workspace_bytes_for(const layout& l, int shards) {
     const std::size_t chunks = (index_words(l.index_bytes) + words_per_chunk - 1) / words_per_chunk;
-    return std::size_t(shards) * (chunks + 1) * sizeof(std::uint32_t);
+    return std::size_t(shards) * (chunks + 1) * sizeof(std::uint32_t) + (std::size_t(shards) + 1) * sizeof(std::size_t);
   }
 
   // Union entries per shard from the whole reduced index [shards][index_bytes]:
@@ -69,16 +75,24 @@ class packed_slots {
       st[0] = 0;
       for (std::size_t k = 0; k < C; ++k) st[k + 1] += st[k];
       slots = std::max<std::size_t>(slots, st[C]);
+      base_[s + 1] = base_[s] + st[C];
     }
     return slots;
   }
   // Union entries of shard s (after count()).
   std::size_t union_size(std::size_t s) const { return start_[s * (chunks_ + 1) + chunks_]; }
+  // Union entries of the shards before s (s = shards: the whole union).
+  std::size_t union_before(std::size_t s) const { return base_[s]; }
+
+  // Where shard s's first slot lies: s * slots when padded, else after the
+  // unions of the shards before it (slots = 0 selects the back-to-back layout).
+  std::size_t shard_base(std::size_t s, std::size_t slots) const { return slots ? s * slots : base_[s]; }
 
   // This rank's values at every shard's union entries: Value(acc * wire_scale)
   // where this rank kept the entry (|acc| above `threshold`, and marked by the
   // reduced index `sender_check` when that is lossy), else 0; the padding slots
-  // of each shard (beyond its union) 0. `packed`: [shards][slots].
+  // of each shard (beyond its union) 0. `packed`: [shards][slots], or the
+  // unions back to back when `slots` is 0.
   template <class Value>
   void pack(const std::uint8_t* index, const float* acc, std::uint32_t threshold, const std::uint8_t* sender_check,
             float wire_scale, Value* packed, std::size_t slots) const {
@@ -162,7 +176,7 @@ class packed_slots {
       const std::uint8_t* ix = index + s * l.index_bytes;
       const std::size_t valid = shard_entries(l, s), w1 = std::min(words_, (k + 1) * words_per_chunk);
       auto value_of = source_for(s, k);
-      Value* out = packed + s * slots + start[s * (C + 1) + k];
+      Value* out = packed + shard_base(s, slots) + start[s * (C + 1) + k];
       for (std::size_t w = k * words_per_chunk; w < w1; ++w) {
         std::uint64_t m = word_marks(ix, l.index_bytes, l.index_bits, valid, w);
         const std::size_t first = w * per_word;
@@ -170,13 +184,14 @@ class packed_slots {
           *out++ = Value(value_of(first + std::size_t(__builtin_ctzll(m)) / std::size_t(l.index_bits)) * wire_scale);
       }
     }
-    for (std::size_t s = 0; s < shards_; ++s)
+    for (std::size_t s = 0; s < shards_; ++s)  // (none back to back: slots = 0)
       for (std::size_t i = union_size(s); i < slots; ++i) packed[s * slots + i] = Value(0.0f);
   }
 
   layout lay_{};
   std::size_t shards_ = 0, words_ = 0, chunks_ = 0;
   std::vector<std::uint32_t> start_;  // [shards][chunks + 1] each chunk's first slot in its shard
+  std::vector<std::size_t> base_;     // [shards + 1] union entries before each shard
 };
 
 }  // namespace detail::host
