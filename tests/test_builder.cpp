@@ -1,4 +1,4 @@
-// The builder's run-time side: descriptions (describe / parse / normalize), refusals
+// The builder's run-time side: descriptions (description_text / parse / normalize), refusals
 // that name what is missing and what the catalogue has, and the erased reducer's
 // contract where it differs by kind (plain reducers have no theta, no residual).
 // The per-entry equality with the directly-typed reducers: test_builder_{paper,beyond}.cpp.
@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include <tagc/builder.hpp>
+#include <tagc/builder/description_of.hpp>
 
 #include "builder/catalogues.hpp"
 #include "support/harness.hpp"
@@ -25,13 +26,13 @@ TEST_CASE("packed reducers need no decode policy") {
   static_assert(std::is_same_v<P, PackedReducer<SparsifyPolicy, ExactIndexPolicy, PackedBf16Policy>>);
   static_assert(description_of<P>().values == values_kind::packed_bf16);
   static_assert(description_of<P>().index_bits == index_auto);
-  CHECK(describe(description_of<P>()) == "values=packed-bf16 index=exact exchange=all-reduce residual=float");
+  CHECK(description_text(description_of<P>()) == "values=packed-bf16 index=exact exchange=all-reduce residual=float");
 }
 
 TEST_CASE("index=shared: the shared-index reducer's description, parsed back; only packed fp32/bf16 values") {
   using S = Reducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy>;
   static_assert(description_of<S>().index_bits == index_shared);
-  CHECK(describe(description_of<S>()) == "values=packed-bf16 index=shared exchange=all-reduce residual=float");
+  CHECK(description_text(description_of<S>()) == "values=packed-bf16 index=shared exchange=all-reduce residual=float");
   reducer_description back;
   REQUIRE(parse_reducer_description("values=packed index=shared theta=0.99", back).ok());
   CHECK(back.index_bits == index_shared);
@@ -51,15 +52,15 @@ TEST_CASE("index=shared: the shared-index reducer's description, parsed back; on
   CHECK(catalogue.contains(back));
 }
 
-TEST_CASE("describe prints only the fields that apply; parse reads it back") {
+TEST_CASE("description_text prints only the fields that apply; parse reads it back") {
   reducer_description d;
-  CHECK(describe(d) == "values=sketch ratio=10 index=4 exchange=all-reduce decoder=peel-estimate residual=float");
+  CHECK(description_text(d) == "values=sketch ratio=10 index=4 exchange=all-reduce decoder=peel-estimate residual=float");
   d.values = values_kind::plain_bf16;
   d.ratio = 4;
   d.index_bits = 1;
-  CHECK(describe(d) == "values=plain-bf16");
+  CHECK(description_text(d) == "values=plain-bf16");
   reducer_description back;
-  REQUIRE(parse_reducer_description(describe(d), back).ok());
+  REQUIRE(parse_reducer_description(description_text(d), back).ok());
   CHECK(back == normalized(d));
   CHECK(back != d);  // the fields a plain reducer does not have were reset
 
@@ -67,7 +68,7 @@ TEST_CASE("describe prints only the fields that apply; parse reads it back") {
   CHECK(back.values == values_kind::sketch_fp16);
   CHECK(back.index_bits == index_auto);
   CHECK(back.lanes == 512);
-  CHECK(describe(back) ==
+  CHECK(description_text(back) ==
         "values=sketch-fp16 ratio=10 lanes=512 index=exact exchange=reduce-scatter decoder=peel-estimate residual=float");
 }
 
@@ -118,7 +119,7 @@ TEST_CASE("build_reducer refuses what no reducer can be, and what the catalogue 
   CHECK(contains(s.message(), "no reducer 'values=plain-fp32' in catalogue 'paper only'"));
   CHECK(contains(s.message(), "values=plain-fp32 (they have sketch)"));
   REQUIRE(build_reducer(catalogue, d, r).ok());
-  CHECK(r.describe() == "values=plain-fp32");
+  CHECK(r.description_text() == "values=plain-fp32");
 }
 
 TEST_CASE("fields that do not apply are ignored when building") {
@@ -130,7 +131,7 @@ TEST_CASE("fields that do not apply are ignored when building") {
   d.decoder = decode_mode::estimate;   // nothing to decode
   any_local r;
   REQUIRE(build_reducer(catalogue, d, r).ok());
-  CHECK(r.describe() == "values=packed index=exact exchange=all-reduce residual=float");
+  CHECK(r.description_text() == "values=packed index=exact exchange=all-reduce residual=float");
 }
 
 TEST_CASE("AnyReducer: unbuilt is an error, not a crash; a plain reducer has no theta") {
@@ -138,7 +139,7 @@ TEST_CASE("AnyReducer: unbuilt is an error, not a crash; a plain reducer has no 
   reducer_arguments a;
   a.length = 10;
   CHECK(none.initialize(a).code() == errc::invalid_argument);
-  CHECK(none.describe() == "no reducer");
+  CHECK(none.description_text() == "no reducer");
   CHECK(none.plan() == nullptr);
 
   const auto catalogue = tagc_test::default_local_catalogue();
@@ -174,7 +175,7 @@ TEST_CASE("the run-time knobs (theta, adaptive theta, the warm-up schedule) prin
   d.schedule.warmup_steps = 200;
   d.schedule.shape = schedule_shape::linear;
   d.schedule.start = 0.0;
-  const std::string text = describe(d);
+  const std::string text = description_text(d);
   CHECK(text ==
         "values=sketch ratio=10 index=1 exchange=all-reduce decoder=peel-estimate residual=float theta=0.95 "
         "adaptive-load=0.5 warmup=200 warmup-shape=linear warmup-start=0");
@@ -183,7 +184,7 @@ TEST_CASE("the run-time knobs (theta, adaptive theta, the warm-up schedule) prin
   CHECK(back == d);
   // A number that does not print in few digits still round-trips exactly.
   d.sparsity = 1.0 - 1.0 / 3.0;
-  REQUIRE(parse_reducer_description(describe(d), back).ok());
+  REQUIRE(parse_reducer_description(description_text(d), back).ok());
   CHECK(back.sparsity == d.sparsity);
 
   // Knobs do not select a type: the catalogue entry is the same.
@@ -193,9 +194,9 @@ TEST_CASE("the run-time knobs (theta, adaptive theta, the warm-up schedule) prin
   off.schedule.start = 0.3;     // warmup_steps = 0: off
   off.adapt.target_load = 0.4;  // not enabled
   CHECK(normalized(off) == reducer_description{});
-  CHECK(describe(off) == describe(reducer_description{}));
+  CHECK(description_text(off) == description_text(reducer_description{}));
   d.values = values_kind::plain_fp32;
-  CHECK(describe(d) == "values=plain-fp32");
+  CHECK(description_text(d) == "values=plain-fp32");
 
   CHECK(contains(parse_reducer_description("warmup-shape=cosine", back).message(), "expected warmup-shape=exp|linear"));
   CHECK(contains(parse_reducer_description("theta=0.9x", back).message(), "expected theta=a number"));
@@ -217,7 +218,7 @@ TEST_CASE("the description's knobs reach the reducer; set twice to different val
   any_local ramped, at_target;
   REQUIRE(build_reducer(catalogue, warm, ramped).ok());
   REQUIRE(build_reducer(catalogue, reducer_description{}, at_target).ok());
-  CHECK(contains(ramped.describe(), "warmup=4 warmup-shape=exp warmup-start=0.5"));
+  CHECK(contains(ramped.description_text(), "warmup=4 warmup-shape=exp warmup-start=0.5"));
   REQUIRE(ramped.initialize(a).ok());
   REQUIRE(at_target.initialize(a).ok());
   CHECK(ramped.arguments().schedule == warm.schedule);

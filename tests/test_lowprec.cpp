@@ -278,7 +278,7 @@ lowprec_figures measure(const run_record& ref, int world, std::size_t n, double 
   // cells hold one rank's value, which rounds exactly). Plus float sum noise.
   // (A sketch's cells hold each entry three times: their L1 is at most 3x the
   // delivered L1.)
-  const double hops = 0.5 * ulp * delivered_l1 * (is_sketch_policy<Values>::value ? 3.0 : 1.0);
+  const double hops = 0.5 * ulp * delivered_l1 * ((std::is_same_v<Values, PackedValuesPolicy<typename Values::value_type>> ? 1.0 : 3.0));
   f.bound_l1 = unfed + hops + 1e-6 * f.mass_l1;
   f.value_bits = rec.stats[0][0].value_bytes * 8.0 / double(n);
   return f;

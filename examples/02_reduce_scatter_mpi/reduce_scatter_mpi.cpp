@@ -5,7 +5,7 @@
 //   A program that takes its compression from a configuration (here the command
 //   line) rather than a type: tagc::parse_reducer_description reads a text such as
 //   "values=packed index=exact", tagc::build_reducer finds that reducer in a
-//   catalogue this program compiled, and describe() prints what was chosen. Each
+//   catalogue this program compiled, and description_text() prints what was chosen. Each
 //   MPI process is one rank (tagc::mpi_communicator over MPI_COMM_WORLD).
 //
 // Details
@@ -72,7 +72,7 @@ static tagc::status run(Comm& comm, const std::string& text, std::size_t n) {
   args.rank = comm.rank();
   args.op = tagc::reduce_op::mean;
   TAGC_TRY(reducer.initialize(args));
-  if (comm.rank() == 0) std::printf("built: %s\n", reducer.describe().c_str());
+  if (comm.rank() == 0) std::printf("built: %s\n", reducer.description_text().c_str());
 
   std::vector<float> shard(reducer.output_size()), dense(reducer.output_size());
   for (int step = 0; step < 3; ++step) {

@@ -26,7 +26,9 @@
 #include "core/bfloat16.hpp"
 #include "core/status.hpp"
 #include "exec/host.hpp"
-#include "reducer.hpp"
+#include "reducer/entry_points.hpp"
+#include "reducer/unit_label.hpp"
+#include "reducer_arguments.hpp"
 #include "stats.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -46,7 +48,7 @@ struct scale_by {
 }  // namespace kernels
 
 template <class Wire = float, class Exec = exec::host>
-class PlainReducer {
+class PlainReducer : public reducer_entry_points<PlainReducer<Wire, Exec>> {
   static_assert(std::is_same_v<Wire, float> || std::is_same_v<Wire, bfloat16>,
                 "tagc: PlainReducer<Wire>: Wire is float or tagc::bfloat16");
 
@@ -55,24 +57,16 @@ class PlainReducer {
   using exec_space = Exec;
   template <class T> using vector = typename Exec::template vector<T>;
 
-  static status can_implement(const reducer_arguments& a) {
-    if (a.world_size < 1) return {errc::invalid_argument, "world size " + std::to_string(a.world_size) + " < 1"};
-    if (a.rank < 0 || a.rank >= a.world_size)
-      return {errc::invalid_argument,
-              "rank " + std::to_string(a.rank) + " outside [0, " + std::to_string(a.world_size) + ")"};
-    return {};
-  }
+  static status can_implement(const reducer_arguments& a) { return check_placement(a); }
 
   status initialize(const reducer_arguments& args, Exec exec = {}) {
-    name_.assign(args.name.data(), args.name.size());
-    if (auto s = can_implement(args); !s.ok()) return annotate(std::move(s));
+    unit_.assign(args.name);
+    if (auto s = can_implement(args); !s.ok()) return unit_(std::move(s));
     args_ = args;
-    args_.name = {};  // kept in name_: the caller's string need not outlive the reducer
+    args_.name = {};  // kept in unit_: the caller's string need not outlive the reducer
     exec_ = exec;
-    const std::size_t world = std::size_t(args.world_size);
-    shard_ = args.topo == topology::sharded ? (args.length + world - 1) / world : args.length;
-    const std::size_t send = args.topo == topology::sharded ? shard_ * world : args.length;
-    send_.assign(send, Wire(0.0f));
+    shard_ = output_size_for(args);
+    send_.assign(send_size_for(args), Wire(0.0f));
     if constexpr (!std::is_same_v<Wire, float>) recv_.assign(shard_, Wire(0.0f));
     initialized_ = true;
     return {};
@@ -80,32 +74,30 @@ class PlainReducer {
 
   // Length of the shard a rank receives (sharded) or of the whole buffer (replicated).
   std::size_t output_size() const { return shard_; }
+  // The bytes initialize(args) allocates (the send buffer; bf16: and the received shard),
+  // before it does; 0 for arguments can_implement refuses.
+  static std::size_t workspace_bytes_for(const reducer_arguments& args) {
+    if (!can_implement(args).ok()) return 0;
+    return (send_size_for(args) + (std::is_same_v<Wire, float> ? 0 : output_size_for(args))) * sizeof(Wire);
+  }
+  std::size_t workspace_bytes() const { return (send_.size() + recv_.size()) * sizeof(Wire); }
   const reducer_arguments& arguments() const { return args_; }  // (its name is empty: see name())
-  std::string_view name() const { return name_; }
-
-  template <communicator C>
-  status reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard, reduce_stats* stats = nullptr) {
-    if (args_.topo != topology::sharded)
-      return annotate({errc::invalid_argument, "reduce_scatter on a PlainReducer initialised for topology::replicated"});
-    return annotate(run(comm, grad, shard, stats));
-  }
-  template <communicator C>
-  status all_reduce(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats = nullptr) {
-    if (args_.topo != topology::replicated)
-      return annotate({errc::invalid_argument, "all_reduce on a PlainReducer initialised for topology::sharded"});
-    return annotate(run(comm, grad, out, stats));
-  }
+  std::string_view name() const { return unit_.name(); }
+  // reduce_scatter and all_reduce: reducer/entry_points.hpp.
 
   // No error-feedback state.
   std::vector<std::byte> save_state() const { return {}; }
   status load_state(std::span<const std::byte> s) const {
     if (!s.empty())
-      return annotate({errc::io, "plain reducer: the state holds " + std::to_string(s.size()) +
+      return unit_({errc::io, "plain reducer: the state holds " + std::to_string(s.size()) +
                                      " bytes of reducer state, a plain reducer keeps none"});
     return {};
   }
 
  private:
+  friend class reducer_entry_points<PlainReducer>;
+  static constexpr const char* contract_name = "PlainReducer";
+
   template <communicator C>
   status run(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats) {
     if (!initialized_) return {errc::invalid_argument, "plain reducer used before initialize"};
@@ -142,15 +134,20 @@ class PlainReducer {
     return {};
   }
 
-  static const char* wire_name() { return std::is_same_v<Wire, float> ? "fp32" : "bf16"; }
-  // Prefixes a refusal with the unit's name, as Reducer does.
-  status annotate(status s) const {
-    if (s.ok() || name_.empty()) return s;
-    return {s.code(), "unit '" + name_ + "': " + s.message()};
+  static std::size_t output_size_for(const reducer_arguments& a) {
+    const std::size_t world = std::size_t(a.world_size);
+    return a.topo == topology::sharded ? (a.length + world - 1) / world : a.length;
   }
+  // Zero-padded to world x shard when sharded (the padding is never written).
+  static std::size_t send_size_for(const reducer_arguments& a) {
+    return a.topo == topology::sharded ? output_size_for(a) * std::size_t(a.world_size) : a.length;
+  }
+  static const char* wire_name() { return std::is_same_v<Wire, float> ? "fp32" : "bf16"; }
+  // A refusal names the unit (no step: a plain reducer does not count its calls).
+  status label(status s) const { return unit_(std::move(s)); }
 
   reducer_arguments args_{};
-  std::string name_;
+  unit_label unit_{nullptr};
   Exec exec_{};
   std::size_t shard_ = 0;
   bool initialized_ = false;

@@ -20,8 +20,13 @@
 // (and this rank's index marks), index exchange, values (one per values policy), decode,
 // residual. can_implement(args) is the AND of the stages', initialize(args,
 // exec) sizes and allocates every workspace once from the layout (their sum is
-// workspace_bytes()); the step path (reduce_scatter / all_reduce) allocates
-// nothing. Errors are returned as
+// workspace_bytes(), known beforehand from workspace_bytes_for(args)); the step
+// path (reduce_scatter / all_reduce) allocates nothing. What is not orchestration
+// lives in components of its own (include/tagc/reducer/): the checkpoint formats
+// (state_codec.hpp), theta and its schedule and adaptation (theta_controller.hpp),
+// the unit name on every status (unit_label.hpp), and the two entry points with
+// their topology check (entry_points.hpp, shared with the shared-index and plain
+// reducers). Errors are returned as
 // tagc::status; whenever one is returned, the residual is as it was before the
 // call. Every rank returns the same verdict for bad input (mismatched lengths,
 // NaN/Inf on any rank), so no rank is left waiting in a collective.
@@ -51,6 +56,10 @@
 #include "policy/packed.hpp"
 #include "policy/sketch.hpp"
 #include "policy/sparsify.hpp"
+#include "reducer/entry_points.hpp"
+#include "reducer/state_codec.hpp"
+#include "reducer/theta_controller.hpp"
+#include "reducer/unit_label.hpp"
 #include "shard/layout.hpp"
 #include "stage/agreement.hpp"
 #include "stage/arguments.hpp"
@@ -67,11 +76,6 @@ TAGC_BEGIN_NAMESPACE
 template <class>
 inline constexpr bool tagc_dependent_false = false;
 
-template <class V> struct is_sketch_policy : std::false_type {};
-template <int R, int L, class T> struct is_sketch_policy<SketchPolicy<R, L, T>> : std::true_type {};
-template <class V> struct is_packed_policy : std::false_type {};
-template <class T> struct is_packed_policy<PackedValuesPolicy<T>> : std::true_type {};
-
 // Primary template: only the combinations specialised below exist. The decode
 // policy may be left out (it defaults to DecodePolicy<>): a PackedPolicy reducer
 // decodes nothing, so Reducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy> is
@@ -85,25 +89,30 @@ class Reducer {
 };
 
 template <class Residual, int Bits, index_exchange IX, class Values, decode_mode Mode, class Exec>
-class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec> {
-  static constexpr bool sketched = is_sketch_policy<Values>::value;
-  static_assert(sketched || is_packed_policy<Values>::value,
-                "tagc: the third Reducer policy is SketchPolicy<ratio[, lanes[, value]]> or "
-                "PackedValuesPolicy<float|bfloat16|float16>");
-  static_assert(sketched || IX == index_exchange::all_reduce,
-                "tagc: PackedPolicy needs every rank to hold the whole reduced index: use index_exchange::all_reduce");
-
+class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec>
+    : public reducer_entry_points<Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec>> {
   // The residual's storage type: float, or bf16 stored with stochastic rounding.
   using residual_t = Residual;
-  // The stages this reducer is composed of (include/tagc/stage/).
+  // The stages this reducer is composed of (include/tagc/stage/). The values stage's
+  // specialisation is the one place that knows the values policy's kind (its static_assert
+  // names the policies there are).
   using agreement_stage = stage::Agreement<typename Values::value_type, Exec>;
   using select_stage = stage::ThresholdSelect<residual_t, Exec>;
   using index_stage = stage::IndexExchange<IndexPolicy<Bits, IX>, residual_t, Exec>;
   using values_stage = stage::Values<Values, residual_t, Exec>;
   using decode_stage = stage::Decode<DecodePolicy<Mode>, Exec>;
   using residual_stage = stage::ResidualStore<residual_t, Exec>;
+  static constexpr bool sketched = values_stage::sketched;
+  static_assert(sketched || IX == index_exchange::all_reduce,
+                "tagc: PackedPolicy needs every rank to hold the whole reduced index: use index_exchange::all_reduce");
   static constexpr int Ratio = values_stage::ratio;
   static constexpr int Lanes = values_stage::lanes;
+  // Theta when the arguments leave it unset: the paper's pairing for the sketch ratio
+  // (a packed reducer takes the 10x sketch's, 98.75 %).
+  static constexpr double default_theta = default_sparsity(sketched ? Ratio : 10);
+  using state_format = per_rank_state_format;
+  friend class reducer_entry_points<Reducer>;
+  static constexpr const char* contract_name = "Reducer";
   // The element type on the wire (sketch cells or packed values): float, bf16 or fp16.
   using wire_t = typename Values::value_type;
 
@@ -115,15 +124,12 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   using exec_space = Exec;
   template <class T> using vector = typename Exec::template vector<T>;
 
-  static constexpr std::uint32_t state_magic = 0x74616763;  // "tagc"
-  static constexpr std::uint32_t state_version = 4;  // 4: + residual type, step counter; 3 still loads (float residual)
+  static constexpr std::uint32_t state_magic = state_format::magic;  // "tagc"
+  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
 
   // The AND of the stages' (and the reducer's own: ranks, length).
   static status can_implement(const reducer_arguments& a) {
-    if (a.world_size < 1) return {errc::invalid_argument, "world size " + std::to_string(a.world_size) + " < 1"};
-    if (a.rank < 0 || a.rank >= a.world_size)
-      return {errc::invalid_argument,
-              "rank " + std::to_string(a.rank) + " outside [0, " + std::to_string(a.world_size) + ")"};
+    TAGC_TRY(check_placement(a));
     TAGC_TRY(index_stage::can_implement(a));
     if (a.length >= (std::size_t(1) << 32))
       return {errc::invalid_argument, "length " + std::to_string(a.length) + " >= 2^32 elements; split the unit"};
@@ -133,32 +139,20 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     TAGC_TRY(decode_stage::can_implement(a));
     TAGC_TRY(residual_stage::can_implement(a));
     // sparsity schedule (issue 11): checked against the resolved target theta
-    TAGC_TRY(check_sparsity_schedule(a.schedule, a.sparsity >= 0.0 ? a.sparsity : default_sparsity(sketched ? Ratio : 10)));
-    return {};
+    return theta_controller::can_implement(a, default_theta);
   }
 
   Reducer() = default;
 
   status initialize(const reducer_arguments& args, Exec exec = {}) {
-    name_.assign(args.name.data(), args.name.size());
-    if (auto s = can_implement(args); !s.ok()) return annotate(std::move(s), false);
+    unit_.assign(args.name);
+    if (auto s = can_implement(args); !s.ok()) return unit_(std::move(s));
     args_ = args;
     args_.name = {};  // the reducer keeps its own copy (name()): a moved reducer must not view a moved string
     exec_ = exec;
-    sparsity_ = args.sparsity >= 0.0 ? args.sparsity : default_sparsity(sketched ? Ratio : 10);
-    if (args.adapt.enabled) sparsity_ = std::clamp(sparsity_, args.adapt.min_sparsity, args.adapt.max_sparsity);
-    target_sparsity_ = sparsity_;  // sparsity schedule: the ramp's end (adaptive steers a factor around it)
-    stage::reducer_plan& p = plan_;
-    p.args = args;
-    p.shards = args.topo == topology::sharded ? args.world_size : 1;
-    p.own_shard = args.topo == topology::sharded ? std::size_t(args.rank) : 0;
-    const int width = index_policy::width_for(args.world_size);
-    p.exact_index = index_policy::exact(width, args.world_size);
-    p.pair_repair = width == 1 && args.world_size == 2;
-    p.scatter_index = IX == index_exchange::reduce_scatter && args.topo == topology::sharded;
-    p.lay = values_stage::make_plan_layout(args.length, p.shards, width);
-
-    p.args.name = {};  // stages do not keep the caller's string
+    theta_.initialize(args, default_theta);
+    plan_ = plan_for(args);
+    const stage::reducer_plan& p = plan_;
     // The stages in order, the first refusal returned (a lambda, not `s = ...` chains:
     // nvcc warns that the assignment's result, a [[nodiscard]] status, is dropped).
     const auto initialize_stages = [&]() -> status {
@@ -170,19 +164,29 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
       TAGC_TRY(decode_.initialize(p, exec, values_stage::peels(p.lay)));
       return {};
     };
-    if (status s = initialize_stages(); !s.ok()) return annotate(std::move(s), false);
+    if (status s = initialize_stages(); !s.ok()) return unit_(std::move(s));
     step_ = 0;
-    last_load_ppm_ = 0;
-    last_unresolved_ = 0;
     initialized_ = true;
     return {};
   }
 
+  // The bytes initialize(args) allocates, known before anything is allocated (CUTLASS's
+  // get_workspace_size): the stages' workspaces, the residual included; equal to
+  // workspace_bytes() after initialize (tests/test_workspace.cpp). 0 for arguments
+  // can_implement refuses. On a device, CUB's temporaries (a few KiB, queried from CUB
+  // at initialize) come on top.
+  static std::size_t workspace_bytes_for(const reducer_arguments& args) {
+    if (!can_implement(args).ok()) return 0;
+    const stage::reducer_plan p = plan_for(args);
+    return residual_stage::workspace_bytes_for(p) + agreement_stage::workspace_bytes_for(p) +
+           select_stage::workspace_bytes_for(p) + index_stage::workspace_bytes_for(p) +
+           values_stage::workspace_bytes_for(p) + decode_stage::workspace_bytes_for(p, values_stage::peels(p.lay));
+  }
+
   // Change theta between calls (draining residuals, an external schedule).
   status set_sparsity(double theta) {
-    if (!(theta >= 0.0 && theta <= 1.0))
-      return annotate({errc::invalid_argument, "sparsity " + std::to_string(theta) + " outside [0, 1]"}, false);
-    sparsity_ = theta;
+    TAGC_TRY(unit_(theta_controller::check(theta)));
+    theta_.set(theta);
     return {};
   }
 
@@ -191,8 +195,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
 
   const layout& plan() const { return plan_.lay; }
   const reducer_arguments& arguments() const { return args_; }  // (its name is empty: see name())
-  std::string_view name() const { return name_; }
-  double sparsity() const { return sparsity_; }
+  std::string_view name() const { return unit_.name(); }
+  double sparsity() const { return theta_.sparsity(); }
   // Theta of the next call: sparsity() on the sparsity schedule's ramp at steps().
   double next_sparsity() const { return current_sparsity(); }
   bool exact_index() const { return plan_.exact_index; }
@@ -218,21 +222,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   };
   stage_refs stages() const { return {agreement_, select_, index_, values_, decode_, residual_}; }
 
-  // ZeRO-3 / FSDP: rank r receives shard r (output_size() elements, tail padding 0).
-  template <communicator C>
-  status reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard, reduce_stats* stats = nullptr) {
-    if (args_.topo != topology::sharded)
-      return annotate({errc::invalid_argument, "reduce_scatter on a Reducer initialised for topology::replicated"});
-    return annotate(run(comm, grad, shard, stats));
-  }
-
-  // DDP: every rank receives the whole reduced gradient.
-  template <communicator C>
-  status all_reduce(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats = nullptr) {
-    if (args_.topo != topology::replicated)
-      return annotate({errc::invalid_argument, "all_reduce on a Reducer initialised for topology::sharded"});
-    return annotate(run(comm, grad, out, stats));
-  }
+  // reduce_scatter (ZeRO-3 / FSDP) and all_reduce (DDP): reducer/entry_points.hpp.
 
   // ---- state: the error-feedback residual ----
   std::vector<float> residual_to_host() const {
@@ -251,120 +241,51 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   std::uint64_t steps() const { return step_; }
 
   // Checkpoint: everything a resumed run needs to continue exactly (the
-  // residual, theta and the loads adaptive theta steers by).
+  // residual, theta and the loads adaptive theta steers by); reducer/state_codec.hpp.
   std::vector<std::byte> save_state() const {
-    std::vector<std::byte> out;
-    out.reserve(header_words * 8 + sizeof(double) + 2 * 8 + 8 + residual_.size() * sizeof(residual_t));
-    const auto h = header();
-    append(out, h.data(), h.size());
-    const double theta = sparsity_;
-    append(out, &theta, 1);
-    const std::int64_t feedback[2] = {last_load_ppm_, last_unresolved_};
-    append(out, feedback, 2);
-    const std::uint64_t step = step_;
-    append(out, &step, 1);
-    append(out, residual_.to_host().data(), residual_.size());
-    return out;
+    const auto residual = residual_.to_host();
+    return state_format::save<residual_t>(state_header(), saved(), residual);
   }
 
   // Everything restored is range-checked first (theta, the adaptive-theta
   // feedback, the step counter, every residual entry); a refused state leaves
   // the reducer as it was, with a status naming the field.
-  status load_state(std::span<const std::byte> in) { return annotate(load_state_checked(in), false); }
-
- private:
-  status load_state_checked(std::span<const std::byte> in) {
-    if (!initialized_) return {errc::invalid_argument, "load_state before initialize"};
-    const auto want = header();
-    std::uint64_t h[header_words];
-    // Version 3 (before bf16 residuals): 10 header words, no step counter, a
-    // float residual. It still loads into a float-residual reducer.
-    constexpr std::size_t v3_words = 10;
-    if (in.size() < v3_words * sizeof(std::uint64_t))
-      return {errc::io, "reducer state truncated: " + std::to_string(in.size()) + " bytes"};
-    std::memcpy(h, in.data(), v3_words * sizeof(std::uint64_t));
-    const bool v3 = h[0] == state_magic && h[1] == 3;
-    if (h[0] != state_magic || (h[1] != state_version && !v3))
-      return {errc::io, "not a tagc reducer state of version " + std::to_string(state_version) +
-                            " or 3 (bad magic or version)"};
-    const std::size_t words = v3 ? v3_words : header_words;
-    if (!v3) {
-      if (in.size() < sizeof h) return {errc::io, "reducer state truncated: " + std::to_string(in.size()) + " bytes"};
-      std::memcpy(h, in.data(), sizeof h);
-    } else {
-      h[header_words - 1] = wire_type_id<float>;  // version 3 residuals are float
-    }
-    static const char* names[] = {"magic", "version", "length", "shards", "rank", "index bits", "sketch ratio",
-                                  "lanes", "values policy", "topology", "residual type"};
-    static_assert(sizeof names / sizeof names[0] == header_words);
-    for (std::size_t i = 2; i < header_words; ++i) {
-      if (h[i] == want[i]) continue;
-      if (i == header_words - 1)
-        return {errc::size_mismatch, std::string("reducer state holds a ") + wire_type_name(std::int64_t(h[i])) +
-                                         " residual, this reducer stores a " + wire_type_name(std::int64_t(want[i])) +
-                                         " residual (SparsifyPolicy vs SparsifyBf16ResidualPolicy); convert it "
-                                         "explicitly, it is not reinterpreted"};
-      return {errc::size_mismatch, std::string("reducer state was saved with ") + names[i] + " " +
-                                       std::to_string(h[i]) + ", this reducer has " + std::to_string(want[i])};
-    }
-    const std::size_t need = words * sizeof(std::uint64_t) + sizeof(double) + 2 * sizeof(std::int64_t) +
-                             (v3 ? 0 : sizeof(std::uint64_t)) + residual_.size() * sizeof(residual_t);
-    if (in.size() != need)
-      return {errc::io, "reducer state has " + std::to_string(in.size()) + " bytes, expected " + std::to_string(need)};
-    const std::byte* p = in.data() + words * sizeof(std::uint64_t);
-    double theta;
-    std::memcpy(&theta, p, sizeof theta);
-    p += sizeof theta;
-    std::int64_t feedback[2];
-    std::memcpy(feedback, p, sizeof feedback);
-    p += sizeof feedback;
-    std::uint64_t step = 0;
-    if (!v3) {
-      std::memcpy(&step, p, sizeof step);
-      p += sizeof step;
-    }
-    if (!(theta >= 0.0 && theta <= 1.0))
-      return {errc::io, "reducer state holds theta " + std::to_string(theta) + ", outside [0, 1] (damaged state?)"};
-    const layout& l = plan_.lay;
-    // Load of the last decode (ppm): support / cells, support <= shard size.
-    const double max_load_ppm = 1e6 * double(l.shard_size) / double(l.cells ? l.cells : 1) + 1.0;
-    if (feedback[0] < 0 || double(feedback[0]) > max_load_ppm)
-      return {errc::io, "reducer state holds a last decode load of " + std::to_string(feedback[0]) +
-                            " ppm, outside [0, " + std::to_string(std::int64_t(max_load_ppm)) + "] (damaged state?)"};
-    if (feedback[1] < 0 || std::uint64_t(feedback[1]) > l.shard_size)
-      return {errc::io, "reducer state holds " + std::to_string(feedback[1]) +
-                            " unresolved entries, outside [0, shard size " + std::to_string(l.shard_size) +
-                            "] (damaged state?)"};
-    if (step >= (std::uint64_t(1) << 53))
-      return {errc::io, "reducer state holds step counter " + std::to_string(step) + ", beyond 2^53 calls (damaged state?)"};
+  status load_state(std::span<const std::byte> in) {
+    if (!initialized_) return unit_({errc::invalid_argument, "load_state before initialize"});
+    saved_reducer_state s;
     std::vector<residual_t> residual(residual_.size());
-    if (!residual.empty()) std::memcpy(residual.data(), p, residual.size() * sizeof(residual_t));
-    for (std::size_t i = 0; i < residual.size(); ++i)
-      if (!std::isfinite(float(residual[i])))
-        return {errc::io, "reducer state holds a non-finite residual at element " + std::to_string(i) +
-                              " (damaged state?)"};
-    TAGC_TRY(residual_.from_host(residual.data()));
-    sparsity_ = theta;
-    last_load_ppm_ = feedback[0];
-    last_unresolved_ = feedback[1];
-    step_ = step;
+    TAGC_TRY(unit_(state_format::load<residual_t>(in, state_header(), plan_.lay, s, residual)));
+    TAGC_TRY(unit_(residual_.from_host(residual.data())));
+    theta_.set(s.theta);
+    theta_.record({s.last_load_ppm, s.last_unresolved});
+    step_ = s.step;
     return {};
   }
 
-  static constexpr std::size_t header_words = 11;
-
-  std::array<std::uint64_t, header_words> header() const {
-    const layout& l = plan_.lay;
-    return {state_magic, state_version, l.length, std::uint64_t(l.shards), std::uint64_t(args_.rank),
-            std::uint64_t(l.index_bits), std::uint64_t(Ratio), std::uint64_t(Lanes), std::uint64_t(sketched),
-            std::uint64_t(args_.topo), std::uint64_t(wire_type_id<residual_t>)};
+ private:
+  // Where the stages work: shards, the index width and exchange, the layout.
+  static stage::reducer_plan plan_for(const reducer_arguments& args) {
+    stage::reducer_plan p;
+    p.args = args;
+    p.args.name = {};  // stages do not keep the caller's string
+    p.shards = args.topo == topology::sharded ? args.world_size : 1;
+    p.own_shard = args.topo == topology::sharded ? std::size_t(args.rank) : 0;
+    const int width = index_policy::width_for(args.world_size);
+    p.exact_index = index_policy::exact(width, args.world_size);
+    p.pair_repair = width == 1 && args.world_size == 2;
+    p.scatter_index = IX == index_exchange::reduce_scatter && args.topo == topology::sharded;
+    p.lay = values_stage::make_plan_layout(args.length, p.shards, width);
+    return p;
   }
-  template <class T> static void append(std::vector<std::byte>& out, const T* p, std::size_t n) {
-    // resize + memcpy, not insert: GCC 12 warns falsely (-Wstringop-overflow) on the inlined insert
-    const std::size_t at = out.size();
-    out.resize(at + n * sizeof(T));
-    if (n) std::memcpy(out.data() + at, p, n * sizeof(T));
+  state_format::header state_header() const {
+    return state_format::header_of<residual_t>(plan_.lay, args_.rank, Ratio, Lanes, sketched, args_.topo);
   }
+  saved_reducer_state saved() const {
+    return {theta_.sparsity(), theta_.last().load_ppm, theta_.last().unresolved, step_};
+  }
+  // Every status a call returns names the unit and the step (the reducer's own count
+  // of completed calls): "unit 'mlp.fc' (step 12): ...".
+  status label(status s) const { return unit_(std::move(s), step_); }
 
   // Marks stage boundaries when profiling: synchronise, then charge the time since
   // the previous mark to `slot`.
@@ -387,31 +308,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
            (sketched ? 0u : 500009u) + std::uint64_t(wire_type_id<wire_t>) * 50021u;
   }
 
-  // Every status the reducer returns names its unit and, for a call, the step
-  // (the reducer's own count of completed calls): "unit 'mlp.fc' (step 12): ...".
-  status annotate(status s, bool with_step = true) const {
-    if (s.ok()) return s;
-    std::string prefix = name_.empty() ? std::string("reducer") : "unit '" + name_ + "'";
-    if (with_step) prefix += " (step " + std::to_string(step_) + ")";
-    return {s.code(), prefix + ": " + s.message()};
-  }
-
   // Theta for this call: the one place it is read (adaptive theta and
   // set_sparsity move it between calls).
-  double current_sparsity() const { return scheduled_sparsity(args_.schedule, target_sparsity_, sparsity_, step_); }
-
-  // Density d = 1 - theta scales the union load roughly linearly: aim the largest
-  // load at the target, at most halving or doubling d per step, and cut harder
-  // while anything went unresolved.
-  void adapt_sparsity(double max_load, std::int64_t unresolved) {
-    if (max_load <= 0.0) return;  // nothing measured yet
-    const auto& p = args_.adapt;
-    double d = 1.0 - sparsity_;
-    double f = std::clamp(p.target_load / max_load, 0.5, 2.0);
-    if (unresolved > 0) f = std::min(f, 0.7);
-    d = std::max(d * f, 1e-7);
-    sparsity_ = std::clamp(1.0 - d, p.min_sparsity, p.max_sparsity);
-  }
+  double current_sparsity() const { return theta_.at(step_); }
 
   template <communicator C>
   status run(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats) {
@@ -443,11 +342,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
       detail::select_state h{};
       TAGC_TRY(select_.read_state(h));
       typename agreement_stage::contribution mine{grad.size(), out.size(), sizes_ok ? h.nonfinite : 0u, h.top_bin,
-                                                  config_hash(), last_load_ppm_, last_unresolved_};
+                                                  config_hash(), theta_.last().load_ppm, theta_.last().unresolved};
       typename agreement_stage::verdict v;
       TAGC_TRY(agreement_.check(comm, mine, lay.length, output_size(), values_.max_cell_terms(), v));
       if constexpr (wire_scaled<wire_t>) wire_exp_ = v.wire_exp;
-      if (args_.adapt.enabled) adapt_sparsity(double(v.max_load_ppm) * 1e-6, v.unresolved);
+      if (theta_.adaptive()) theta_.adapt(double(v.max_load_ppm) * 1e-6, v.unresolved);
       clock.mark(&S::check);
     }
 
@@ -496,8 +395,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
       reduce_stats local_stats;
       reduce_stats& s = stats ? *stats : local_stats;
       TAGC_TRY(fill_stats(comm.size(), s, c));
-      last_load_ppm_ = std::int64_t(std::llround(s.load * 1e6));
-      last_unresolved_ = std::int64_t(s.unresolved);
+      theta_.record({std::int64_t(std::llround(s.load * 1e6)), std::int64_t(s.unresolved)});
     }
     return {};
   }
@@ -538,16 +436,15 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     return {};
   }
 
-  reducer_arguments args_{};  // name left empty: see name_
-  std::string name_;
+  reducer_arguments args_{};  // name left empty: see unit_
+  unit_label unit_;
   Exec exec_{};
   stage::reducer_plan plan_{};
-  double sparsity_ = 0.0;
-  double target_sparsity_ = 0.0, call_sparsity_ = 0.0;  // sparsity schedule: ramp end, last call's theta
+  theta_controller theta_;
+  double call_sparsity_ = 0.0;  // the last call's theta (statistics)
   bool initialized_ = false;
   bool profiling_ = false;
   reduce_stats::stage_seconds seconds_{};
-  std::int64_t last_load_ppm_ = 0, last_unresolved_ = 0;  // published for adaptive theta
   std::uint64_t step_ = 0;  // successful calls (stochastic-rounding seed; checkpointed)
   int wire_exp_ = 0;        // fp16: values travel as x * 2^wire_exp_ (agreed per call)
 

@@ -53,6 +53,10 @@
 #include "policy/shared_index.hpp"
 #include "policy/sparsify.hpp"
 #include "reducer.hpp"
+#include "reducer/entry_points.hpp"
+#include "reducer/state_codec.hpp"
+#include "reducer/theta_controller.hpp"
+#include "reducer/unit_label.hpp"
 #include "stage/agreement.hpp"
 #include "stage/arguments.hpp"
 #include "stage/plan.hpp"
@@ -63,7 +67,9 @@
 TAGC_BEGIN_NAMESPACE
 
 template <class Residual, class Value, decode_mode Mode, class Exec>
-class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec> {
+class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec>
+    : public reducer_entry_points<
+          Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec>> {
   static_assert(!wire_scaled<Value>,
                 "tagc: a shared index sends fp32 or bf16 values (PackedPolicy, PackedBf16Policy); fp16 values "
                 "(PackedFp16Policy) would need a range scale agreed every call, which it does not implement");
@@ -71,6 +77,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   using wire_t = Value;
   using agreement_stage = stage::Agreement<wire_t, Exec>;
   using selection_stage = stage::SharedSelection<Exec>;
+  using state_format = shared_index_state_format;
+  static constexpr double default_theta = default_sparsity(10);
+  friend class reducer_entry_points<Reducer>;
+  static constexpr const char* contract_name = "Reducer";
 
  public:
   using sparsify_policy = BasicSparsifyPolicy<Residual>;
@@ -81,44 +91,32 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   template <class T> using vector = typename Exec::template vector<T>;
 
   // Not the per-rank Reducer's "tagc": its states do not load here, nor these there.
-  static constexpr std::uint32_t state_magic = 0x74616773;  // "tags"
-  static constexpr std::uint32_t state_version = 1;
+  static constexpr std::uint32_t state_magic = state_format::magic;  // "tags"
+  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
 
   static status can_implement(const reducer_arguments& a) {
-    if (a.world_size < 1) return {errc::invalid_argument, "world size " + std::to_string(a.world_size) + " < 1"};
-    if (a.rank < 0 || a.rank >= a.world_size)
-      return {errc::invalid_argument,
-              "rank " + std::to_string(a.rank) + " outside [0, " + std::to_string(a.world_size) + ")"};
+    TAGC_TRY(check_placement(a));
     if (a.adapt.enabled)
       return {errc::invalid_argument, "adaptive sparsity steers a sketch's load; a shared index has none (set theta)"};
     TAGC_TRY(selection_stage::can_implement(a));
     TAGC_TRY(stage::ThresholdSelect<residual_t, Exec>::can_implement(a));
     TAGC_TRY(agreement_stage::can_implement(a));
-    return check_sparsity_schedule(a.schedule, a.sparsity >= 0.0 ? a.sparsity : default_sparsity(10));
+    return theta_controller::can_implement(a, default_theta);
   }
 
   Reducer() = default;
 
   status initialize(const reducer_arguments& args, Exec exec = {}) {
-    name_.assign(args.name.data(), args.name.size());
-    if (auto s = can_implement(args); !s.ok()) return annotate(std::move(s), false);
+    unit_.assign(args.name);
+    if (auto s = can_implement(args); !s.ok()) return unit_(std::move(s));
     args_ = args;
     args_.name = {};
     exec_ = exec;
     launch_ = {exec};
-    sparsity_ = target_sparsity_ = args.sparsity >= 0.0 ? args.sparsity : default_sparsity(10);
-    stage::reducer_plan& p = plan_;
-    p.args = args;
-    p.args.name = {};
-    p.shards = args.topo == topology::sharded ? args.world_size : 1;
-    p.own_shard = args.topo == topology::sharded ? std::size_t(args.rank) : 0;
-    p.exact_index = true;  // every rank sends at exactly the shared positions
-    p.lay = make_layout(args.length, p.shards, 1024, 1, 1);
-    p.lay.dense = true;  // no sketch: only the shards' extent is used
-    // Sized for the densest theta any call of the schedule reaches (set_sparsity
-    // and load_state refuse a denser one).
-    const double densest = args.schedule.enabled() ? std::min(args.schedule.start, sparsity_) : sparsity_;
-    const std::size_t capacity = kept_at_most(densest);
+    theta_.initialize(args, default_theta);
+    plan_ = plan_for(args);
+    const stage::reducer_plan& p = plan_;
+    const std::size_t capacity = capacity_for(args);
     residual_.assign(args.length, residual_t(0.0f));
     acc_.assign(args.length, 0.0f);
     values_.assign(capacity, wire_t(0.0f));
@@ -131,7 +129,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, capacity, detail::above_at_shared{}));
       return {};
     };
-    if (status s = initialize_stages(); !s.ok()) return annotate(std::move(s), false);
+    if (status s = initialize_stages(); !s.ok()) return unit_(std::move(s));
     step_ = 0;
     initialized_ = true;
     return {};
@@ -139,19 +137,17 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
 
   // Change theta between calls; refused when denser than initialize sized the workspaces for.
   status set_sparsity(double theta) {
-    if (!(theta >= 0.0 && theta <= 1.0))
-      return annotate({errc::invalid_argument, "sparsity " + std::to_string(theta) + " outside [0, 1]"}, false);
-    if (kept_at_most(theta) > selection_.capacity())
-      return annotate({errc::invalid_argument, capacity_message(theta)}, false);
-    sparsity_ = theta;
+    TAGC_TRY(unit_(theta_controller::check(theta)));
+    TAGC_TRY(unit_(fits(theta)));
+    theta_.set(theta);
     return {};
   }
   void set_profiling(bool on) { profiling_ = on; }
 
   const layout& plan() const { return plan_.lay; }
   const reducer_arguments& arguments() const { return args_; }
-  std::string_view name() const { return name_; }
-  double sparsity() const { return sparsity_; }
+  std::string_view name() const { return unit_.name(); }
+  double sparsity() const { return theta_.sparsity(); }
   double next_sparsity() const { return current_sparsity(); }
   bool exact_index() const { return true; }
   // The leader of the next call.
@@ -159,24 +155,23 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   std::size_t output_size() const {
     return args_.topo == topology::sharded ? plan_.lay.shard_size : plan_.lay.length;
   }
+  // The bytes initialize(args) allocates, before it does (see Reducer::workspace_bytes_for);
+  // 0 for arguments can_implement refuses.
+  static std::size_t workspace_bytes_for(const reducer_arguments& args) {
+    if (!can_implement(args).ok()) return 0;
+    const stage::reducer_plan p = plan_for(args);
+    const std::size_t capacity = capacity_for(args);
+    return args.length * (sizeof(residual_t) + sizeof(float)) + capacity * sizeof(wire_t) +
+           n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
+           selection_stage::workspace_bytes_for(p, capacity);
+  }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(residual_) + detail::buffer_bytes(acc_) + detail::buffer_bytes(values_) +
            detail::buffer_bytes(counters_) + agreement_.workspace_bytes() + selection_.workspace_bytes() +
            sums_.workspace_bytes();
   }
 
-  template <communicator C>
-  status reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard, reduce_stats* stats = nullptr) {
-    if (args_.topo != topology::sharded)
-      return annotate({errc::invalid_argument, "reduce_scatter on a Reducer initialised for topology::replicated"});
-    return annotate(run(comm, grad, shard, stats));
-  }
-  template <communicator C>
-  status all_reduce(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats = nullptr) {
-    if (args_.topo != topology::replicated)
-      return annotate({errc::invalid_argument, "all_reduce on a Reducer initialised for topology::sharded"});
-    return annotate(run(comm, grad, out, stats));
-  }
+  // reduce_scatter and all_reduce: reducer/entry_points.hpp.
 
   // ---- state: the error-feedback residual, theta and the step (which names the leader) ----
   std::vector<float> residual_to_host() const {
@@ -194,109 +189,64 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   std::uint64_t steps() const { return step_; }
 
   std::vector<std::byte> save_state() const {
-    std::vector<std::byte> out;
-    const auto h = header();
-    append(out, h.data(), h.size());
-    const double theta = sparsity_;
-    append(out, &theta, 1);
-    const std::uint64_t step = step_;
-    append(out, &step, 1);
     std::vector<residual_t> r(residual_.size());
     (void)exec_.copy_to_host(detail::raw(residual_), r.data(), r.size());
-    append(out, r.data(), r.size());
-    return out;
+    return state_format::save<residual_t>(state_header(), {theta_.sparsity(), 0, 0, step_}, r);
   }
   // Range-checked first; a refused state leaves the reducer as it was, with a status naming the field.
-  status load_state(std::span<const std::byte> in) { return annotate(load_state_checked(in), false); }
+  status load_state(std::span<const std::byte> in) {
+    if (!initialized_) return unit_({errc::invalid_argument, "load_state before initialize"});
+    saved_reducer_state s;
+    std::vector<residual_t> residual(residual_.size());
+    const auto theta_fits = [this](double theta) -> status {
+      if (status f = fits(theta); !f.ok()) return {f.code(), "reducer state holds " + f.message()};
+      return {};
+    };
+    TAGC_TRY(unit_(state_format::load<residual_t>(in, state_header(), theta_fits, s, residual)));
+    TAGC_TRY(unit_(exec_.copy_from_host(residual.data(), detail::raw(residual_), residual.size())));
+    theta_.set(s.theta);
+    step_ = s.step;
+    return {};
+  }
 
  private:
   static constexpr std::size_t n_counters = 4;  // [0] NaN/Inf in acc, [1..3] count_positions
-  static constexpr std::size_t header_words = 8;
-  static constexpr std::uint32_t per_rank_reducer_magic = 0x74616763;  // Reducer<..., IndexPolicy, ...>::state_magic
-
   std::size_t kept_at_most(double theta) const {
     return stage::ThresholdSelect<residual_t, Exec>::kept_at_most(theta, args_.length);
+  }
+  static stage::reducer_plan plan_for(const reducer_arguments& args) {
+    stage::reducer_plan p;
+    p.args = args;
+    p.args.name = {};
+    p.shards = args.topo == topology::sharded ? args.world_size : 1;
+    p.own_shard = args.topo == topology::sharded ? std::size_t(args.rank) : 0;
+    p.exact_index = true;  // every rank sends at exactly the shared positions
+    p.lay = make_layout(args.length, p.shards, 1024, 1, 1);
+    p.lay.dense = true;  // no sketch: only the shards' extent is used
+    return p;
+  }
+  // Positions the workspaces hold: for the densest theta any call of the schedule
+  // reaches (set_sparsity and load_state refuse a denser one).
+  static std::size_t capacity_for(const reducer_arguments& args) {
+    const double theta = theta_controller::configured(args, default_theta);
+    const double densest = args.schedule.enabled() ? std::min(args.schedule.start, theta) : theta;
+    return stage::ThresholdSelect<residual_t, Exec>::kept_at_most(densest, args.length);
   }
   std::string capacity_message(double theta) const {
     return "theta " + std::to_string(theta) + " keeps " + std::to_string(kept_at_most(theta)) +
            " positions, more than the " + std::to_string(selection_.capacity()) +
            " the shared index was sized for at initialize (its densest theta: the target or the schedule's start)";
   }
-
-  std::array<std::uint64_t, header_words> header() const {
-    return {state_magic, state_version, std::uint64_t(args_.length), std::uint64_t(plan_.shards),
-            std::uint64_t(args_.rank), std::uint64_t(args_.topo), std::uint64_t(wire_type_id<wire_t>),
-            std::uint64_t(wire_type_id<residual_t>)};
-  }
-  template <class T> static void append(std::vector<std::byte>& out, const T* p, std::size_t n) {
-    const std::size_t at = out.size();
-    out.resize(at + n * sizeof(T));
-    if (n) std::memcpy(out.data() + at, p, n * sizeof(T));
-  }
-
-  status load_state_checked(std::span<const std::byte> in) {
-    if (!initialized_) return {errc::invalid_argument, "load_state before initialize"};
-    std::uint64_t h[header_words];
-    if (in.size() < 2 * sizeof(std::uint64_t))
-      return {errc::io, "shared-index reducer state truncated: " + std::to_string(in.size()) + " bytes"};
-    std::memcpy(h, in.data(), 2 * sizeof(std::uint64_t));
-    if (h[0] == per_rank_reducer_magic)
-      return {errc::invalid_argument, "this state was saved by a per-rank selection Reducer (IndexPolicy); a "
-                                      "shared-index reducer's residual is not interchangeable with it"};
-    if (h[0] != state_magic || h[1] != state_version)
-      return {errc::io, "not a tagc shared-index reducer state of version " + std::to_string(state_version) +
-                            " (bad magic or version)"};
-    if (in.size() < sizeof h)
-      return {errc::io, "shared-index reducer state truncated: " + std::to_string(in.size()) + " bytes"};
-    std::memcpy(h, in.data(), sizeof h);
-    const auto want = header();
-    static const char* names[] = {"magic", "version", "length", "shards", "rank", "topology", "value type",
-                                  "residual type"};
-    static_assert(sizeof names / sizeof names[0] == header_words);
-    for (std::size_t i = 2; i < header_words; ++i) {
-      if (h[i] == want[i]) continue;
-      if (i >= 6)
-        return {errc::size_mismatch, std::string("reducer state was saved with ") + names[i] + " " +
-                                         wire_type_name(std::int64_t(h[i])) + ", this reducer has " +
-                                         wire_type_name(std::int64_t(want[i]))};
-      return {errc::size_mismatch, std::string("reducer state was saved with ") + names[i] + " " +
-                                       std::to_string(h[i]) + ", this reducer has " + std::to_string(want[i])};
-    }
-    const std::size_t need = sizeof h + sizeof(double) + sizeof(std::uint64_t) + residual_.size() * sizeof(residual_t);
-    if (in.size() != need)
-      return {errc::io, "reducer state has " + std::to_string(in.size()) + " bytes, expected " + std::to_string(need)};
-    const std::byte* p = in.data() + sizeof h;
-    double theta;
-    std::memcpy(&theta, p, sizeof theta);
-    p += sizeof theta;
-    std::uint64_t step;
-    std::memcpy(&step, p, sizeof step);
-    p += sizeof step;
-    if (!(theta >= 0.0 && theta <= 1.0))
-      return {errc::io, "reducer state holds theta " + std::to_string(theta) + ", outside [0, 1] (damaged state?)"};
-    if (kept_at_most(theta) > selection_.capacity())
-      return {errc::invalid_argument, "reducer state holds " + capacity_message(theta)};
-    if (step >= (std::uint64_t(1) << 53))
-      return {errc::io, "reducer state holds step counter " + std::to_string(step) + ", beyond 2^53 calls (damaged state?)"};
-    std::vector<residual_t> residual(residual_.size());
-    if (!residual.empty()) std::memcpy(residual.data(), p, residual.size() * sizeof(residual_t));
-    for (std::size_t i = 0; i < residual.size(); ++i)
-      if (!std::isfinite(float(residual[i])))
-        return {errc::io, "reducer state holds a non-finite residual at element " + std::to_string(i) +
-                              " (damaged state?)"};
-    TAGC_TRY(exec_.copy_from_host(residual.data(), detail::raw(residual_), residual.size()));
-    sparsity_ = theta;
-    step_ = step;
+  status fits(double theta) const {
+    if (kept_at_most(theta) > selection_.capacity()) return {errc::invalid_argument, capacity_message(theta)};
     return {};
   }
-
-  status annotate(status s, bool with_step = true) const {
-    if (s.ok()) return s;
-    std::string prefix = name_.empty() ? std::string("reducer") : "unit '" + name_ + "'";
-    if (with_step) prefix += " (step " + std::to_string(step_) + ")";
-    return {s.code(), prefix + ": " + s.message()};
+  state_format::header state_header() const {
+    return state_format::header_of<wire_t, residual_t>(args_.length, plan_.shards, args_.rank, args_.topo);
   }
-  double current_sparsity() const { return scheduled_sparsity(args_.schedule, target_sparsity_, sparsity_, step_); }
+  status label(status s) const { return unit_(std::move(s), step_); }
+
+  double current_sparsity() const { return theta_.at(step_); }
 
   // What every rank must share for this call: the policies, topology and op, and
   // the call's k and step (the step names the leader; ranks that disagree on it
@@ -434,11 +384,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   }
 
   reducer_arguments args_{};
-  std::string name_;
+  unit_label unit_;
   Exec exec_{};
   detail::launcher<Exec> launch_{};
   stage::reducer_plan plan_{};
-  double sparsity_ = 0.0, target_sparsity_ = 0.0;
+  theta_controller theta_;
   bool initialized_ = false, profiling_ = false;
   reduce_stats::stage_seconds seconds_{};
   std::uint64_t step_ = 0;  // successful calls: names the leader, seeds a bf16 residual's rounding (checkpointed)

@@ -46,6 +46,7 @@
 #include "comm/two_level.hpp"
 #include "core/status.hpp"
 #include "detail/launch.hpp"
+#include "reducer/unit_label.hpp"
 #include "stage/arguments.hpp"
 #include "stats.hpp"
 
@@ -100,7 +101,7 @@ class TwoLevelReducer {
   // world into nodes. Refused: a shape that does not multiply to the world, a replicated
   // topology, and whatever the two reducers refuse for their level.
   status initialize(const reducer_arguments& args, node_shape shape, exec_space exec = {}) {
-    name_.assign(args.name.data(), args.name.size());
+    unit_.assign(args.name);
     if (args.topo != topology::sharded)
       return annotate({errc::invalid_argument, "a two-level reducer reduce-scatters (topology::sharded); "
                                                "for all-reduce use a flat reducer"});
@@ -147,7 +148,7 @@ class TwoLevelReducer {
   std::size_t output_size() const { return shard_; }
   node_shape shape() const { return shape_; }
   const reducer_arguments& arguments() const { return args_; }
-  std::string_view name() const { return name_; }
+  std::string_view name() const { return unit_.name(); }
   NodeReducer& node_stage() { return node_; }
   CrossReducer& cross_stage() { return cross_; }
   const CrossReducer& cross_stage() const { return cross_; }
@@ -263,13 +264,10 @@ class TwoLevelReducer {
     }
   }
 
-  status annotate(status s) const {
-    if (s.ok() || name_.empty()) return s;
-    return {s.code(), "unit '" + name_ + "' (two-level): " + s.message()};
-  }
+  status annotate(status s) const { return unit_(std::move(s)); }
 
   reducer_arguments args_{};
-  std::string name_;
+  unit_label unit_{nullptr, "two-level"};  // unnamed: statuses go out as they are
   node_shape shape_{};
   exec_space exec_{};
   std::size_t shard_ = 0, slice_len_ = 0;

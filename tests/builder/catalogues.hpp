@@ -5,6 +5,7 @@
 
 #include <tagc/builder.hpp>
 #include <tagc/comm/local.hpp>
+#include <tagc/exec/host.hpp>
 
 namespace tagc_test {
 tagc::reducer_catalogue<tagc::exec::host, tagc::local_communicator> paper_part();

@@ -1,10 +1,10 @@
 #pragma once
 // defines: tagc_test::check_entries<List>(catalogue) — for every reducer type of a
-//          catalogue list: its description round-trips through describe(), the
+//          catalogue list: its description round-trips through description_text(), the
 //          catalogue builds it from that description, and the built reducer gives
 //          bit for bit what the directly-typed reducer gives (two steps, two ranks,
 //          with a save/load of the state between them), delivering the dense mean
-//          of what was sent.
+//          of what was sent; the catalogue's workspace query equals what initialize allocated.
 // Include it in the translation unit that instantiates the catalogue (the direct
 // types are then the same instantiations, compiled once).
 
@@ -47,9 +47,9 @@ inline double delivery_tolerance(const tagc::reducer_description& d) {
 template <class R>
 void check_entry(const local_catalogue& catalogue) {
   const tagc::reducer_description d = tagc::description_of<R>();
-  const std::string text = tagc::describe(d);
+  const std::string text = tagc::description_text(d);
   CAPTURE(text);
-  // describe() round-trips.
+  // description_text() round-trips.
   tagc::reducer_description parsed;
   REQUIRE(tagc::parse_reducer_description(text, parsed).ok());
   CHECK(parsed == d);
@@ -66,12 +66,18 @@ void check_entry(const local_catalogue& catalogue) {
     a.op = tagc::reduce_op::mean;
     any_local built, reloaded;
     if (auto s = tagc::build_reducer(catalogue, d, built); !s.ok()) return fail("build: " + s.what());
-    if (built.describe() != text) fail("describe() " + built.describe());
+    if (built.description_text() != text) fail("description_text() " + built.description_text());
     if (built.compressed() == tagc::is_plain(d.values)) fail("compressed() wrong");
     R direct;
     if (auto s = built.initialize(a); !s.ok()) return fail("initialize: " + s.what());
     if (auto s = direct.initialize(a); !s.ok()) return fail("direct initialize: " + s.what());
     if (built.output_size() != direct.output_size()) return fail("output sizes differ");
+    // The workspace query, asked before anything was built, is what initialize allocated.
+    std::size_t queried = 0;
+    if (auto s = catalogue.workspace_bytes_for(d, a, queried); !s.ok()) return fail("workspace query: " + s.what());
+    if (queried != built.workspace_bytes() || queried != direct.workspace_bytes())
+      fail("workspace query " + std::to_string(queried) + " B, initialize allocated " +
+           std::to_string(built.workspace_bytes()) + " B");
     std::vector<float> out_any(built.output_size()), out_direct(direct.output_size()), out_reloaded;
     for (int step = 0; step < 2; ++step) {
       const std::vector<float> g = gradient(n, 42, comm.rank(), step);

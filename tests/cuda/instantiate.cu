@@ -34,7 +34,11 @@
 template <class R>
 tagc::status run_once(tagc::nccl_communicator& c, std::span<const float> g, std::span<float> out, cudaStream_t s) {
   R r;
-  TAGC_TRY(r.initialize({.length = g.size(), .world_size = c.size(), .rank = c.rank()}, tagc::exec::cuda{s}));
+  const tagc::reducer_arguments a{.length = g.size(), .world_size = c.size(), .rank = c.rank()};
+  TAGC_TRY(r.initialize(a, tagc::exec::cuda{s}));
+  // The workspace query: what initialize allocated, but for CUB's temporaries (on top).
+  if (R::workspace_bytes_for(a) > r.workspace_bytes())
+    return {tagc::errc::internal, "workspace query above what initialize allocated"};
   TAGC_TRY(r.reduce_scatter(c, g, out));
   return r.load_state(r.save_state());
 }

@@ -3,7 +3,11 @@
 //          train::available_memory, train::check_memory
 #include "preflight.hpp"
 
+#include "compress_options.hpp"
 #include "gpt2/layout.hpp"
+
+// defines: tagc::default_catalogue, tagc::workspace_bytes_of (the reducers' workspace query)
+#include "tagc/builder/default_catalogue.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -23,6 +27,29 @@ std::string num(double x) {
   char s[32];
   std::snprintf(s, sizeof s, "%g", x);
   return s;
+}
+
+// Bytes every segment's reducer allocates at initialize, from tagc's workspace query
+// (the default catalogue's types on exec::host; no reducer is instantiated or allocated):
+// the compressible prefix compressed unless --compress none (--compress auto counted as
+// compressed, the larger), the rest plain unless --compress all.
+double reducer_workspace(const std::vector<gpt2::UnitInfo>& units, const Args& a, int world) {
+  const CompressOptions o = compress_options(a);
+  double total = 0;
+  for (const auto& u : units) {
+    const size_t lens[2] = {u.compressible_size, u.size - u.compressible_size};
+    for (int s = 0; s < 2; ++s) {
+      if (lens[s] == 0) continue;
+      const bool compressed = a.compress == CompressMode::all || (s == 0 && a.compress != CompressMode::none);
+      std::size_t bytes = 0;
+      const tagc::status st = tagc::workspace_bytes_of(tagc::default_catalogue<tagc::exec::host>{},
+                                                       compressed ? unit_reducer(o, u.name) : o.plain,
+                                                       segment_arguments(o, lens[s], world, 0), bytes);
+      if (!st.ok()) throw std::runtime_error("memory check, unit " + u.name + ": " + st.message());
+      total += double(bytes);
+    }
+  }
+  return total;
 }
 
 }  // namespace
@@ -58,11 +85,10 @@ std::string MemoryEstimate::describe() const {
 MemoryEstimate estimate_memory(const gpt2::Config& cfg, const Args& a, int world) {
   // In doubles: a model too big for 64-bit byte counts must still give a figure.
   const auto units = gpt2::units(cfg);
-  double P = 0, biggest = 0, compressible = 0;
+  double P = 0, biggest = 0;
   for (const auto& u : units) {
     P += double(u.size);
     biggest = std::max(biggest, double(u.size));
-    compressible += double(u.compressible_size);
   }
   const double W = world, f = sizeof(float);
   const double B = a.B, T = a.T, C = cfg.channels, L = cfg.num_layers, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
@@ -73,8 +99,7 @@ MemoryEstimate estimate_memory(const gpt2::Config& cfg, const Args& a, int world
   e.gathered = bytes((a.zero2 ? P : double(units.front().size) + 2 * biggest) * f);
   // --gather-dtype bf16: a 16-bit send shard and receive segment beside the fp32 slots
   if (a.gather_dtype == "bf16") e.gathered += bytes((biggest / W + biggest) * 2);
-  const double reduced = a.compress == CompressMode::none ? 0.0 : a.compress == CompressMode::all ? P : compressible;
-  e.reducers = bytes(2 * reduced * f);  // residual + sketch/values scratch
+  e.reducers = bytes(reducer_workspace(units, a, world));  // residual, index, values, decode workspaces
   // Model::activations: per layer ~16 BTC + NH*B*T*T, plus the head's B*T*Vp, scratch.
   e.activations = bytes((L * (16 * B * T * C + NH * B * T * T) + B * T * Vp + 16 * B * T * C) * f);
   return e;

@@ -23,7 +23,7 @@ struct MemoryEstimate {
   uint64_t optimizer = 0;    // params, grad shard, AdamW m and v: 4 owned shards
   uint64_t gradients = 0;    // full-unit gradient buffers (every unit, accumulated)
   uint64_t gathered = 0;     // gathered parameter slots (all units with --zero2)
-  uint64_t reducers = 0;     // compressed segments' error feedback and scratch (upper bound)
+  uint64_t reducers = 0;     // every segment's reducer workspace (tagc's workspace query)
   uint64_t activations = 0;  // the model's forward/backward buffers for B x T
   uint64_t total() const { return optimizer + gradients + gathered + reducers + activations; }
   std::string describe() const;  // "2.1 GiB (optimizer 0.5 GiB, gradients ...)"

@@ -9,6 +9,7 @@
 #include "tagc/builder.hpp"
 #include "tagc/comm/counting.hpp"
 #include "tagc/comm/mpi.hpp"
+#include "tagc/exec/host.hpp"
 #if defined(__CUDACC__)
 #include "tagc/comm/nccl.hpp"
 #include "tagc/exec/cuda.hpp"

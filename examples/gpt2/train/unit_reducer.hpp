@@ -77,10 +77,10 @@ class UnitReducer {
     two_->cross_stage().set_profiling(on);
   }
   std::string describe() const {
-    if (!two_) return r_.describe();
+    if (!two_) return r_.description_text();
     const auto shape = two_->shape();
     return "two-level " + std::to_string(shape.nodes) + " nodes x " + std::to_string(shape.ranks_per_node) +
-           ": node " + two_->node_stage().describe() + "; across nodes " + two_->cross_stage().describe();
+           ": node " + two_->node_stage().description_text() + "; across nodes " + two_->cross_stage().description_text();
   }
 
  private:

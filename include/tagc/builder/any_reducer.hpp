@@ -19,7 +19,7 @@
 //   tagc::AnyReducer<tagc::exec::host, tagc::local_communicator> r;
 //   TAGC_TRY(tagc::build_reducer(host_catalogue(), description, r));  // refused: not in the catalogue
 //   TAGC_TRY(r.initialize(args));
-//   std::puts(r.describe().c_str());
+//   std::puts(r.description_text().c_str());
 //
 // A description the catalogue lacks is refused with a status naming it, the fields
 // in which the closest entries differ and every entry the catalogue has.
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "../core/status.hpp"
-#include "../reducer.hpp"
+#include "../reducer_arguments.hpp"
 #include "../shard/layout.hpp"
 #include "../stats.hpp"
 #include "description.hpp"
@@ -51,6 +51,7 @@ class reducer_model {
                                 reduce_stats* stats) = 0;
   virtual status all_reduce(Comm& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats) = 0;
   virtual std::size_t output_size() const = 0;
+  virtual std::size_t workspace_bytes() const = 0;
   virtual const reducer_arguments& arguments() const = 0;
   // Compressed reducers only (a plain reducer has no sparsity, layout or residual):
   virtual status set_sparsity(double theta) = 0;
@@ -66,12 +67,13 @@ template <class Exec, class Comm>
 struct reducer_entry {
   reducer_description description;  // type_of(): the compile-time choices, knobs at their defaults
   std::unique_ptr<reducer_model<Exec, Comm>> (*make)();
+  std::size_t (*workspace_bytes_for)(const reducer_arguments&);  // the type's workspace query
 };
 
-// "d1; d2; ...": describe() of each.
+// "d1; d2; ...": description_text() of each.
 inline std::string catalogue_listing(std::span<const reducer_description> have) {
   std::string s;
-  for (std::size_t i = 0; i < have.size(); ++i) s += (i ? "; " : "") + describe(have[i]);
+  for (std::size_t i = 0; i < have.size(); ++i) s += (i ? "; " : "") + description_text(have[i]);
   return s;
 }
 
@@ -100,7 +102,7 @@ inline std::string catalogue_lacks(const std::string& name, std::span<const redu
     for (const auto& f : fields) n += f.show(type_of(e)) != f.show(want);
     return n;
   };
-  std::string msg = "no reducer '" + describe(want) + "' in catalogue '" + name + "'";
+  std::string msg = "no reducer '" + description_text(want) + "' in catalogue '" + name + "'";
   if (have.empty()) return msg + ", which is empty";
   std::size_t best = ~std::size_t(0);
   for (const auto& e : have) best = std::min(best, distance(e));
@@ -143,10 +145,10 @@ class reducer_catalogue {
     return nullptr;
   }
   bool contains(const reducer_description& d) const { return find(d) != nullptr; }
-  // One entry per line.
-  std::string describe() const {
+  // The entries' descriptions, one per line.
+  std::string listing() const {
     std::string s;
-    for (const auto& e : entries_) s += tagc::describe(e.description) + "\n";
+    for (const auto& e : entries_) s += description_text(e.description) + "\n";
     return s;
   }
 
@@ -157,6 +159,20 @@ class reducer_catalogue {
   }
   // Empty when the catalogue holds `d`; otherwise why not, and what it has.
   std::string missing(const reducer_description& d) const { return catalogue_lacks(name_, descriptions(), d); }
+
+  // The bytes the reducer `d` describes allocates when initialised with `args` (`d`'s
+  // knobs merged, as AnyReducer::initialize does), before anything is built or
+  // allocated: for a memory check ahead of a run. Refused as build_reducer and
+  // initialize refuse (0 where the reducer refuses the arguments).
+  status workspace_bytes_for(const reducer_description& d, const reducer_arguments& args, std::size_t& bytes) const {
+    TAGC_TRY(check_description(d));
+    const entry* e = find(d);
+    if (!e) return {errc::invalid_argument, missing(d)};
+    reducer_arguments merged = args;
+    TAGC_TRY(merge_run_time_knobs(d, merged));
+    bytes = e->workspace_bytes_for(merged);
+    return {};
+  }
 
  private:
   std::string name_;
@@ -176,9 +192,9 @@ class AnyReducer {
 
   bool built() const { return model_ != nullptr; }
   const reducer_description& description() const { return description_; }
-  // What was chosen: describe()'s text of the description ("values=sketch ratio=10 ...",
-  // with the knobs it sets: "theta=0.99 warmup=200 ...").
-  std::string describe() const { return built() ? tagc::describe(description_) : "no reducer"; }
+  // What was chosen: the description's text ("values=sketch ratio=10 ...", with the
+  // knobs it sets: "theta=0.99 warmup=200 ...").
+  std::string description_text() const { return built() ? tagc::description_text(description_) : "no reducer"; }
   // False for the plain fp32/bf16 baselines.
   bool compressed() const { return !is_plain(description_.values); }
 
@@ -201,6 +217,8 @@ class AnyReducer {
     return model_->all_reduce(comm, grad, out, stats);
   }
   std::size_t output_size() const { return built() ? model_->output_size() : 0; }
+  // Bytes initialize allocated (reducer_catalogue::workspace_bytes_for: before it does).
+  std::size_t workspace_bytes() const { return built() ? model_->workspace_bytes() : 0; }
   const reducer_arguments& arguments() const {
     static const reducer_arguments none{};
     return built() ? model_->arguments() : none;

@@ -1,5 +1,6 @@
 #pragma once
 // defines: tagc::reducer_list<R...>, tagc::catalogue_entries<Exec, Comm>(list),
+//          tagc::descriptions_of(list), tagc::workspace_bytes_of(list, d, args),
 //          TAGC_REDUCER_CATALOGUE(name, EXEC, COMM, LIST) — the one translation
 //          unit that instantiates a catalogue's reducers.
 //
@@ -29,6 +30,7 @@
 #include "../reducer.hpp"
 #include "any_reducer.hpp"
 #include "description.hpp"
+#include "description_of.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
@@ -54,6 +56,7 @@ class reducer_model_of final : public reducer_model<Exec, Comm> {
     return r_.all_reduce(comm, grad, out, stats);
   }
   std::size_t output_size() const override { return r_.output_size(); }
+  std::size_t workspace_bytes() const override { return r_.workspace_bytes(); }
   const reducer_arguments& arguments() const override { return r_.arguments(); }
   status set_sparsity(double theta) override {
     if constexpr (compressed) return r_.set_sparsity(theta);
@@ -93,7 +96,8 @@ template <class Exec, class Comm, class... R>
 std::vector<reducer_entry<Exec, Comm>> catalogue_entries(reducer_list<R...>) {
   static_assert((std::is_same_v<typename R::exec_space, Exec> && ...),
                 "tagc: a catalogue's reducers must all run on the catalogue's execution space");
-  return {reducer_entry<Exec, Comm>{type_of(description_of<R>()), &detail::make_model<R, Exec, Comm>}...};
+  return {reducer_entry<Exec, Comm>{type_of(description_of<R>()), &detail::make_model<R, Exec, Comm>,
+                                    &R::workspace_bytes_for}...};
 }
 
 // The descriptions of a list's types, without instantiating any of them (a program
@@ -101,6 +105,23 @@ std::vector<reducer_entry<Exec, Comm>> catalogue_entries(reducer_list<R...>) {
 template <class... R>
 std::vector<reducer_description> descriptions_of(reducer_list<R...>) {
   return {type_of(description_of<R>())...};
+}
+
+// The workspace query of the list's type that `d` describes (reducer_catalogue::
+// workspace_bytes_for without a catalogue: only the types' static queries are compiled,
+// no reducer is instantiated), for a program that checks memory where no catalogue is
+// linked. Refused: a description no reducer can be, or one the list lacks.
+template <class... R>
+status workspace_bytes_of(reducer_list<R...>, const reducer_description& d, const reducer_arguments& args,
+                          std::size_t& bytes) {
+  TAGC_TRY(check_description(d));
+  reducer_arguments merged = args;
+  TAGC_TRY(merge_run_time_knobs(d, merged));
+  const reducer_description want = type_of(d);
+  bool found = false;
+  ((!found && type_of(description_of<R>()) == want ? (bytes = R::workspace_bytes_for(merged), found = true) : false), ...);
+  if (!found) return {errc::invalid_argument, catalogue_lacks("list", descriptions_of(reducer_list<R...>{}), d)};
+  return {};
 }
 
 TAGC_END_NAMESPACE

@@ -1,9 +1,10 @@
 #pragma once
 // defines: tagc::reducer_description (what a reducer is made of, chosen at run
-//          time), tagc::values_kind, tagc::residual_kind, describe(),
+//          time), tagc::values_kind, tagc::residual_kind, description_text(),
 //          parse_reducer_description(), normalized(), type_of(), check_description(),
-//          merge_run_time_knobs(), tagc::description_of<R>() (the description of a
-//          compile-time type).
+//          merge_run_time_knobs(). (The description of a compile-time type,
+//          tagc::description_of<R>(), is the heavy half's: description_of.hpp.)
+//          Light: no Reducer, stage or kernel header.
 //
 // A description names a reducer's compile-time choices: the values it sends (a
 // count sketch, packed union values, or the plain uncompressed baseline, each in
@@ -12,7 +13,7 @@
 // carries the run-time knobs a trainer exposes, which any entry takes: theta, adaptive
 // theta and theta's warm-up schedule (reducer_arguments' sparsity, adapt and schedule;
 // AnyReducer::initialize merges them into the arguments). The placement (length,
-// world, rank, topology, op) stays reducer_arguments' business. describe() prints only
+// world, rank, topology, op) stays reducer_arguments' business. description_text() prints only
 // the fields that apply and the knobs that are set:
 //
 //   values=sketch ratio=10 index=1 exchange=all-reduce decoder=peel-estimate residual=float
@@ -21,7 +22,7 @@
 //
 // and parse_reducer_description() reads that text back (space- or comma-separated
 // key=value pairs, any order; a key left out keeps its default), so
-// parse(describe(d)) == normalized(d).
+// parse(description_text(d)) == normalized(d).
 
 #include <charconv>
 #include <cmath>
@@ -30,19 +31,10 @@
 #include <string_view>
 #include <type_traits>
 
-#include "../core/bfloat16.hpp"
-#include "../core/float16.hpp"
 #include "../core/status.hpp"
-#include "../plain_reducer.hpp"
-#include "../policy/decode.hpp"
-#include "../policy/index.hpp"
-#include "../policy/packed.hpp"
-#include "../policy/sketch.hpp"
-#include "../policy/sparsify.hpp"
+#include "../policy/choices.hpp"
 #include "../policy/sparsity_schedule.hpp"
-#include "../reducer.hpp"
-#include "../shared_reducer.hpp"
-#include "../stage/arguments.hpp"
+#include "../reducer_arguments.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
@@ -157,7 +149,7 @@ inline std::string schedule_text(const sparsity_schedule& s) {
 }  // namespace detail
 
 // "values=sketch ratio=10 index=4 exchange=all-reduce decoder=peel-estimate residual=float"
-inline std::string describe(const reducer_description& d) {
+inline std::string description_text(const reducer_description& d) {
   std::string s = "values=" + std::string(to_string(d.values));
   if (is_plain(d.values)) return s;
   if (is_sketch(d.values)) {
@@ -211,7 +203,7 @@ inline bool parse_double(std::string_view text, double& out) {
 }
 }  // namespace detail
 
-// Reads describe()'s text (keys: values, ratio, lanes, index, exchange, decoder,
+// Reads description_text()'s text (keys: values, ratio, lanes, index, exchange, decoder,
 // residual; the knobs theta, adaptive-load, adaptive-min, adaptive-max, warmup,
 // warmup-shape, warmup-start). Refuses an unknown key or a malformed value, naming it
 // and what was expected; whether a knob's value suits the reducer (theta in [0, 1],
@@ -293,16 +285,16 @@ inline status parse_reducer_description(std::string_view text, reducer_descripti
 inline status check_description(const reducer_description& d) {
   if (is_plain(d.values)) return {};
   if (is_packed(d.values) && d.exchange != index_exchange::all_reduce)
-    return {errc::invalid_argument, describe(d) + ": packed values need the whole reduced index on every rank "
+    return {errc::invalid_argument, description_text(d) + ": packed values need the whole reduced index on every rank "
                                                   "(exchange=all-reduce)"};
   if (d.exchange == index_exchange::reduce_scatter && d.index_bits != index_auto)
     return {errc::invalid_argument,
-            describe(d) + ": exchange=reduce-scatter needs an index exact at any world size (index=exact)"};
+            description_text(d) + ": exchange=reduce-scatter needs an index exact at any world size (index=exact)"};
   if (d.index_bits == index_shared && d.values != values_kind::packed && d.values != values_kind::packed_bf16)
-    return {errc::invalid_argument, describe(d) + ": index=shared sends packed fp32 or bf16 values "
+    return {errc::invalid_argument, description_text(d) + ": index=shared sends packed fp32 or bf16 values "
                                                   "(values=packed|packed-bf16)"};
   if (is_packed(d.values) && d.adapt.enabled)
-    return {errc::invalid_argument, describe(d) + ": adaptive theta steers the sketch load; packed values have none"};
+    return {errc::invalid_argument, description_text(d) + ": adaptive theta steers the sketch load; packed values have none"};
   return {};
 }
 
@@ -314,7 +306,7 @@ inline status merge_run_time_knobs(const reducer_description& d, reducer_argumen
   const auto conflict = [&](const char* knob, const std::string& in_args, const std::string& in_d) {
     return status{errc::invalid_argument, std::string(knob) + " set twice: " + in_args +
                                               " in the reducer arguments, " + in_d + " in the description '" +
-                                              describe(n) + "'"};
+                                              description_text(n) + "'"};
   };
   reducer_arguments out = args;
   if (n.sparsity != defaults.sparsity) {
@@ -334,53 +326,6 @@ inline status merge_run_time_knobs(const reducer_description& d, reducer_argumen
   }
   args = out;
   return {};
-}
-
-// ---- the description of a compile-time reducer type ----
-namespace detail {
-template <class T> inline constexpr values_kind sketch_kind =
-    std::is_same_v<T, float> ? values_kind::sketch : std::is_same_v<T, bfloat16> ? values_kind::sketch_bf16 : values_kind::sketch_fp16;
-template <class T> inline constexpr values_kind packed_kind =
-    std::is_same_v<T, float> ? values_kind::packed : std::is_same_v<T, bfloat16> ? values_kind::packed_bf16 : values_kind::packed_fp16;
-template <class T> inline constexpr residual_kind residual_of = std::is_same_v<T, float> ? residual_kind::fp32 : residual_kind::bf16;
-
-template <class R> struct describes {
-  static_assert(tagc_dependent_false<R>, "tagc: description_of<R>: R is a tagc::Reducer<...> or tagc::PlainReducer<...>");
-};
-template <class Res, int Bits, index_exchange IX, int Ratio, int Lanes, class T, decode_mode M, class E>
-struct describes<Reducer<BasicSparsifyPolicy<Res>, IndexPolicy<Bits, IX>, SketchPolicy<Ratio, Lanes, T>, DecodePolicy<M>, E>> {
-  static constexpr reducer_description value{sketch_kind<T>, Ratio, Lanes, Bits, IX, M, residual_of<Res>};
-};
-template <class Res, int Bits, index_exchange IX, class T, decode_mode M, class E>
-struct describes<Reducer<BasicSparsifyPolicy<Res>, IndexPolicy<Bits, IX>, PackedValuesPolicy<T>, DecodePolicy<M>, E>> {
-  static constexpr reducer_description value = [] {
-    reducer_description d;
-    d.values = packed_kind<T>;
-    d.index_bits = Bits;
-    d.exchange = IX;
-    d.residual = residual_of<Res>;
-    return d;
-  }();
-};
-template <class Res, class T, decode_mode M, class E>
-struct describes<Reducer<BasicSparsifyPolicy<Res>, SharedIndexPolicy, PackedValuesPolicy<T>, DecodePolicy<M>, E>> {
-  static constexpr reducer_description value = [] {
-    reducer_description d;
-    d.values = packed_kind<T>;
-    d.index_bits = index_shared;
-    d.residual = residual_of<Res>;
-    return d;
-  }();
-};
-template <class W, class E> struct describes<PlainReducer<W, E>> {
-  static constexpr reducer_description value{std::is_same_v<W, float> ? values_kind::plain_fp32 : values_kind::plain_bf16};
-};
-}  // namespace detail
-
-// The (normalized) description of a reducer type.
-template <class R>
-constexpr reducer_description description_of() {
-  return detail::describes<R>::value;
 }
 
 TAGC_END_NAMESPACE

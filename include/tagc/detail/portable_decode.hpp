@@ -127,6 +127,12 @@ class portable_decoder {
                sizeof(std::uint32_t) +
            scan_temp_.size() + sums_.workspace_bytes();
   }
+  // What initialize(l, ...) allocates, but for a device's CUB temporaries (queried there;
+  // a few KiB).
+  static std::size_t workspace_bytes_for(const layout& l) {
+    const std::size_t words = index_words(l.index_bytes);
+    return (3 * l.cells + 6 * l.shard_size + 2 * words + 1 + 1) * sizeof(std::uint32_t);
+  }
 
   // Same contract as host::shard_decoder::run.
   status run(float* cells, const std::uint8_t* own_index, float* out, std::uint8_t* state, bool peels,

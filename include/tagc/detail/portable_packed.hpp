@@ -59,6 +59,11 @@ class portable_packed {
     return buffer_bytes(offsets_) + buffer_bytes(starts_) + starts_host_.size() * sizeof(std::uint32_t) +
            buffer_bytes(scan_temp_) + sums_.workspace_bytes();
   }
+  // What initialize allocates, before it does (the reducers' workspace query; on a
+  // device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const layout& l, int shards) {
+    return (l.index_bytes * std::size_t(shards) + 1 + 2 * (std::size_t(shards) + 1)) * sizeof(std::uint32_t);
+  }
 
   // Slots per shard = marks in it (every rank computes all of them alike); this
   // rank's values at the union positions of the whole reduced index `idx` into

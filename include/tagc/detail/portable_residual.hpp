@@ -25,6 +25,8 @@ class portable_residual {
     return {};
   }
   std::size_t workspace_bytes() const { return buffer_bytes(residual_); }
+  // What initialize allocates, before it does (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(std::size_t length) { return length * sizeof(Residual); }
   Residual* data() { return raw(residual_); }
   const Residual* data() const { return raw(residual_); }
   std::size_t size() const { return residual_.size(); }

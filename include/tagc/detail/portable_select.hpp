@@ -36,6 +36,10 @@ class portable_select {
     return {};
   }
   std::size_t workspace_bytes() const { return buffer_bytes(hist_); }
+  // What initialize allocates, before it does (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(const layout&) {
+    return std::size_t(hist_copies) * hist_bins * sizeof(std::uint32_t);
+  }
 
   // Pass 0: the histogram of the top digit (NaN/Inf land in its last bins: their
   // count goes to st->nonfinite), and the top bin when the fp16 scale needs it. The

@@ -47,12 +47,11 @@
 
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
+#include "choices.hpp"  // decode_mode
 #include "index.hpp"
 #include "sketch.hpp"
 
 TAGC_BEGIN_NAMESPACE
-
-enum class decode_mode { peel, estimate, peel_then_estimate };
 
 template <decode_mode Mode = decode_mode::peel_then_estimate>
 struct DecodePolicy {

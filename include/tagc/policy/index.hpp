@@ -1,5 +1,5 @@
 #pragma once
-// defines: tagc::IndexPolicy<Bits, Exchange>, tagc::ExactIndexPolicy, tagc::index_exchange
+// defines: tagc::IndexPolicy<Bits, Exchange>, tagc::ExactIndexPolicy (index_exchange: choices.hpp)
 //          (functors: detail/index_kernels.hpp) — the per-element bitmap of nonzero positions,
 //          reduced across ranks with integer SUM.
 //
@@ -30,13 +30,11 @@
 #include "../core/bits.hpp"
 #include "../core/config.hpp"
 #include "../shard/layout.hpp"
+#include "choices.hpp"  // index_exchange, index_auto
 #include "sparsify.hpp"
 #include "wire_value.hpp"
 
 TAGC_BEGIN_NAMESPACE
-
-enum class index_exchange { all_reduce, reduce_scatter };
-inline constexpr int index_auto = 0;
 
 template <int Bits, index_exchange Exchange = index_exchange::all_reduce>
 struct IndexPolicy {

@@ -60,6 +60,11 @@ class Agreement {
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(send_) + detail::buffer_bytes(recv_) + table_.size() * sizeof(std::int64_t);
   }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    return (words + 2 * words * std::size_t(p.args.world_size)) * sizeof(std::int64_t);
+  }
   // Bytes one call's all-gather holds per rank (for the traffic stats).
   static constexpr std::size_t bytes_per_rank() { return words * 8; }
 

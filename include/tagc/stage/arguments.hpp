@@ -1,44 +1,6 @@
 #pragma once
-// defines: tagc::reducer_arguments, tagc::adaptive_sparsity, tagc::reduce_op —
-//          what a user passes to Reducer::initialize (and every stage's
-//          can_implement reads).
+// defines: nothing of its own — the stages' name for reducer_arguments.hpp
+//          (tagc::reducer_arguments, tagc::adaptive_sparsity, tagc::reduce_op), which
+//          lives above stage/ so that the builder's light header can take it.
 
-#include <cstddef>
-#include <string_view>
-
-#include "../core/config.hpp"
-#include "../policy/sparsity_schedule.hpp"
-#include "../shard/layout.hpp"
-
-TAGC_BEGIN_NAMESPACE
-
-enum class reduce_op { sum, mean };
-
-// Adaptive theta (sketch reducers): after every call each rank publishes the
-// load of the shard it decoded (piggybacked on the agreement check), and every
-// rank moves theta so that the largest load heads for `target_load`, below the
-// peeling threshold (~0.81) with margin. All ranks compute the same theta.
-struct adaptive_sparsity {
-  bool enabled = false;
-  double target_load = 0.6;
-  double min_sparsity = 0.5;     // floor on theta: never send more than half
-  double max_sparsity = 0.9999;  // ceiling on theta
-  friend bool operator==(const adaptive_sparsity&, const adaptive_sparsity&) = default;
-};
-
-struct reducer_arguments {
-  std::size_t length = 0;   // elements of the local (full, unsharded) gradient
-  int world_size = 1;
-  int rank = 0;
-  topology topo = topology::sharded;
-  reduce_op op = reduce_op::sum;
-  double sparsity = -1.0;   // theta; < 0 picks the paper's pairing for the sketch ratio
-  bool check_inputs = true; // agreement + NaN/Inf check before every call (one tiny all-gather)
-  adaptive_sparsity adapt{};
-  // The unit's name (e.g. "mlp.fc"), the prefix of every status message the
-  // reducer returns. Copied at initialize: the caller's string need not outlive it.
-  std::string_view name{};
-  sparsity_schedule schedule{};  // theta warm-up over the first calls (policy/sparsity_schedule.hpp)
-};
-
-TAGC_END_NAMESPACE
+#include "../reducer_arguments.hpp"

@@ -55,6 +55,14 @@ class Decode<DecodePolicy<Mode>, Exec> {
     return detail::buffer_bytes(entry_state_) + detail::buffer_bytes(unresolved_mask_) +
            detail::buffer_bytes(unresolved_total_) + decoder_.workspace_bytes();
   }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p, bool peeled) {
+    if (!peeled) return 0;
+    const layout& l = p.lay;
+    return l.shard_size + (l.shard_size + 7) / 8 * std::size_t(p.shards) + sizeof(std::int64_t) +
+           detail::shard_decoder_t<Exec>::workspace_bytes_for(l);
+  }
 
   // Peel (and estimate) the owner's shard into `out`, unscaled; entry_state()
   // tells afterwards which entries stayed unresolved. The execution space's own

@@ -59,6 +59,11 @@ class IndexExchange<IndexPolicy<Bits, IX>, Residual, Exec> {
     return {};
   }
   std::size_t workspace_bytes() const { return detail::buffer_bytes(reduced_) + sums_.workspace_bytes(); }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    return p.scatter_index ? p.lay.index_bytes : p.lay.index_bytes * std::size_t(p.shards);
+  }
 
   // Sum this rank's marks `local` ([shards][index_bytes], the select stage's) across ranks.
   template <communicator C>

@@ -36,6 +36,10 @@ class ResidualStore {
   }
   // The residual itself (residual_bytes()) plus, on the host, the acc buffer.
   std::size_t workspace_bytes() const { return impl_.workspace_bytes(); }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    return detail::residual_impl_t<Residual, Exec>::workspace_bytes_for(p.lay.length);
+  }
   std::size_t residual_bytes() const { return impl_.size() * sizeof(residual_t); }
   // Where this call's acc = g + residual goes (the select stage writes it; nullptr
   // where the execution space keeps no acc buffer).

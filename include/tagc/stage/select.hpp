@@ -50,6 +50,12 @@ class ThresholdSelect {
     return detail::buffer_bytes(state_) + detail::buffer_bytes(counters_) + detail::buffer_bytes(marks_) +
            impl_.workspace_bytes();
   }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    return sizeof(detail::select_state) + n_counters * sizeof(unsigned long long) +
+           p.lay.index_bytes * std::size_t(p.shards) + detail::select_impl_t<Residual, Exec>::workspace_bytes_for(p.lay);
+  }
 
   // Reset the state and counters; pass 0 (NaN/Inf count, and the top bin when
   // fp16 needs it) when the sizes are right. `theta_early` >= 0: the call's theta

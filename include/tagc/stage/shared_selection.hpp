@@ -77,6 +77,13 @@ class SharedSelection {
            detail::buffer_bytes(bitmap_) + detail::buffer_bytes(offsets_) + detail::buffer_bytes(list_) +
            detail::buffer_bytes(scan_temp_);
   }
+  // What initialize(p, capacity, ...) allocates, before it does (the reducers' workspace
+  // query; on a device, but for CUB's scan temporary, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity) {
+    const std::size_t n = p.lay.length, cap = std::min(capacity, n), words = (n + 31) / 32;
+    return std::size_t(detail::hist_copies) * detail::hist_bins * sizeof(std::uint32_t) + sizeof(detail::select_state) +
+           (std::max(list_words(cap), words) + 1 + words + words + 1 + cap) * sizeof(std::uint32_t);
+  }
   std::size_t capacity() const { return capacity_; }
 
   // A list of k positions is sent when it is smaller than the bitmap (k < n / 32);

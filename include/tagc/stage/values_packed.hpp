@@ -64,6 +64,12 @@ class Values<PackedValuesPolicy<Value>, Residual, Exec> {
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(values_send_) + detail::buffer_bytes(values_recv_) + impl_.workspace_bytes();
   }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    return (p.lay.padded() + (p.shards > 1 ? p.lay.padded() : p.lay.shard_size)) * sizeof(wire_t) +
+           detail::packed_impl_t<wire_t, Exec>::workspace_bytes_for(p.lay, p.shards);
+  }
   std::size_t max_cell_terms() const { return 1; }  // a packed slot holds one value per rank
 
   // Slots per shard = marks in the whole all-reduced index (every rank computes

@@ -83,6 +83,16 @@ class Values<SketchPolicy<Ratio, Lanes, Value>, Residual, Exec> {
            detail::buffer_bytes(sketch_f32_) + detail::buffer_bytes(bucket_start_) +
            detail::buffer_bytes(bucket_order_) + sums_.workspace_bytes();
   }
+  // What initialize(p, ...) allocates, before it does (the reducers' workspace query;
+  // on a device, but for CUB's temporaries, a few KiB queried there).
+  static std::size_t workspace_bytes_for(const reducer_plan& p) {
+    const layout& l = p.lay;
+    const std::size_t shards = std::size_t(p.shards), cells = l.dense ? l.shard_size : l.cells;
+    std::size_t b = (cells * shards + cells) * sizeof(wire_t);
+    if constexpr (narrow_cells) b += cells * shards * sizeof(float);
+    if (!l.dense && l.blocks != 0) b += (l.sketch_rows() + 1 + 3 * std::size_t(l.blocks)) * sizeof(std::uint32_t);
+    return b;
+  }
   // The most values one rank adds into one cell (bounds the fp16 range scale).
   std::size_t max_cell_terms() const { return max_cell_terms_; }
 

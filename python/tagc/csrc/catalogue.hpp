@@ -11,6 +11,7 @@
 
 #include <tagc/builder/any_reducer.hpp>
 #include <tagc/comm/counting.hpp>
+#include <tagc/exec/host.hpp>
 
 #include "pg_communicator.hpp"
 

@@ -162,7 +162,7 @@ class bound_reducer {
   std::size_t output_size() const { return reducer_.output_size(); }
   double sparsity() const { return reducer_.sparsity(); }
   void set_sparsity(double t) { check(reducer_.set_sparsity(t)); }
-  std::string name() const { return reducer_.describe(); }
+  std::string name() const { return reducer_.description_text(); }
   bool profiling() const { return profiling_; }
   void set_profiling(bool on) {
     reducer_.set_profiling(on);
@@ -190,7 +190,7 @@ class bound_reducer {
   // load it back, so the state's own checks (version, layout) guard the result.
   tagc::status replace_residual(std::span<const float> res) {
     if (reducer_.description().residual != tagc::residual_kind::fp32)
-      return {tagc::errc::invalid_argument, "set_residual needs float residual storage, " + reducer_.describe()};
+      return {tagc::errc::invalid_argument, "set_residual needs float residual storage, " + reducer_.description_text()};
     const std::size_t length = reducer_.arguments().length;
     if (res.size() != length)
       return {tagc::errc::size_mismatch, "residual has " + std::to_string(res.size()) + " elements, the reducer " +
@@ -219,7 +219,7 @@ void can_implement(const py::dict& config, std::size_t length, int world, int ra
   check(r.initialize(make_arguments(config, length, world, rank, topo)));
 }
 
-std::string catalogue_text() { return python_catalogue().describe(); }
+std::string catalogue_text() { return python_catalogue().listing(); }
 
 }  // namespace
 }  // namespace tagc_torch

@@ -36,6 +36,12 @@ class bracket_pool {
   std::size_t workspace_bytes() const {
     return pool_.size() * sizeof(std::uint64_t) + seg_fill_.size() * sizeof(std::uint32_t);
   }
+  // What initialize allocates, before it does (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(std::size_t length) {
+    const std::size_t pool = length / 32 + 2048, segment = std::max<std::size_t>(16, pool / 256);
+    const std::size_t segments = pool / segment;
+    return segments * segment * sizeof(std::uint64_t) + segments * sizeof(std::uint32_t);
+  }
   // Before a pass fills it: every segment free again.
   void reset() { next_seg_ = 0; }
 

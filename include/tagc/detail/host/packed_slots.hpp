@@ -52,6 +52,11 @@ class packed_slots {
   std::size_t workspace_bytes() const {
     return start_.size() * sizeof(std::uint32_t) + base_.size() * sizeof(std::size_t);
   }
+  // What initialize(l, shards) allocates (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(const layout& l, int shards) {
+    const std::size_t chunks = (index_words(l.index_bytes) + words_per_chunk - 1) / words_per_chunk;
+    return std::size_t(shards) * (chunks + 1) * sizeof(std::uint32_t) + (std::size_t(shards) + 1) * sizeof(std::size_t);
+  }
 
   // Union entries per shard from the whole reduced index [shards][index_bytes]:
   // each chunk's first slot; returns the largest union (the slots per shard).
@@ -208,6 +213,7 @@ class packed_values {
     return {};
   }
   std::size_t workspace_bytes() const { return slots_.workspace_bytes(); }
+  static std::size_t workspace_bytes_for(const layout& l, int shards) { return packed_slots::workspace_bytes_for(l, shards); }
 
   template <class Residual>
   packed_layout pack(const std::uint8_t* idx, const contribution<Residual>& value, const kept_entries& kept,

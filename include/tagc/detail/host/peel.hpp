@@ -68,6 +68,12 @@ class shard_decoder {
     return list_.workspace_bytes() + (support_.size() + queue_.size()) * sizeof(std::uint32_t) +
            entry_.size() * sizeof(entry_record) + cell_storage_.size() * sizeof(std::uint64_t);
   }
+  // What initialize(l, ...) allocates (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(const layout& l) {
+    const std::size_t cell_words = (l.cells * sizeof(wide_cell) + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+    return support_list::workspace_bytes_for(l.index_bytes) + (l.shard_size + l.cells + 1) * sizeof(std::uint32_t) +
+           l.shard_size * sizeof(entry_record) + cell_words * sizeof(std::uint64_t);
+  }
 
   // Decode into `out` (every entry written: 0 off the support), consuming `cells`
   // (the shard's summed sketch, fp32); `state` [shard] ends entry_absent,

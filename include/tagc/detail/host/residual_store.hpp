@@ -33,6 +33,8 @@ class residual_store {
   }
   // The residual and the acc buffer.
   std::size_t workspace_bytes() const { return buffer_bytes(residual_) + buffer_bytes(acc_); }
+  // What initialize allocates, before it does (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(std::size_t length) { return length * (sizeof(Residual) + sizeof(float)); }
   Residual* data() { return raw(residual_); }
   const Residual* data() const { return raw(residual_); }
   std::size_t size() const { return residual_.size(); }

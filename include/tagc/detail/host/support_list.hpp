@@ -56,6 +56,9 @@ class support_list {
     chunk_start_.assign((index_words(index_bytes) + words_per_chunk - 1) / words_per_chunk + 1, 0u);
   }
   std::size_t workspace_bytes() const { return chunk_start_.size() * sizeof(std::uint32_t); }
+  static std::size_t workspace_bytes_for(std::size_t index_bytes) {
+    return ((index_words(index_bytes) + words_per_chunk - 1) / words_per_chunk + 1) * sizeof(std::uint32_t);
+  }
 
   // Writes the marked entries (< `entries`) of `index` ascending into `list` (room
   // for `entries`), returns how many. `bytes` must not exceed what reserve() saw.

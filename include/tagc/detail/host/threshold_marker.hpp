@@ -62,6 +62,11 @@ class threshold_marker {
   std::size_t workspace_bytes() const {
     return sample_.size() * sizeof(std::uint32_t) + pool_.workspace_bytes();
   }
+  // What initialize allocates, before it does (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(const layout& l) {
+    const std::size_t sample = l.length >= bracket_min_length ? sample_block * sample_blocks_for(l.length) : 0;
+    return sample * sizeof(std::uint32_t) + bracket_pool::workspace_bytes_for(l.length);
+  }
 
   // Threshold for target rank `target` (1-based, the (k+1)-th largest |acc|; 0:
   // `fixed` is the threshold), the index [shards][index_bytes] marked (counter 1

@@ -42,6 +42,11 @@ class threshold_select {
     kept_values_.assign(kept_.size(), 0.0f);
     return {};
   }
+  // What initialize allocates, before it does (the reducers' workspace query).
+  static std::size_t workspace_bytes_for(const layout& l) {
+    return std::size_t(hist_copies) * hist_bins * sizeof(std::uint32_t) + threshold_marker::workspace_bytes_for(l) +
+           kept_capacity(l.length) * (sizeof(std::uint32_t) + sizeof(float));
+  }
   std::size_t workspace_bytes() const {
     return buffer_bytes(hist_) + marker_.workspace_bytes() + buffer_bytes(kept_) + buffer_bytes(kept_values_);
   }
