@@ -121,12 +121,40 @@ class _DenseReducer:
         pass
 
 
+# The library's description keys (tagc/builder/description.hpp, the trainer's --reducer)
+# and the TagcState keyword each one sets: one vocabulary for C++, the trainer and Python.
+REDUCER_KEYS = {"values": "values", "ratio": "ratio", "index": "index_bits", "theta": "sparsity",
+                "warmup": "sparsity_warmup", "warmup-shape": "sparsity_schedule",
+                "warmup-start": "sparsity_start"}
+
+
+def _reducer_keywords(text):
+    """TagcState keywords from a description text ("values=packed-bf16 index=exact theta=0.9875")."""
+    out = {}
+    for item in text.replace(",", " ").split():
+        key, eq, value = item.partition("=")
+        if not eq or not value:
+            raise ValueError("tagc: reducer item %r is not key=value" % item)
+        if key not in REDUCER_KEYS:
+            raise ValueError("tagc: reducer key %r is not one TagcState takes (it takes %s)"
+                             % (key, ", ".join(sorted(REDUCER_KEYS))))
+        name = REDUCER_KEYS[key]
+        if name in out:
+            raise ValueError("tagc: reducer key %r given twice" % key)
+        out[name] = value
+    return out
+
+
 class TagcState:
     """What the tagc hooks keep between calls: one reducer per bucket, its residual, a worker.
 
     process_group: the group whose ranks reduce together (default: the world).
       The hooks run their collectives on a new group over the same ranks, so
       every rank must construct the state (dist.new_group is collective).
+    reducer: the configuration as the library's description text, the same keys as the
+      C++ builder and the trainer's --reducer, e.g. "values=packed-bf16 index=exact
+      theta=0.9875 warmup=300" (REDUCER_KEYS: each key sets the keyword below it names;
+      a key it gives replaces that keyword).
     ratio, index_bits, values: the reducer, built by the library's builder from its
       catalogue (catalogue() lists it): "sketch" (count sketch; ratio 10, index_bits 1:
       the paper's configuration; also index_bits 4, ratio 4) or "sketch-bf16" (16-bit
@@ -157,7 +185,16 @@ class TagcState:
 
     def __init__(self, process_group=None, ratio=10, index_bits=1, values="sketch", sparsity=None,
                  adaptive=False, module=None, check_inputs=True, sparsity_warmup=0, sparsity_schedule="exp",
-                 sparsity_start=_NO_WARMUP["sparsity_start"], min_compress_numel=0, profile=False):
+                 sparsity_start=_NO_WARMUP["sparsity_start"], min_compress_numel=0, profile=False, reducer=None):
+        if reducer is not None:
+            given = _reducer_keywords(reducer)
+            ratio = int(given.get("ratio", ratio))
+            index_bits = given.get("index_bits", index_bits)
+            values = given.get("values", values)
+            sparsity = float(given["sparsity"]) if "sparsity" in given else sparsity
+            sparsity_warmup = int(given.get("sparsity_warmup", sparsity_warmup))
+            sparsity_schedule = given.get("sparsity_schedule", sparsity_schedule)
+            sparsity_start = float(given.get("sparsity_start", sparsity_start))
         if not dist.is_initialized():
             raise RuntimeError("tagc: TagcState needs torch.distributed to be initialized")
         self.process_group = process_group if process_group is not None else dist.group.WORLD

@@ -84,6 +84,12 @@ def case_packed_equals_default(rank, out):
     a, b = params(ref_model), params(hook_model)
     out["packed_equal"] = all(torch.equal(a[k], b[k]) for k in a)
     out["packed_maxdiff"] = max((a[k] - b[k]).abs().max().item() for k in a)
+    # The same configuration in the library's description language.
+    words = tt.TagcState(values="packed-bf16", index_bits="exact", sparsity=0.9875, sparsity_warmup=300,
+                         sparsity_schedule="linear", sparsity_start=0.5)
+    text = tt.TagcState(reducer="values=packed-bf16 index=exact theta=0.9875 warmup=300 warmup-shape=linear "
+                                "warmup-start=0.5")
+    out["reducer_text_config"] = (words.config == text.config, text.config)
 
 
 def case_sketch_bytes(rank, out):
@@ -397,11 +403,25 @@ def main():
         except (RuntimeError, ValueError) as e:
             check(words in str(e), "a bad sparsity schedule %s is refused: %s" % (bad, e))
 
+    # TagcState(reducer=TEXT): the description language's keys, each naming one keyword.
+    check(tt._reducer_keywords("values=sketch,ratio=4 index=4 theta=0.9") ==
+          dict(values="sketch", ratio="4", index_bits="4", sparsity="0.9"),
+          "a description text sets the keywords its keys name (space- or comma-separated)")
+    for bad, words in (("decoder=peel", "'decoder' is not one TagcState takes"), ("theta", "not key=value"),
+                       ("theta=0.9 theta=0.8", "given twice")):
+        try:
+            tt._reducer_keywords(bad)
+            check(False, "reducer=%r is refused" % bad)
+        except ValueError as e:
+            check(words in str(e), "reducer=%r is refused: %s" % (bad, e))
+
     outs = spawn(worker, "tagc_ddp_")
     o = outs[0]
 
     check(o.get("packed_equal") is True,
           "packed, theta = 0 equals the default hook exactly (max |diff| %s)" % o.get("packed_maxdiff"))
+    same, config = o.get("reducer_text_config", (False, None))
+    check(same is True, "TagcState(reducer=TEXT) makes the configuration its keywords make: %s" % config)
 
     st, n = o.get("sketch_stats", {}), o.get("sketch_n", 0)
     if st:
