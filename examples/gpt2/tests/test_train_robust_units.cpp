@@ -203,7 +203,7 @@ TEST_CASE("--reducer: tagc's description language, each key the same setting as 
   tagc::reducer_description d;
   REQUIRE(tagc::parse_reducer_description(text, d).ok());
   CHECK(compress_options(by_text).reducer == tagc::normalized(d));
-  CHECK(reducer_text(by_flags) == tagc::describe(tagc::normalized(d)));
+  CHECK(reducer_text(by_flags) == tagc::description_text(tagc::normalized(d)));
   // in command-line order: a later flag overrides a key, a later key a flag
   CHECK(parse({"--reducer", "values=packed index=exact", "--values", "packed-bf16"}).values == ValuesMode::packed_bf16);
   CHECK(parse({"--values", "packed-bf16", "--reducer", "values=packed index=exact"}).values == ValuesMode::packed);
@@ -213,8 +213,8 @@ TEST_CASE("--reducer: tagc's description language, each key the same setting as 
   // every built reducer: its description and its flags (reducer_flags) choose it again
   for (const tagc::reducer_description& b : built_descriptions()) {
     if (tagc::is_plain(b.values)) continue;
-    CAPTURE(tagc::describe(b));
-    CHECK(compress_options(parse({"--reducer", tagc::describe(b)})).reducer == tagc::normalized(b));
+    CAPTURE(tagc::description_text(b));
+    CHECK(compress_options(parse({"--reducer", tagc::description_text(b)})).reducer == tagc::normalized(b));
     std::vector<std::string> words;
     std::istringstream flags(reducer_flags(b));
     for (std::string w; flags >> w;) words.push_back(w);

@@ -130,7 +130,7 @@ std::string reducer_flags(const tagc::reducer_description& d) {
   if (tagc::is_plain(d.values))
     return std::string("--baseline-dtype ") + (d.values == tagc::values_kind::plain_bf16 ? "bf16" : "fp32");
   std::string s;
-  for (const DescriptionItem& i : description_items(tagc::describe(tagc::type_of(d)))) {
+  for (const DescriptionItem& i : description_items(tagc::description_text(tagc::type_of(d)))) {
     if (i.key == "residual" && i.value == "float") continue;  // the default, left unsaid
     const char* flag = flag_of_key(i.key);  // none (lanes): the key as the description says it
     s += (s.empty() ? "" : " ") + (flag ? "--" + std::string(flag) + " " + i.value : i.key + "=" + i.value);
@@ -138,7 +138,7 @@ std::string reducer_flags(const tagc::reducer_description& d) {
   return s;
 }
 
-std::string reducer_text(const Args& a) { return tagc::describe(compress_options(a).reducer); }
+std::string reducer_text(const Args& a) { return tagc::description_text(compress_options(a).reducer); }
 
 const std::vector<tagc::reducer_description>& built_descriptions() {
   static const auto all = tagc::descriptions_of(tagc::default_catalogue<tagc::exec::host>{});
