@@ -180,30 +180,40 @@ def worker(rank, a, port):
     os._exit(0)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--data", required=True, help="directory with train.bin / val.bin (tokenize_corpus.py)")
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup-steps", type=int, default=3, help="untimed first steps (DDP rebuilds buckets)")
-    ap.add_argument("--depth", type=int, default=2)
-    ap.add_argument("--B", type=int, default=4)
-    ap.add_argument("--T", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--lr-min", type=float, default=1e-4)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=1337)
-    ap.add_argument("--val-batches", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--world", type=int, default=2)
-    a = ap.parse_args()
+def launch(worker, a):
+    """Runs worker(rank, a, port) on a.world spawned processes; the worst exit code."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.start_processes(worker, args=(a, port), nprocs=a.world, join=False, start_method="spawn")
     for p in ctx.processes:
         p.join()
-    sys.exit(max(p.exitcode for p in ctx.processes))
+    return max(p.exitcode for p in ctx.processes)
+
+
+def add_run_arguments(ap, warmup_steps_help):
+    """The options both side-by-side benches take (data, model, schedule, processes)."""
+    ap.add_argument("--data", required=True, help="directory with train.bin / val.bin (tokenize_corpus.py)")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup-steps", type=int, default=3, help=warmup_steps_help)
+    ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--B", type=int, default=4)
+    ap.add_argument("--T", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr-min", type=float, default=1e-4)
+    ap.add_argument("--warmup", type=int, default=5, help="learning-rate warm-up steps")
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--val-batches", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--world", type=int, default=2)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    add_run_arguments(ap, "untimed first steps (DDP rebuilds buckets)")
+    a = ap.parse_args()
+    sys.exit(launch(worker, a))
 
 
 if __name__ == "__main__":

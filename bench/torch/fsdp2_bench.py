@@ -31,20 +31,18 @@ loss per step and the val loss after the last step.
 import argparse
 import json
 import os
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather, DefaultReduceScatter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2  # noqa: E402
-from ddp_bench import batches, lr_at, read_shard  # noqa: E402  (the DDP bench's data and schedule)
+from ddp_bench import add_run_arguments, batches, launch, lr_at, read_shard  # noqa: E402  (shared with the DDP bench)
 
 CONFIGS = ("fp32", "bf16", "tagc-paper", "tagc-best")
 
@@ -197,33 +195,15 @@ def worker(rank, a, port):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True, choices=CONFIGS)
-    ap.add_argument("--data", required=True, help="directory with train.bin / val.bin (tokenize_corpus.py)")
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup-steps", type=int, default=3, help="untimed first steps (FSDP2's lazy init)")
-    ap.add_argument("--depth", type=int, default=2)
-    ap.add_argument("--B", type=int, default=4)
-    ap.add_argument("--T", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--lr-min", type=float, default=1e-4)
-    ap.add_argument("--warmup", type=int, default=5, help="learning-rate warm-up steps")
+    add_run_arguments(ap, "untimed first steps (FSDP2's lazy init)")
     ap.add_argument("--sparsity-warmup", type=int, default=None, help="tagc-best's theta warm-up (default steps / 3)")
-    ap.add_argument("--seed", type=int, default=1337)
-    ap.add_argument("--val-batches", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--progress", type=int, default=0, help="rank 0 prints every N steps to stderr (0: never)")
     a = ap.parse_args()
     if a.steps <= a.warmup_steps:
         ap.error("--steps %d must exceed --warmup-steps %d" % (a.steps, a.warmup_steps))
     if a.sparsity_warmup is None:
         a.sparsity_warmup = a.steps // 3
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.start_processes(worker, args=(a, port), nprocs=a.world, join=False, start_method="spawn")
-    for p in ctx.processes:
-        p.join()
-    sys.exit(max(p.exitcode for p in ctx.processes))
+    sys.exit(launch(worker, a))
 
 
 if __name__ == "__main__":
