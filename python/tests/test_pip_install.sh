@@ -13,7 +13,6 @@ mkdir "$work/src"
 cp -r "$repo/include" "$repo/python" "$repo/setup.py" "$repo/pyproject.toml" "$work/src/"
 rm -rf "$work/src/python/tests"
 python3 -m venv --system-site-packages "$work/venv"
-if [[ -n ${CCACHE_DIR:-} ]] && command -v ccache >/dev/null; then export CXX="ccache g++" CC="ccache gcc"; fi
 t=$(date +%s)
 "$work/venv/bin/pip" install -q --no-build-isolation --no-index "$work/src"
 echo "pip install: $(($(date +%s) - t)) s"
