@@ -26,7 +26,8 @@ jobs=$(nproc)
 bash scripts/install_deps.sh
 bash scripts/fetch_data.sh data
 
-section() { printf '\n==== %s ====\n' "$*"; }
+# Each section header says how long the run has taken so far (CI's time budget is ~45 min).
+section() { printf '\n==== %s (at %d s) ====\n' "$*" "$SECONDS"; }
 # Ranks are threads or processes sharing few cores: OpenMP teams must not spin.
 export OMP_WAIT_POLICY=PASSIVE
 
@@ -86,4 +87,4 @@ for target in checkpoint token_shard reducer_state; do
   UBSAN_OPTIONS=print_stacktrace=1 "build-fuzz/fuzz/fuzz_$target" -max_total_time="${TAGC_FUZZ_SECONDS:-60}" \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "build-fuzz/corpus/$target" "fuzz/corpus/$target"
 done
-echo "all test stages passed"
+echo "all test stages passed in $SECONDS s"
