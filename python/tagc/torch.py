@@ -34,9 +34,10 @@ import torch
 import torch.distributed as dist
 
 from . import _C
+from . import _dcp
 from . import _fsdp2
 
-__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "apply_hsdp", "catalogue"]
+__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "apply_hsdp", "dcp_state", "catalogue"]
 
 _STATE_VERSION = 1
 _NO_WARMUP = dict(sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
@@ -387,6 +388,8 @@ class TagcState:
 
     # ---- checkpoints ----
     def _check_state(self, sd):
+        if "refused" in sd:  # a state its reader could not decode (_dcp.DcpState): refused on every rank
+            raise RuntimeError(sd["refused"])
         if sd.get("version") != _STATE_VERSION:
             raise RuntimeError("tagc: checkpoint version %r, this build reads %d" % (sd.get("version"), _STATE_VERSION))
         # Checkpoints from before a configuration key existed ran as its _ADDED_KEYS value.
@@ -534,3 +537,4 @@ def fsdp_comm_hook(state: TagcState, grad: torch.Tensor, output: torch.Tensor = 
 
 apply_fsdp2 = _fsdp2.apply_fsdp2
 apply_hsdp = _fsdp2.apply_hsdp
+dcp_state = _dcp.dcp_state

@@ -164,6 +164,50 @@ def case_save_resume(rank, out, scratch):
     out["resume_without_tagc_differs"] = not same(whole, without)
 
 
+def run_dcp(rank, steps, path, save_after=None, load=False):
+    """run_resumable through torch.distributed.checkpoint, as FSDP2 jobs checkpoint: the
+    model's and optimizer's sharded state from get_state_dict, tagc's as a Stateful."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    model, opt, s = make(lambda m: tt.TagcState(module=m))
+
+    def checkpoint(step_done):
+        msd, osd = get_state_dict(model, opt)
+        return {"model": msd, "optim": osd, "tagc": tt.dcp_state(s), "meta": {"step": step_done}}
+
+    first = 0
+    if load:
+        sd = checkpoint(-1)
+        dcp.load(sd, checkpoint_id=path)
+        set_state_dict(model, opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        first = sd["meta"]["step"]
+    for i in range(first, steps):
+        step(model, opt, rank, i)
+        if save_after is not None and i + 1 == save_after:
+            dcp.save(checkpoint(i + 1), checkpoint_id=path)
+            return local(model)
+    return local(model)
+
+
+def case_dcp_resume(rank, out, scratch):
+    """torch.distributed.checkpoint: save after 3 steps (tagc's state through tt.dcp_state),
+    load into a new, re-wrapped model and state, run to 6: equal to 6 uninterrupted steps
+    bit for bit. A damaged tagc entry on one rank: both ranks refuse, nobody hangs."""
+    path = os.path.join(scratch, "dcp_ckpt")
+    whole, _ = run_resumable(rank, 6)
+    run_dcp(rank, 6, path, save_after=3)
+    resumed = run_dcp(rank, 6, path, load=True)
+    out["dcp_equal"] = same(whole, resumed)
+    out["dcp_maxdiff"] = maxdiff(whole, resumed)
+    model, opt, s = make(lambda m: tt.TagcState(module=m))
+    try:
+        good = tt.dcp_state(s).state_dict()  # rank 0 loads a sound state, rank 1 a damaged one
+        tt.dcp_state(s).load_state_dict({"rank1": b"not a state"} if rank == 1 else good)
+        out["dcp_damaged"] = ""
+    except RuntimeError as e:
+        out["dcp_damaged"] = str(e)
+
+
 def case_foreign_state(rank, out):
     """A state from another run on one rank, or of another configuration on one rank: every
     rank raises (never one rank alone, which would leave the other waiting)."""
@@ -201,7 +245,8 @@ def case_nan(rank, out):
 
 def worker(rank, port, scratch):
     run_cases(rank, port, scratch, (case_packed_equals_default, case_accumulation, case_sketch,
-                                    lambda r, o: case_save_resume(r, o, scratch), case_foreign_state, case_refusals,
+                                    lambda r, o: case_save_resume(r, o, scratch),
+                                    lambda r, o: case_dcp_resume(r, o, scratch), case_foreign_state, case_refusals,
                                     case_nan))
 
 
@@ -240,6 +285,11 @@ def main():
               "residual norm saved %s)" % (r, oo.get("resume_maxdiff"), oo.get("resume_residual_norm")))
         check(oo.get("resume_without_tagc_differs") is True,
               "rank %d: resuming without tagc's state does not (the residuals carry over)" % r)
+    for r, oo in enumerate(outs):
+        check(oo.get("dcp_equal") is True, "rank %d: torch.distributed.checkpoint save at step 3 + load in a "
+              "re-wrapped model == 6 uninterrupted steps (max |diff| %s)" % (r, oo.get("dcp_maxdiff")))
+    check("other rank(s) refused" in o.get("dcp_damaged", "") and "does not decode" in outs[1].get("dcp_damaged", ""),
+          "a damaged DCP tagc entry on rank 1: both refuse, rank 1 says why: %r" % [oo.get("dcp_damaged") for oo in outs])
     check(o.get("resume_units") == want_units, "the checkpoint names its units: %s" % o.get("resume_units"))
     check("no FSDPModule" in o.get("refused_plain", ""), "a module without fully_shard is refused: %r"
           % o.get("refused_plain"))
