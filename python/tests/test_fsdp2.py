@@ -5,11 +5,10 @@ Runs in scripts/torch_root.sh's root (torch 2.14; ctest tagc_python_fsdp2). The 
 two_ranks.py: both ranks run every case in one spawn, the parent checks what they saw;
 a case that raises on a rank fails, as does a rank that does not finish in time.
 
-The model: an embedding in the root unit, two linears of equal size and a head, each
-linear fully_shard'ed on its own (four FSDP units, two of equal size).
+The model (four_units.py): an embedding in the root unit, two linears of equal size and a
+head, each linear fully_shard'ed on its own (four FSDP units, two of equal size).
 Run: PYTHONPATH=<build>/python USE_LIBUV=0 python3 python/tests/test_fsdp2.py
 """
-import math
 import os
 import sys
 
@@ -19,30 +18,10 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 import tagc.torch as tt
+from four_units import EMB, Net, batch
 from two_ranks import WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn
 
-VOCAB = 4096
-EMB = VOCAB * 128
 UNITS = ["", "body1", "body2", "head"]  # the FSDPModules' qualified names ("" is the root)
-
-
-class Net(nn.Module):
-    def __init__(self, vocab=VOCAB, dim=128):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, dim)    # root unit: EMB elements
-        self.body1 = nn.Linear(dim, dim)       # 16512
-        self.body2 = nn.Linear(dim, dim)       # 16512: same size as body1
-        self.head = nn.Linear(dim, 10)         # 1290
-
-    def forward(self, x):
-        h = self.emb(x).mean(1)
-        return self.head(torch.tanh(self.body2(torch.tanh(self.body1(h)))))
-
-
-def batch(rank, step, vocab=VOCAB, size=32):
-    g = torch.Generator().manual_seed(1000 * step + 17 * rank + 3)
-    x = torch.randint(0, vocab, (size, 8), generator=g)
-    return x, x[:, 0] % 10  # learnable: the class is a function of the first token
 
 
 def make(state=None, seed=0):

@@ -6,8 +6,8 @@ The harness (two_ranks.py) is test_ddp_hook.py's:
 both ranks run every case in one spawn, the parent checks what they saw; a case that
 raises on a rank fails, as does a rank that does not finish in time (no hang passes).
 
-The model has four FSDP units (ModuleWrapPolicy on nn.Linear, the embedding in the
-root), two of them of equal size: the hook must keep their residuals apart.
+The model (four_units.py) has four FSDP units (ModuleWrapPolicy on nn.Linear, the embedding
+in the root), two of them of equal size: the hook must keep their residuals apart.
 Run: PYTHONPATH=<build>/python python3 python/tests/test_fsdp_hook.py
 """
 import math
@@ -21,36 +21,12 @@ from torch.distributed.fsdp import ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
 import tagc.torch as tt
+from four_units import EMB, Net, batch
 from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn,
                        train_step)
 
-# The embedding (the root unit) is 4096 x 128 = 524288 elements: large enough that the
-# sketch's row granularity (3 partitions x 1024 lanes) does not dominate its size. At
-# 128000 elements a 64000-element shard rounds up to 9216 cells (1.44x the nominal
-# 6400) and the unit sends 1/4.8 of fp32, not 1/5: a layout fact, checked exactly below.
-VOCAB = 4096
-EMB = VOCAB * 128
 STRATEGIES = {"FULL_SHARD": ShardingStrategy.FULL_SHARD, "SHARD_GRAD_OP": ShardingStrategy.SHARD_GRAD_OP,
               "NO_SHARD": ShardingStrategy.NO_SHARD}
-
-
-class Net(nn.Module):
-    def __init__(self, vocab=VOCAB, dim=128):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, dim)    # root unit: EMB elements
-        self.body1 = nn.Linear(dim, dim)       # 16512
-        self.body2 = nn.Linear(dim, dim)       # 16512: same size as body1
-        self.head = nn.Linear(dim, 10)         # 1290
-
-    def forward(self, x):
-        h = self.emb(x).mean(1)
-        return self.head(torch.tanh(self.body2(torch.tanh(self.body1(h)))))
-
-
-def batch(rank, step, vocab=VOCAB):
-    g = torch.Generator().manual_seed(1000 * step + 17 * rank + 3)
-    x = torch.randint(0, vocab, (32, 8), generator=g)
-    return x, x[:, 0] % 10  # learnable: the class is a function of the first token
 
 
 def make(strategy="FULL_SHARD", state=None, seed=0, record=None):
