@@ -19,7 +19,8 @@ from torch.distributed.fsdp import fully_shard
 
 import tagc.torch as tt
 from four_units import EMB, Net, batch
-from two_ranks import WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn
+from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, run_resumable,
+                       spawn)
 
 UNITS = ["", "body1", "body2", "head"]  # the FSDPModules' qualified names ("" is the root)
 
@@ -53,9 +54,14 @@ def step(model, opt, rank, i, micro=1):
     return loss.item()
 
 
+def shards(model):
+    """This rank's parameter shards (what the optimizer updates), as views to write through."""
+    return [p.to_local().detach() for p in model.parameters()]
+
+
 def local(model):
-    """This rank's parameter shards (what the optimizer updates)."""
-    return [p.to_local().detach().clone() for p in model.parameters()]
+    """A copy of this rank's parameter shards."""
+    return [p.clone() for p in shards(model)]
 
 
 def packed(model):
@@ -108,46 +114,33 @@ def case_sketch(rank, out):
     out["sketch_reported"] = s.bytes_sent
 
 
-def run_resumable(rank, steps, save_after=None, load=None):
-    model, opt, s = make(lambda m: tt.TagcState(module=m))
-    first = 0
-    if load is not None:
-        for p, saved in zip(model.parameters(), load["model"]):
-            p.to_local().detach().copy_(saved)
-        opt.load_state_dict(load["opt"])
-        if load["tagc"] is not None:
-            s.load_state_dict(load["tagc"])
-        first = load["step"]
-    for i in range(first, steps):
-        step(model, opt, rank, i)
-        if save_after is not None and i + 1 == save_after:
-            return local(model), {"model": local(model), "opt": opt.state_dict(), "tagc": s.state_dict(),
-                                  "step": i + 1}
-    return local(model), None
+def resumable(rank, steps, save_after=None, load=None):
+    """two_ranks.run_resumable on a fresh model with the default TagcState."""
+    return run_resumable(*make(lambda m: tt.TagcState(module=m)), shards, step, rank, steps, save_after, load)
 
 
 def case_save_resume(rank, out, scratch):
     """Sketch configuration (the residuals matter): save after 3 steps; a new model,
     fully_shard'ed again, and a new TagcState load it and run to 6: equal to 6
     uninterrupted steps bit for bit, and not equal without tagc's state."""
-    whole, _ = run_resumable(rank, 6)
-    _, ckpt = run_resumable(rank, 6, save_after=3)
+    whole, _ = resumable(rank, 6)
+    _, ckpt = resumable(rank, 6, save_after=3)
     path = os.path.join(scratch, "fsdp2_ckpt%d.pt" % rank)
     torch.save(ckpt, path)
-    resumed, _ = run_resumable(rank, 6, load=torch.load(path, weights_only=False))
+    resumed, _ = resumable(rank, 6, load=torch.load(path, weights_only=False))
     out["resume_equal"] = same(whole, resumed)
     out["resume_maxdiff"] = maxdiff(whole, resumed)
     out["resume_units"] = sorted(k for k in ckpt["tagc"]["residuals"])
     out["resume_residual_norm"] = sum(v.norm().item() for v in ckpt["tagc"]["residuals"].values())
-    without, _ = run_resumable(rank, 6, load=dict(ckpt, tagc=None))
+    without, _ = resumable(rank, 6, load=dict(ckpt, tagc=None))
     out["resume_without_tagc_differs"] = not same(whole, without)
 
 
 def case_foreign_state(rank, out):
     """A state from another run on one rank, or of another configuration on one rank: every
     rank raises (never one rank alone, which would leave the other waiting)."""
-    _, a = run_resumable(rank, 2, save_after=1)
-    _, b = run_resumable(rank, 2, save_after=1)  # a second run: another run id
+    _, a = resumable(rank, 2, save_after=1)
+    _, b = resumable(rank, 2, save_after=1)  # a second run: another run id
     for what, mine in (("run", a["tagc"] if rank == 0 else b["tagc"]),
                        ("config", a["tagc"] if rank == 0 else dict(b["tagc"], config=dict(b["tagc"]["config"], ratio=4)))):
         model, opt, s = make(lambda m: tt.TagcState(module=m))
