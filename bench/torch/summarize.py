@@ -62,6 +62,17 @@ plot '{dat}' using 1:3:xtic(2) with boxes notitle, '' using 1:3:4:5 with yerrorb
 """
 
 
+def write_ms_bars(folder, rate, rows, extra=()):
+    """ms_<rate>.dat, what MS_BARS plots: a line per row, `index "config" mean min max`
+    (ms per step), then the columns `extra` names as (key, format) pairs. Its path."""
+    dat = os.path.join(folder, "ms_%s.dat" % rate)
+    with open(dat, "w") as f:
+        for i, r in enumerate(rows):
+            cells = ['%d "%s" %.1f %.1f %.1f' % (i, r["config"], r["ms_per_step"], r["ms_min_run"], r["ms_max_run"])]
+            f.write(" ".join(cells + [spec % r[k] for k, spec in extra]) + "\n")
+    return dat
+
+
 def gnuplot(script):
     """Runs gnuplot on script; a missing or failing gnuplot costs the PNG, not the tables."""
     try:
@@ -150,11 +161,7 @@ def main(folder, fsdp2=False):
     # Plots (gnuplot): ms/step per configuration for each link, and val loss vs wire bytes.
     for rate in sorted({r["link"] for r in rows}):
         sel = [r for r in rows if r["link"] == rate]
-        dat = os.path.join(folder, "ms_%s.dat" % rate)
-        with open(dat, "w") as f:
-            for i, r in enumerate(sel):
-                f.write('%d "%s" %.1f %.1f %.1f %.4f %.3f\n' % (i, r["config"], r["ms_per_step"], r["ms_min_run"],
-                                                                r["ms_max_run"], r["val_loss"], r["wire_MB_per_rank_step"]))
+        dat = write_ms_bars(folder, rate, sel, extra=(("val_loss", "%.4f"), ("wire_MB_per_rank_step", "%.3f")))
         png = os.path.join(folder, "ms_per_step_%s.png" % rate)
         script = f"""set terminal pngcairo size 900,420
 set output '{png}'
@@ -181,10 +188,7 @@ def fsdp2_report(folder, rows, runs):
     # One figure per link: ms per step (bars) and the train loss, 25-step moving mean, per step.
     for rate in sorted({r["link"] for r in rows}):
         sel = [r for r in rows if r["link"] == rate]
-        bars = os.path.join(folder, "ms_%s.dat" % rate)
-        with open(bars, "w") as f:
-            for i, r in enumerate(sel):
-                f.write('%d "%s" %.1f %.1f %.1f\n' % (i, r["config"], r["ms_per_step"], r["ms_min_run"], r["ms_max_run"]))
+        bars = write_ms_bars(folder, rate, sel)
         curves = []
         for r in sel:
             run = next(x for x in runs if x["rate"] == rate and x["config"] == r["config"])
