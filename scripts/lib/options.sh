@@ -1,7 +1,7 @@
 # scripts/lib/options.sh -- sourced (not run) by the bench scripts that take `--name value`
-# options (bench/e2e/{run,long,scale}.sh, bench/run_collectives.sh, bench/torch/{run,fsdp2_run}.sh):
-# their option loop, written once, so every script refuses a mistyped option or a missing
-# value the same way.
+# options (bench/e2e/{run,long,scale}.sh, bench/run_collectives.sh, bench/torch/{run,fsdp2_run}.sh,
+# bench/llmc_side_by_side.sh): their option loop, written once, so every script refuses a
+# mistyped option or a missing value the same way.
 #
 #   parse_options SCRIPT [--option VAR | --option VAR=VALUE]... -- ARG...
 #       Reads ARG... against the table before `--`: `--option VAR` takes a value into VAR,
