@@ -1,4 +1,4 @@
-"""The harness the 2-process hook tests share (test_ddp_hook.py, test_fsdp_hook.py).
+"""The harness the multi-process hook tests share (test_ddp_hook.py, test_fsdp_hook.py, test_fsdp2.py, test_hsdp.py).
 
 Both ranks run every case in one spawn (importing torch costs seconds) and write what
 they saw to a scratch directory; the parent checks it with PASS/FAIL lines. A case
