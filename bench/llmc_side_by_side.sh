@@ -45,23 +45,9 @@ llmc=$(realpath "$1"); shift
 bench=$root/build/examples/gpt2/model/gpt2_step_bench
 model=d2 threads="2 1" rounds=3 steps=8 blas=both keep="" trainer=""
 train=$root/data/tokens/corpus_train.bin val=$root/data/tokens/corpus_val.bin
-while [[ $# -gt 0 ]]; do
-  [[ $# -ge 2 ]] || die "option $1 needs a value"
-  case $1 in
-    --bench) bench=$2 ;;
-    --model) model=$2 ;;
-    --threads) threads=$2 ;;
-    --rounds) rounds=$2 ;;
-    --steps) steps=$2 ;;
-    --blas-core) blas=$2 ;;
-    --train) train=$2 ;;
-    --val) val=$2 ;;
-    --keep) keep=$2 ;;
-    --trainer) trainer=$2 ;;
-    *) die "unknown option $1" ;;
-  esac
-  shift 2
-done
+source "$root/scripts/lib/options.sh"
+parse_options llmc_side_by_side.sh --bench bench --model model --threads threads --rounds rounds --steps steps \
+  --blas-core blas --train train --val val --keep keep --trainer trainer -- "$@"
 [[ -x $bench ]] || die "gpt2_step_bench '$bench' not found (build it: cmake --build build --target gpt2_step_bench, or pass --bench)"
 [[ $steps =~ ^[0-9]+$ && $steps -ge 1 && $steps -le 9 ]] || die "--steps must be 1..9 (llm.c validates again at step 10), got '$steps'"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || die "--rounds must be a positive integer, got '$rounds'"

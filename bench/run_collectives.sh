@@ -35,22 +35,9 @@ EOF
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$here/build" rates="100mbit,1gbit" nps="2,4" sizes="1M,4M,16M,64M" iters=3 warmup=1 maxs=20
 configs="fp32,bf16,r2i1,r2i4,r4i1,r4i4,r10i1,r10i4" out="$here/results/collectives"
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --build) build=$2; shift 2 ;;
-    --rates) rates=$2; shift 2 ;;
-    --np) nps=$2; shift 2 ;;
-    --sizes) sizes=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --warmup) warmup=$2; shift 2 ;;
-    --max-seconds) maxs=$2; shift 2 ;;
-    --configs) configs=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    --) shift; break ;;
-    *) usage >&2; echo "run_collectives.sh: unknown argument '$1'" >&2; exit 2 ;;
-  esac
-done
+source "$here/scripts/lib/options.sh"
+parse_options run_collectives.sh --build build --rates rates --np nps --sizes sizes --iters iters \
+  --warmup warmup --max-seconds maxs --configs configs --out out -- "$@"
 
 bench="$build/bench/tagc_bench_collectives"
 if [[ ! -x $bench ]]; then
@@ -71,7 +58,7 @@ for rate in "${rate_list[@]}"; do
       --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_reduce_scatter_block_algorithm 4 \
       -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE \
       "$bench" --sizes "$sizes" --iters "$iters" --warmup "$warmup" --max-seconds-per-config "$maxs" \
-      --configs "$configs" --label "$rate" --csv "$out/$tag.csv" "$@" 2>&1 | tee "$out/$tag.txt"
+      --configs "$configs" --label "$rate" --csv "$out/$tag.csv" "${options_rest[@]}" 2>&1 | tee "$out/$tag.txt"
   done
 done
 echo "run_collectives.sh: results in $out"

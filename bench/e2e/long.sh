@@ -47,28 +47,12 @@ cd "$(dirname "$0")/../.."
 cmd="${1:-}"; shift || true
 CONFIGS="fp32,tagc-paper,tagc-paper-sched,tagc-packed-bf16-sched,bf16,tagc-packed-bf16"
 MODEL=d2 STEPS="" VAL_EVERY=50 VAL_BATCHES=16 OUT="" TIMING_OUT=results/long-timing RATES=200mbit,1gbit,10gbit SKIP=5 PARALLEL=0 RESUME=0 GATHER=fp32
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --configs) CONFIGS="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
-    --model) MODEL="$2"; shift 2 ;;
-    --val-every) VAL_EVERY="$2"; shift 2 ;;
-    --val-batches) VAL_BATCHES="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --timing) TIMING_OUT="$2"; shift 2 ;;
-    --rates) RATES="$2"; shift 2 ;;
-    --skip) SKIP="$2"; shift 2 ;;
-    --parallel) PARALLEL=1; shift ;;
-    --resume) RESUME=1; shift ;;
-    --gather-dtype) GATHER="$2"; shift 2 ;;
-    --seed) SEED="$2"; shift 2 ;;
-    --shuffle) SHUFFLE=1; shift ;;
-    --shuffle-seed) SHUFFLE=1; SHUFFLE_SEED="$2"; shift 2 ;;
-    --zero2) ZERO2=1; shift ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
-    *) echo "long.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-  esac
-done
+source scripts/lib/options.sh
+parse_options long.sh --configs CONFIGS --steps STEPS --model MODEL --val-every VAL_EVERY \
+  --val-batches VAL_BATCHES --out OUT --timing TIMING_OUT --rates RATES --skip SKIP --parallel PARALLEL=1 \
+  --resume RESUME=1 --gather-dtype GATHER --seed SEED --shuffle SHUFFLE=1 --shuffle-seed shuffle_seed \
+  --zero2 ZERO2=1 -- "$@"
+if [[ -n ${shuffle_seed:-} ]]; then SHUFFLE=1 SHUFFLE_SEED=$shuffle_seed; fi  # a shuffle seed asks for the shuffle
 
 # timing's --out (as its usage line says) is the timing directory
 if [[ $cmd == timing && -n $OUT ]]; then TIMING_OUT="$OUT"; fi

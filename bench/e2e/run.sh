@@ -33,25 +33,11 @@ if [[ "${1:-}" == --long ]]; then
   exec bench/e2e/long.sh "$@"
 fi
 
-RATE_SET=0 QUICK=0 BEYOND=0 SWEEP=0 RATE=1gbit NP=2 STEPS="" VAL_EVERY="" CONFIGS="" OUTDIR="" MODEL=d2
+QUICK=0 BEYOND=0 SWEEP=0 RATE="" NP=2 STEPS="" VAL_EVERY="" CONFIGS="" OUTDIR="" MODEL=d2
 RATES=50mbit,100mbit,200mbit,500mbit,1gbit
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --quick) QUICK=1; shift ;;
-    --beyond) BEYOND=1; shift ;;
-    --sweep) SWEEP=1; shift ;;
-    --rate) RATE="$2"; RATE_SET=1; shift 2 ;;
-    --rates) RATES="$2"; shift 2 ;;
-    --np) NP="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
-    --val-every) VAL_EVERY="$2"; shift 2 ;;
-    --configs) CONFIGS="$2"; shift 2 ;;
-    --out) OUTDIR="$2"; shift 2 ;;
-    --model) MODEL="$2"; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-    *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-  esac
-done
+source scripts/lib/options.sh
+parse_options run.sh --quick QUICK=1 --beyond BEYOND=1 --sweep SWEEP=1 --rate RATE --rates RATES --np NP \
+  --steps STEPS --val-every VAL_EVERY --configs CONFIGS --out OUTDIR --model MODEL -- "$@"
 
 BUILD_DIR="${BUILD_DIR:-build}"
 DATA_DIR="${DATA_DIR:-data}"
@@ -65,18 +51,18 @@ if [[ $SWEEP -eq 1 ]]; then
   : "${OUTDIR:=results/e2e-$(date +%Y%m%d)-sweep}"
 elif [[ $BEYOND -eq 1 ]]; then
   # issue 6: the beyond-paper policies against the paper's configuration and both baselines
-  [[ $RATE_SET -eq 1 ]] || RATE=200mbit
-  : "${STEPS:=40}" "${VAL_EVERY:=10}"
+  : "${RATE:=200mbit}" "${STEPS:=40}" "${VAL_EVERY:=10}"
   : "${CONFIGS:=fp32,bf16,r10i1,r10i1-adaptive,r10x-rs,r10i1-bf16,r10x-rs-bf16,r10x-rs-bf16-adaptive,packed,packed-bf16}"
   : "${OUTDIR:=results/e2e-$(date +%Y%m%d)-beyond}"
 elif [[ $QUICK -eq 1 ]]; then
-  [[ $RATE_SET -eq 1 ]] || RATE=200mbit  # the regime where the CPU codec pays (docs/results.md)
+  : "${RATE:=200mbit}"  # the regime where the CPU codec pays (docs/results.md)
   : "${STEPS:=12}" "${VAL_EVERY:=4}" "${CONFIGS:=fp32,r10i1-adaptive}"
   : "${OUTDIR:=results/e2e-$(date +%Y%m%d)-quick}"
 else
   : "${STEPS:=40}" "${VAL_EVERY:=10}" "${CONFIGS:=fp32,bf16,r2i1,r2i4,r4i1,r4i4,r10i1,r10i4,r10i1-all,r10i1-adaptive}"
   : "${OUTDIR:=results/e2e-$(date +%Y%m%d)}"
 fi
+: "${RATE:=1gbit}"
 mkdir -p "$OUTDIR"
 
 # One OpenMP thread per rank (the ranks share 2 cores); Open MPI's bandwidth-optimal

@@ -34,23 +34,9 @@ cd "$(dirname "$0")/../.."
 
 CONFIGS=fp32,bf16,paper,packed-bf16 WORLDS=8,16 NODES=2,4,8 FLAT=1 RATES=1gbit,10gbit
 STEPS=5 VAL_EVERY="" VAL_BATCHES=2 SKIP=1 MODEL=d2 OUT=""
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --configs) CONFIGS="$2"; shift 2 ;;
-    --worlds) WORLDS="$2"; shift 2 ;;
-    --nodes) NODES="$2"; shift 2 ;;
-    --no-flat) FLAT=0; shift ;;
-    --rates) RATES="$2"; shift 2 ;;
-    --steps) STEPS="$2"; shift 2 ;;
-    --val-every) VAL_EVERY="$2"; shift 2 ;;
-    --val-batches) VAL_BATCHES="$2"; shift 2 ;;
-    --skip) SKIP="$2"; shift 2 ;;
-    --model) MODEL="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
-    *) echo "scale.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
-  esac
-done
+source scripts/lib/options.sh
+parse_options scale.sh --configs CONFIGS --worlds WORLDS --nodes NODES --no-flat FLAT=0 --rates RATES \
+  --steps STEPS --val-every VAL_EVERY --val-batches VAL_BATCHES --skip SKIP --model MODEL --out OUT -- "$@"
 : "${VAL_EVERY:=$STEPS}" "${OUT:=results/scale-$(date +%Y%m%d)}"
 BUILD_DIR="${BUILD_DIR:-build}" DATA_DIR="${DATA_DIR:-data}"
 EXE="${EXE:-$BUILD_DIR/examples/gpt2/train/tagc-gpt2}"

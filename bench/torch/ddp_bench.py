@@ -63,6 +63,33 @@ def lr_at(step, a):
     return a.lr_min + 0.5 * (a.lr - a.lr_min) * (1 + math.cos(math.pi * p))
 
 
+def train_step(model, opt, x, y, lr=None):
+    """One training step of the benches: forward, backward, gradients clipped to norm 1,
+    the optimizer (at `lr` when given). Returns the loss and time.perf_counter() at
+    forward's end, backward's end and the step's end."""
+    if lr is not None:
+        for g in opt.param_groups:
+            g["lr"] = lr
+    opt.zero_grad(set_to_none=True)
+    loss = model(x, y)
+    t_fwd = time.perf_counter()
+    loss.backward()
+    t_bwd = time.perf_counter()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    loss = loss.item()
+    return loss, t_fwd, t_bwd, time.perf_counter()
+
+
+def val_loss(model, val, rank, a):
+    """The val loss over a.val_batches batches, averaged over the ranks."""
+    with torch.no_grad():
+        vl = [model(*batches(val, rank, a.world, a.B, a.T, i)).item() for i in range(a.val_batches)]
+    vt = torch.tensor([sum(vl) / len(vl)])
+    dist.all_reduce(vt)
+    return vt.item() / a.world
+
+
 def timed_hook(hook, calls):
     """The DDP comm hook `hook`, noting in `calls` when DDP called it (the exposed time
     per step is measured from the last call of a step to backward's return)."""
@@ -73,8 +100,13 @@ def timed_hook(hook, calls):
 
 
 def lo_tx_bytes():
-    with open("/sys/class/net/lo/statistics/tx_bytes") as f:
-        return int(f.read())
+    """Bytes sent on lo in this network namespace (/proc/net/dev: scripts/torch_root.sh's root has no /sys)."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name.strip() == "lo":
+                return int(rest.split()[8])
+    raise RuntimeError("no lo in /proc/net/dev")
 
 
 def worker(rank, a, port):
@@ -127,32 +159,22 @@ def worker(rank, a, port):
                 state.call_log.clear()
             t_all = time.perf_counter()
         t0 = time.perf_counter()
-        x, y = batches(train, rank, a.world, a.B, a.T, step)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, a)
-        opt.zero_grad(set_to_none=True)
-        loss = ddp(x, y)
-        loss.backward()
+        loss, _, t_bwd, t_end = train_step(ddp, opt, *batches(train, rank, a.world, a.B, a.T, step), lr_at(step, a))
         if hook_calls and step >= a.warmup_steps:
             # exposed: from DDP's call of the step's last hook (the last bucket ready) to
             # backward's return, where DDP waits for every future: the reduction's time
             # that backward did not hide (waiting for the other rank included)
-            exposed_ms.append(1e3 * (time.perf_counter() - hook_calls[-1]))
-        torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-        step_ms.append(1e3 * (time.perf_counter() - t0))
+            exposed_ms.append(1e3 * (t_bwd - hook_calls[-1]))
+        losses.append(loss)
+        step_ms.append(1e3 * (t_end - t0))
     dist.barrier()
     timed = a.steps - a.warmup_steps
     wall = time.perf_counter() - t_all
     tx = (lo_tx_bytes() - tx0) / timed / a.world  # both ranks' traffic crosses lo
-    with torch.no_grad():
-        vl = [model(*batches(val, rank, a.world, a.B, a.T, i)).item() for i in range(a.val_batches)]
-    vt = torch.tensor([sum(vl) / len(vl)])
-    dist.all_reduce(vt)
+    vloss = val_loss(model, val, rank, a)
     out = {"config": cfg, "steps": a.steps, "timed_steps": timed, "ms_per_step": 1e3 * wall / timed,
            "step_ms": step_ms[a.warmup_steps:], "lo_bytes_per_rank_step": tx, "train_loss": losses,
-           "val_loss": vt.item() / a.world, "B": a.B, "T": a.T, "depth": a.depth}
+           "val_loss": vloss, "B": a.B, "T": a.T, "depth": a.depth}
     if exposed_ms:
         mine = torch.tensor([sum(exposed_ms) / len(exposed_ms)], dtype=torch.float64)
         every = [torch.zeros_like(mine) for _ in range(a.world)]

@@ -42,19 +42,9 @@ from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGath
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2  # noqa: E402
-from ddp_bench import add_run_arguments, batches, launch, lr_at, read_shard  # noqa: E402  (shared with the DDP bench)
+from ddp_bench import add_run_arguments, batches, launch, lr_at, lo_tx_bytes, read_shard, train_step, val_loss  # noqa: E402  (shared with the DDP bench)
 
 CONFIGS = ("fp32", "bf16", "tagc-paper", "tagc-best")
-
-
-def lo_tx_bytes():
-    """Bytes sent on lo in this network namespace (/proc/net/dev: the chroot has no /sys)."""
-    with open("/proc/net/dev") as f:
-        for line in f:
-            name, _, rest = line.partition(":")
-            if name.strip() == "lo":
-                return int(rest.split()[8])
-    raise RuntimeError("fsdp2_bench: no lo in /proc/net/dev")
 
 
 class CountingAllGather(DefaultAllGather):
@@ -146,18 +136,8 @@ def worker(rank, a, port):
             tx0, grad0, gather0 = lo_tx_bytes(), grad_bytes(), gather_bytes()
             t_all = time.perf_counter()
         t0 = time.perf_counter()
-        x, y = batches(train, rank, a.world, a.B, a.T, step)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, a)
-        opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-        t3 = time.perf_counter()
+        loss, t1, t2, t3 = train_step(model, opt, *batches(train, rank, a.world, a.B, a.T, step), lr_at(step, a))
+        losses.append(loss)
         step_ms.append(1e3 * (t3 - t0))
         if step >= a.warmup_steps:  # forward (with its all-gathers), backward (reduce-scatters), clip + AdamW
             for i, d in enumerate((t1 - t0, t2 - t1, t3 - t2)):
@@ -172,16 +152,13 @@ def worker(rank, a, port):
     counts = torch.tensor([(grad_bytes() - grad0) / timed, (gather_bytes() - gather0) / timed], dtype=torch.float64)
     dist.all_reduce(counts)
     counts /= a.world
-    with torch.no_grad():
-        vl = [model(*batches(val, rank, a.world, a.B, a.T, i)).item() for i in range(a.val_batches)]
-    vt = torch.tensor([sum(vl) / len(vl)])
-    dist.all_reduce(vt)
+    vloss = val_loss(model, val, rank, a)
     out = {"config": cfg, "world": a.world, "depth": a.depth, "steps": a.steps, "timed_steps": timed,
            "ms_per_step": 1e3 * wall / timed, "step_ms": [round(s, 1) for s in step_ms[a.warmup_steps:]],
            "lo_bytes_per_rank_step": tx,
            **{"%s_ms_per_step" % k: phase_ms[i] / timed for i, k in enumerate(("forward", "backward", "optimizer"))}, "grad_bytes_per_rank_step": float(counts[0]),
            "allgather_bytes_per_rank_step": float(counts[1]), "train_loss": [round(l, 4) for l in losses],
-           "val_loss": vt.item() / a.world, "B": a.B, "T": a.T, "params": sum(p.numel() for p in model.parameters()),
+           "val_loss": vloss, "B": a.B, "T": a.T, "params": sum(p.numel() for p in model.parameters()),
            "torch": torch.__version__}
     if state is not None:
         out["sparsity_warmup"] = a.sparsity_warmup if cfg == "tagc-best" else 0

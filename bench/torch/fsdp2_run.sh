@@ -17,19 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rates=200mbit,1gbit steps=500 repeats=1 nps=2 depths=2 out=docs/results/torch-fsdp2
 configs=fp32,bf16,tagc-paper,tagc-best jobs=1
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --rates) rates=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --repeats) repeats=$2; shift 2 ;;
-    --nps) nps=$2; shift 2 ;;
-    --depths) depths=$2; shift 2 ;;
-    --configs) configs=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --jobs) jobs=$2; shift 2 ;;
-    *) echo "fsdp2_run.sh: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+source scripts/lib/options.sh
+parse_options fsdp2_run.sh --rates rates --steps steps --repeats repeats --nps nps --depths depths \
+  --configs configs --out out --jobs jobs -- "$@"
 mkdir -p "$out"
 if [[ ! -f build-torch/python/tagc/_C.cpython*.so || python/tagc/torch.py -nt build-torch/python/tagc/torch.py ||
       python/tagc/_fsdp2.py -nt build-torch/python/tagc/_fsdp2.py ]]; then

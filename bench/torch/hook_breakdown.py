@@ -23,15 +23,14 @@ import argparse
 import functools
 import json
 import os
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ddp_bench import launch  # noqa: E402
 
 CONFIGS = {"paper": dict(values="sketch", ratio=10, index_bits=1),
            "best": dict(values="packed-bf16", index_bits="exact"),
@@ -92,7 +91,7 @@ def fixed(rank, a, tt):
 
 def ddp(rank, a, tt):
     import gpt2
-    from ddp_bench import batches, read_shard, timed_hook
+    from ddp_bench import batches, read_shard, timed_hook, train_step
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.manual_seed(1337)
     model = gpt2.GPT2(2)
@@ -125,16 +124,8 @@ def ddp(rank, a, tt):
         n0 = len(state.call_log)
         t0 = time.perf_counter()
         c0 = time.process_time()
-        x, y = batches(train, rank, 2, 4, 64, step)
-        opt.zero_grad(set_to_none=True)
-        loss = m(x, y)
-        t1 = time.perf_counter()
-        loss.backward()
-        t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
+        _, t1, t2, t3 = train_step(m, opt, *batches(train, rank, 2, 4, 64, step))
         if step >= a.warmup_steps:
-            t3 = time.perf_counter()
             # exposed: from DDP's call of the step's last hook (the last bucket ready) to backward's return
             # (DDP waits there for every future): the communication and codec time backward could not hide
             steps.append(dict(step_ms=1e3 * (t3 - t0), cpu_ms=1e3 * (time.process_time() - c0), calls=state.call_log[n0:],
@@ -162,7 +153,7 @@ def ddp(rank, a, tt):
 def worker(rank, a, port):
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     torch.set_num_threads(a.threads)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dist.init_process_group("gloo", rank=rank, world_size=a.world)
     import tagc.torch as tt
     for mode in a.mode.split(","):
         res = {"fixed": fixed, "ddp": ddp}[mode](rank, a, tt)
@@ -191,13 +182,8 @@ def main():
     ap.add_argument("--timeline", action="store_true", help="ddp: per step, when forward/backward ended and each call ran")
     ap.add_argument("--all-ranks", action="store_true", help="print every rank's line, not rank 0's only")
     a = ap.parse_args()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.start_processes(worker, args=(a, port), nprocs=2, join=False, start_method="spawn")
-    for p in ctx.processes:
-        p.join()
-    sys.exit(max(p.exitcode for p in ctx.processes))
+    a.world = 2  # the buckets, batches and all_gather_object below are for 2 ranks
+    sys.exit(launch(worker, a))
 
 
 if __name__ == "__main__":

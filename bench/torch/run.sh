@@ -14,18 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 rates=200mbit,1gbit steps=8 repeats=1 out=docs/results/torch loopback=1 anchor=1
 configs=fp32,fp16,powersgd-1,powersgd-2,powersgd-4,tagc-paper,tagc-best
-while [[ $# -gt 0 ]]; do
-  case $1 in
-    --rates) rates=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --repeats) repeats=$2; shift 2 ;;
-    --configs) configs=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --no-loopback) loopback=0; shift ;;
-    --no-anchor) anchor=0; shift ;;
-    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
+source scripts/lib/options.sh
+parse_options run.sh --rates rates --steps steps --repeats repeats --configs configs --out out \
+  --no-loopback loopback=0 --no-anchor anchor=0 -- "$@"
 py=/usr/bin/python3  # Debian's torch; a pyenv python3 on PATH would not see it
 mkdir -p "$out"
 if [[ ! -f build-py/python/tagc/_C*.so || python/tagc/torch.py -nt build-py/python/tagc/torch.py ]]; then

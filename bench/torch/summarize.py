@@ -28,6 +28,59 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
 
 
+def fmt(v, spec):
+    """A table cell: v formatted, or a dash where the runs did not measure it."""
+    return spec % v if isinstance(v, (int, float)) else "–"
+
+
+def step_cells(r):
+    """The cells both tables open with: link, config, ms/step (runs: min–max), step median (p10–p90)."""
+    return [r["link"], r["config"],
+            "%s (%s–%s)" % (fmt(r["ms_per_step"], "%.0f"), fmt(r["ms_min_run"], "%.0f"), fmt(r["ms_max_run"], "%.0f")),
+            "%s (%s–%s)" % (fmt(r["ms_step_median"], "%.0f"), fmt(r["ms_step_p10"], "%.0f"),
+                            fmt(r["ms_step_p90"], "%.0f"))]
+
+
+def table_row(cells):
+    return "| " + " | ".join(cells) + " |"
+
+
+def write_table(folder, lines):
+    with open(os.path.join(folder, "table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+# gnuplot: a bar per configuration (ms per step, mean of runs) with the runs' min-max,
+# from a .dat file of rows `index "config" mean min max ...`.
+MS_BARS = """set style fill solid 0.6
+set boxwidth 0.6
+set ylabel 'ms / step'
+set yrange [0:*]
+set xtics rotate by -30
+plot '{dat}' using 1:3:xtic(2) with boxes notitle, '' using 1:3:4:5 with yerrorbars lc rgb 'black' notitle
+"""
+
+
+def write_ms_bars(folder, rate, rows, extra=()):
+    """ms_<rate>.dat, what MS_BARS plots: a line per row, `index "config" mean min max`
+    (ms per step), then the columns `extra` names as (key, format) pairs. Its path."""
+    dat = os.path.join(folder, "ms_%s.dat" % rate)
+    with open(dat, "w") as f:
+        for i, r in enumerate(rows):
+            cells = ['%d "%s" %.1f %.1f %.1f' % (i, r["config"], r["ms_per_step"], r["ms_min_run"], r["ms_max_run"])]
+            f.write(" ".join(cells + [spec % r[k] for k, spec in extra]) + "\n")
+    return dat
+
+
+def gnuplot(script):
+    """Runs gnuplot on script; a missing or failing gnuplot costs the PNG, not the tables."""
+    try:
+        subprocess.run(["gnuplot"], input=script.encode(), check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print("summarize: gnuplot failed (%s); PNG not written" % e, file=sys.stderr)
+
+
 def main(folder, fsdp2=False):
     runs = [json.loads(l) for l in open(os.path.join(folder, "runs.jsonl")) if l.strip()]
     groups = {}
@@ -86,86 +139,56 @@ def main(folder, fsdp2=False):
         fsdp2_report(folder, rows, runs)
         return
 
-    def fmt(v, spec):
-        return spec % v if isinstance(v, (int, float)) else "–"
-
     lines = ["| link | config | ms/step (runs: min–max) | step median (p10–p90) | speedup vs fp32 | wire MB/rank/step | "
              "vs fp32 | tagc ring MB | in reducer ms | codec / link / wait ms | exposed ms | val loss | train loss (last 3) | load |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         split = ("%.0f / %.0f / %.0f" % (r["tagc_codec_ms_per_step"], r["tagc_exchange_ms_per_step"],
                                           r["tagc_wait_ms_per_step"]) if r["tagc_codec_ms_per_step"] != "" else "–")
-        lines.append("| %s | %s | %s (%s–%s) | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["link"], r["config"], fmt(r["ms_per_step"], "%.0f"), fmt(r["ms_min_run"], "%.0f"),
-            fmt(r["ms_max_run"], "%.0f"), fmt(r["ms_step_median"], "%.0f"), fmt(r["ms_step_p10"], "%.0f"),
-            fmt(r["ms_step_p90"], "%.0f"), fmt(r.get("speedup_vs_fp32"), "%.2fx"),
+        lines.append(table_row(step_cells(r) + [
+            fmt(r.get("speedup_vs_fp32"), "%.2fx"),
             fmt(r["wire_MB_per_rank_step"], "%.2f"), fmt(r.get("wire_bytes_vs_fp32"), "%.3f"),
             fmt(r["tagc_ring_MB_per_step"], "%.2f"), fmt(r["tagc_reduce_ms_per_step"], "%.0f"), split, fmt(r["exposed_ms_per_step"], "%.0f"),
-            fmt(r["val_loss"], "%.3f"), fmt(r["train_loss_last3"], "%.3f"), fmt(r["load_avg"], "%.1f")))
+            fmt(r["val_loss"], "%.3f"), fmt(r["train_loss_last3"], "%.3f"), fmt(r["load_avg"], "%.1f")]))
     anchor = os.path.join(folder, "anchor.json")
     if os.path.exists(anchor):
         a = json.load(open(anchor))
         lines += ["", "Single-process step (forward + backward + AdamW), GPT-2 d2, B=%d T=%d, %d thread(s):" % (a["B"], a["T"], a["threads"]), ""]
         for name, v in a["results"].items():
             lines.append("- %s: median %.0f ms (runs: %s)" % (name, st.median(v), ", ".join("%.0f" % x for x in v)))
-    with open(os.path.join(folder, "table.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_table(folder, lines)
 
     # Plots (gnuplot): ms/step per configuration for each link, and val loss vs wire bytes.
     for rate in sorted({r["link"] for r in rows}):
         sel = [r for r in rows if r["link"] == rate]
-        dat = os.path.join(folder, "ms_%s.dat" % rate)
-        with open(dat, "w") as f:
-            for i, r in enumerate(sel):
-                f.write('%d "%s" %.1f %.1f %.1f %.4f %.3f\n' % (i, r["config"], r["ms_per_step"], r["ms_min_run"],
-                                                                r["ms_max_run"], r["val_loss"], r["wire_MB_per_rank_step"]))
+        dat = write_ms_bars(folder, rate, sel, extra=(("val_loss", "%.4f"), ("wire_MB_per_rank_step", "%.3f")))
         png = os.path.join(folder, "ms_per_step_%s.png" % rate)
         script = f"""set terminal pngcairo size 900,420
 set output '{png}'
 set title 'GPT-2 d2, 2 DDP ranks over gloo, link {rate}: ms per step (bars: min-max of runs)'
-set style fill solid 0.6
-set boxwidth 0.6
-set ylabel 'ms / step'
-set yrange [0:*]
-set xtics rotate by -30
-plot '{dat}' using 1:3:xtic(2) with boxes notitle, '' using 1:3:4:5 with yerrorbars lc rgb 'black' notitle
-"""
-        try:
-            subprocess.run(["gnuplot"], input=script.encode(), check=True)
-        except (OSError, subprocess.CalledProcessError) as e:
-            print("summarize: gnuplot failed (%s); PNG not written" % e, file=sys.stderr)
+""" + MS_BARS.format(dat=dat)
+        gnuplot(script)
 
 
 def fsdp2_report(folder, rows, runs):
     """table.md and the plots for the FSDP2 side by side (fsdp2_run.sh)."""
-    def fmt(v, spec):
-        return spec % v if isinstance(v, (int, float)) else "–"
-
     lines = ["| link | config | ms/step (runs: min–max) | step median (p10–p90) | fwd / bwd / opt ms | speedup vs fp32 / bf16 | "
              "wire MB/rank/step | gradient MB (ring) | vs bf16 | all-gather MB (ring) | val loss | vs bf16 | "
              "train loss (last 3) | load |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         phases = " / ".join(fmt(r.get("%s_ms_per_step" % k), "%.0f") for k in ("forward", "backward", "optimizer"))
-        lines.append("| %s | %s | %s (%s–%s) | %s (%s–%s) | %s | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["link"], r["config"], fmt(r["ms_per_step"], "%.0f"), fmt(r["ms_min_run"], "%.0f"),
-            fmt(r["ms_max_run"], "%.0f"), fmt(r["ms_step_median"], "%.0f"), fmt(r["ms_step_p10"], "%.0f"),
-            fmt(r["ms_step_p90"], "%.0f"), phases, fmt(r.get("speedup_vs_fp32"), "%.2fx"), fmt(r.get("speedup_vs_bf16"), "%.2fx"),
+        lines.append(table_row(step_cells(r) + [
+            phases, fmt(r.get("speedup_vs_fp32"), "%.2fx") + " / " + fmt(r.get("speedup_vs_bf16"), "%.2fx"),
             fmt(r["wire_MB_per_rank_step"], "%.2f"), fmt(r.get("grad_MB_per_rank_step"), "%.2f"),
             fmt(r.get("grad_bytes_vs_bf16"), "%.3f"), fmt(r.get("allgather_MB_per_rank_step"), "%.2f"),
             fmt(r["val_loss"], "%.4f"), fmt(100 * r["val_loss_vs_bf16"] if "val_loss_vs_bf16" in r else None, "%+.2f %%"),
-            fmt(r["train_loss_last3"], "%.3f"), fmt(r["load_avg"], "%.1f")))
-    with open(os.path.join(folder, "table.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+            fmt(r["train_loss_last3"], "%.3f"), fmt(r["load_avg"], "%.1f")]))
+    write_table(folder, lines)
     # One figure per link: ms per step (bars) and the train loss, 25-step moving mean, per step.
     for rate in sorted({r["link"] for r in rows}):
         sel = [r for r in rows if r["link"] == rate]
-        bars = os.path.join(folder, "ms_%s.dat" % rate)
-        with open(bars, "w") as f:
-            for i, r in enumerate(sel):
-                f.write('%d "%s" %.1f %.1f %.1f\n' % (i, r["config"], r["ms_per_step"], r["ms_min_run"], r["ms_max_run"]))
+        bars = write_ms_bars(folder, rate, sel)
         curves = []
         for r in sel:
             run = next(x for x in runs if x["rate"] == rate and x["config"] == r["config"])
@@ -180,23 +203,14 @@ def fsdp2_report(folder, rows, runs):
         script = f"""set terminal pngcairo size 1200,440
 set output '{png}'
 set multiplot layout 1,2 title 'GPT-2 on FSDP2 over gloo, {rate}'
-set style fill solid 0.6
-set boxwidth 0.6
-set ylabel 'ms / step'
-set yrange [0:*]
-set xtics rotate by -30
-plot '{bars}' using 1:3:xtic(2) with boxes notitle, '' using 1:3:4:5 with yerrorbars lc rgb 'black' notitle
-set xtics norotate
+""" + MS_BARS.format(dat=bars) + f"""set xtics norotate
 set yrange [*:*]
 set xlabel 'step'
 set ylabel 'train loss (25-step mean)'
 plot {", ".join(curves)}
 unset multiplot
 """
-        try:
-            subprocess.run(["gnuplot"], input=script.encode(), check=True)
-        except (OSError, subprocess.CalledProcessError) as e:
-            print("summarize: gnuplot failed (%s); PNG not written" % e, file=sys.stderr)
+        gnuplot(script)
 
 
 if __name__ == "__main__":

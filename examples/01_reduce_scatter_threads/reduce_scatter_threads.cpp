@@ -18,6 +18,8 @@
 //     after), exactly up to float sums whenever peeling resolved everything; it exits
 //     1 otherwise. The same program is the consumer of the install test (ctest
 //     tagc_install_consumer), built out of tree against find_package(tagc).
+//   - The test gradients and the comparison with the dense mean are the numbered
+//     examples' shared scaffolding, examples/common/gradient_check.hpp.
 //
 // Usage
 //   cmake --build build --target tagc_example_01
@@ -25,25 +27,15 @@
 //   Out of tree: cmake -S examples/01_reduce_scatter_threads -B b -DCMAKE_PREFIX_PATH=<tagc install prefix>
 #include <tagc/tagc.hpp>
 
-#include <algorithm>
-#include <cmath>
+#include "../common/gradient_check.hpp"  // example::gradient, compare_to_mean, report_rank_errors
+
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 using Reducer = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<4>, tagc::SketchPolicy<10>, tagc::DecodePolicy<>>;
-
-// A gradient-like vector: heavy-tailed, different on every rank and step.
-static std::vector<float> gradient(std::size_t n, int rank, int step) {
-  std::mt19937 rng(1000u * unsigned(rank) + unsigned(step));
-  std::student_t_distribution<float> t(3.0f);
-  std::vector<float> g(n);
-  for (auto& x : g) x = 1e-3f * t(rng);
-  return g;
-}
 
 int main(int argc, char** argv) {
   const int ranks = argc > 1 ? std::atoi(argv[1]) : 4;
@@ -67,7 +59,7 @@ int main(int argc, char** argv) {
     }
     std::vector<float> shard(reducer.output_size()), dense(reducer.output_size());
     for (int step = 0; step < steps; ++step) {
-      const std::vector<float> g = gradient(n, comm.rank(), step);
+      const std::vector<float> g = example::gradient(n, comm.rank(), step);
       const std::vector<float> before = reducer.residual_to_host();
       tagc::reduce_stats stats;
       if (auto s = reducer.reduce_scatter(comm, g, shard, &stats); !s.ok()) {
@@ -82,30 +74,21 @@ int main(int argc, char** argv) {
         error = s.what();
         return;
       }
-      double err = 0, ref = 0;
-      for (std::size_t i = 0; i < shard.size(); ++i) {
-        err = std::max(err, std::abs(double(dense[i]) / comm.size() - shard[i]));
-        ref = std::max(ref, std::abs(double(dense[i]) / comm.size()));
-      }
+      const example::mean_error e = example::compare_to_mean(shard, dense, comm.size());
       if (comm.rank() == 0)
         std::printf("step %d rank 0: sparsity %.4f, load %.2f, peeled %zu/%zu, %.0f bytes sent (dense fp32: %.0f), "
                     "max |shard - dense mean of sent| = %.2g (max %.2g)\n",
                     step, stats.sparsity, stats.load, stats.peeled, stats.support, stats.total_bytes(),
                     tagc::ring_bytes_sent(tagc::collective::reduce_scatter, 4.0 * double(sent.size()), comm.size()),
-                    err, ref);
-      if (stats.unresolved == 0 && err > 1e-5 * ref) {
+                    e.err, e.ref);
+      if (stats.unresolved == 0 && !e.exact()) {
         error = "step " + std::to_string(step) + ": shard differs from the dense mean of what was sent by " +
-                std::to_string(err);
+                std::to_string(e.err);
         return;
       }
     }
   });
-  int rc = 0;
-  for (int r = 0; r < ranks; ++r)
-    if (!errors[std::size_t(r)].empty()) {
-      std::fprintf(stderr, "rank %d: %s\n", r, errors[std::size_t(r)].c_str());
-      rc = 1;
-    }
+  const int rc = example::report_rank_errors(errors);
   if (rc == 0) std::printf("ok: %d ranks, %zu elements, %d steps\n", ranks, n, steps);
   return rc;
 }

@@ -22,7 +22,7 @@
 //     (length, world, rank, sum or mean) is tagc::reducer_arguments', passed to
 //     initialize().
 //   - As in example 01, the program checks that every rank received the dense mean
-//     of what the ranks sent, and exits 1 if not.
+//     of what the ranks sent, and exits 1 if not (examples/common/gradient_check.hpp).
 //
 // Usage
 //   cmake --build build --target tagc_example_02
@@ -33,11 +33,10 @@
 
 #include <mpi.h>
 
-#include <algorithm>
-#include <cmath>
+#include "../common/gradient_check.hpp"  // example::gradient, compare_to_mean
+
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,14 +51,6 @@ using example_reducers = tagc::reducer_list<
     tagc::Reducer<tagc::SparsifyPolicy, tagc::ExactIndexPolicy, tagc::PackedPolicy>,       // exact values, no sketch
     tagc::PlainReducer<float>>;                                                            // the uncompressed baseline
 TAGC_REDUCER_CATALOGUE(example_catalogue, tagc::exec::host, Comm, example_reducers)
-
-static std::vector<float> gradient(std::size_t n, int rank, int step) {
-  std::mt19937 rng(1000u * unsigned(rank) + unsigned(step));
-  std::student_t_distribution<float> t(3.0f);
-  std::vector<float> g(n);
-  for (auto& x : g) x = 1e-3f * t(rng);
-  return g;
-}
 
 static tagc::status run(Comm& comm, const std::string& text, std::size_t n) {
   tagc::reducer_description description;
@@ -76,7 +67,7 @@ static tagc::status run(Comm& comm, const std::string& text, std::size_t n) {
 
   std::vector<float> shard(reducer.output_size()), dense(reducer.output_size());
   for (int step = 0; step < 3; ++step) {
-    const std::vector<float> g = gradient(n, comm.rank(), step);
+    const std::vector<float> g = example::gradient(n, comm.rank(), step);
     std::vector<float> before = reducer.residual_to_host();  // empty for the plain reducer
     tagc::reduce_stats stats;
     TAGC_TRY(reducer.reduce_scatter(comm, g, shard, &stats));
@@ -84,17 +75,13 @@ static tagc::status run(Comm& comm, const std::string& text, std::size_t n) {
     std::vector<float> sent(shard.size() * std::size_t(comm.size()), 0.0f);
     for (std::size_t i = 0; i < n; ++i) sent[i] = g[i] + (after.empty() ? 0.0f : before[i] - after[i]);
     TAGC_TRY(comm.reduce_scatter(std::span<const float>(sent), std::span<float>(dense)));
-    double err = 0, ref = 0;
-    for (std::size_t i = 0; i < shard.size(); ++i) {
-      err = std::max(err, std::abs(double(dense[i]) / comm.size() - shard[i]));
-      ref = std::max(ref, std::abs(double(dense[i]) / comm.size()));
-    }
+    const example::mean_error e = example::compare_to_mean(shard, dense, comm.size());
     if (comm.rank() == 0)
       std::printf("step %d rank 0: sparsity %.4f, %.0f bytes sent, max |shard - dense mean of sent| = %.2g (max %.2g)\n",
-                  step, stats.sparsity, stats.total_bytes(), err, ref);
-    if (stats.unresolved == 0 && err > 1e-5 * ref)
+                  step, stats.sparsity, stats.total_bytes(), e.err, e.ref);
+    if (stats.unresolved == 0 && !e.exact())
       return {tagc::errc::internal, "rank " + std::to_string(comm.rank()) + " step " + std::to_string(step) +
-                                        ": shard differs from the dense mean of what was sent by " + std::to_string(err)};
+                                        ": shard differs from the dense mean of what was sent by " + std::to_string(e.err)};
   }
   return {};
 }

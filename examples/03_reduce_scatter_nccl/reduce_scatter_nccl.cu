@@ -11,7 +11,8 @@
 //     compute stream is the same s (set_compute_stream), so every collective is
 //     ordered after the kernels before it and before those after it; no host sync.
 //   - The check is the other examples': each rank's shard equals the dense mean of
-//     what the ranks sent (sent = gradient + residual before - residual after).
+//     what the ranks sent (sent = gradient + residual before - residual after;
+//     examples/common/gradient_check.hpp).
 //   - Without a CUDA device it prints why and exits 77, which ctest reports as
 //     skipped (never as passed). CI compiles it with nvcc (scripts/test.sh stage 4)
 //     but has no GPU to run it on.
@@ -25,11 +26,11 @@
 #include <tagc/comm/nccl.hpp>
 #include <tagc/exec/cuda.hpp>
 
+#include "../common/gradient_check.hpp"  // example::gradient, compare_to_mean, report_rank_errors
+
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <span>
 #include <string>
 #include <thread>
@@ -37,14 +38,6 @@
 
 template <class Exec>
 using Reducer = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<4>, tagc::SketchPolicy<10>, tagc::DecodePolicy<>, Exec>;
-
-static std::vector<float> gradient(std::size_t n, int rank, int step) {
-  std::mt19937 rng(1000u * unsigned(rank) + unsigned(step));
-  std::student_t_distribution<float> t(3.0f);
-  std::vector<float> g(n);
-  for (auto& x : g) x = 1e-3f * t(rng);
-  return g;
-}
 
 static tagc::status run_rank(const tagc::nccl_id& id, int world, int rank, std::size_t n, int steps) {
   auto comm = tagc::nccl_communicator::create(id, world, rank, {.device = rank});
@@ -62,7 +55,7 @@ static tagc::status run_rank(const tagc::nccl_id& id, int world, int rank, std::
     auto raw = [](auto& v) { return thrust::raw_pointer_cast(v.data()); };
     std::vector<float> h_shard(S), h_dense(S), h_sent(S * std::size_t(world), 0.0f);
     for (int step = 0; step < steps; ++step) {
-      const std::vector<float> g = gradient(n, rank, step);
+      const std::vector<float> g = example::gradient(n, rank, step);
       const std::vector<float> before = reducer.residual_to_host();
       TAGC_TRY(space.copy_from_host(g.data(), raw(grad), n));
       tagc::reduce_stats stats;
@@ -74,17 +67,13 @@ static tagc::status run_rank(const tagc::nccl_id& id, int world, int rank, std::
       TAGC_TRY(comm->reduce_scatter(std::span<const float>(raw(sent), h_sent.size()), std::span<float>(raw(dense), S)));
       TAGC_TRY(space.copy_to_host(raw(shard), h_shard.data(), S));
       TAGC_TRY(space.copy_to_host(raw(dense), h_dense.data(), S));
-      double err = 0, ref = 0;
-      for (std::size_t i = 0; i < S; ++i) {
-        err = std::max(err, std::abs(double(h_dense[i]) / world - h_shard[i]));
-        ref = std::max(ref, std::abs(double(h_dense[i]) / world));
-      }
+      const example::mean_error e = example::compare_to_mean(h_shard, h_dense, world);
       if (rank == 0)
         std::printf("step %d rank 0: sparsity %.4f, %.0f bytes sent, max |shard - dense mean of sent| = %.2g (max %.2g)\n",
-                    step, stats.sparsity, stats.total_bytes(), err, ref);
-      if (stats.unresolved == 0 && err > 1e-5 * ref)
+                    step, stats.sparsity, stats.total_bytes(), e.err, e.ref);
+      if (stats.unresolved == 0 && !e.exact())
         return {tagc::errc::internal, "step " + std::to_string(step) + ": shard differs from the dense mean by " +
-                                          std::to_string(err)};
+                                          std::to_string(e.err)};
     }
     return comm->finalize();
   };
@@ -117,12 +106,7 @@ int main(int argc, char** argv) {
       if (const tagc::status s = run_rank(*id, world, r, n, steps); !s.ok()) errors[std::size_t(r)] = s.what();
     });
   for (auto& t : threads) t.join();
-  int rc = 0;
-  for (int r = 0; r < world; ++r)
-    if (!errors[std::size_t(r)].empty()) {
-      std::fprintf(stderr, "rank %d: %s\n", r, errors[std::size_t(r)].c_str());
-      rc = 1;
-    }
+  const int rc = example::report_rank_errors(errors);
   if (rc == 0) std::printf("ok: %d GPU rank(s), %zu elements, %d steps\n", world, n, steps);
   return rc;
 }

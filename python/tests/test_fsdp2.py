@@ -5,11 +5,10 @@ Runs in scripts/torch_root.sh's root (torch 2.14; ctest tagc_python_fsdp2). The 
 two_ranks.py: both ranks run every case in one spawn, the parent checks what they saw;
 a case that raises on a rank fails, as does a rank that does not finish in time.
 
-The model: an embedding in the root unit, two linears of equal size and a head, each
-linear fully_shard'ed on its own (four FSDP units, two of equal size).
+The model (four_units.py): an embedding in the root unit, two linears of equal size and a
+head, each linear fully_shard'ed on its own (four FSDP units, two of equal size).
 Run: PYTHONPATH=<build>/python USE_LIBUV=0 python3 python/tests/test_fsdp2.py
 """
-import math
 import os
 import sys
 
@@ -19,30 +18,11 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 import tagc.torch as tt
-from two_ranks import WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn
+from four_units import EMB, Net, batch
+from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, run_resumable,
+                       spawn)
 
-VOCAB = 4096
-EMB = VOCAB * 128
 UNITS = ["", "body1", "body2", "head"]  # the FSDPModules' qualified names ("" is the root)
-
-
-class Net(nn.Module):
-    def __init__(self, vocab=VOCAB, dim=128):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, dim)    # root unit: EMB elements
-        self.body1 = nn.Linear(dim, dim)       # 16512
-        self.body2 = nn.Linear(dim, dim)       # 16512: same size as body1
-        self.head = nn.Linear(dim, 10)         # 1290
-
-    def forward(self, x):
-        h = self.emb(x).mean(1)
-        return self.head(torch.tanh(self.body2(torch.tanh(self.body1(h)))))
-
-
-def batch(rank, step, vocab=VOCAB, size=32):
-    g = torch.Generator().manual_seed(1000 * step + 17 * rank + 3)
-    x = torch.randint(0, vocab, (size, 8), generator=g)
-    return x, x[:, 0] % 10  # learnable: the class is a function of the first token
 
 
 def make(state=None, seed=0):
@@ -74,9 +54,14 @@ def step(model, opt, rank, i, micro=1):
     return loss.item()
 
 
+def shards(model):
+    """This rank's parameter shards (what the optimizer updates), as views to write through."""
+    return [p.to_local().detach() for p in model.parameters()]
+
+
 def local(model):
-    """This rank's parameter shards (what the optimizer updates)."""
-    return [p.to_local().detach().clone() for p in model.parameters()]
+    """A copy of this rank's parameter shards."""
+    return [p.clone() for p in shards(model)]
 
 
 def packed(model):
@@ -129,38 +114,25 @@ def case_sketch(rank, out):
     out["sketch_reported"] = s.bytes_sent
 
 
-def run_resumable(rank, steps, save_after=None, load=None):
-    model, opt, s = make(lambda m: tt.TagcState(module=m))
-    first = 0
-    if load is not None:
-        for p, saved in zip(model.parameters(), load["model"]):
-            p.to_local().detach().copy_(saved)
-        opt.load_state_dict(load["opt"])
-        if load["tagc"] is not None:
-            s.load_state_dict(load["tagc"])
-        first = load["step"]
-    for i in range(first, steps):
-        step(model, opt, rank, i)
-        if save_after is not None and i + 1 == save_after:
-            return local(model), {"model": local(model), "opt": opt.state_dict(), "tagc": s.state_dict(),
-                                  "step": i + 1}
-    return local(model), None
+def resumable(rank, steps, save_after=None, load=None):
+    """two_ranks.run_resumable on a fresh model with the default TagcState."""
+    return run_resumable(*make(lambda m: tt.TagcState(module=m)), shards, step, rank, steps, save_after, load)
 
 
 def case_save_resume(rank, out, scratch):
     """Sketch configuration (the residuals matter): save after 3 steps; a new model,
     fully_shard'ed again, and a new TagcState load it and run to 6: equal to 6
     uninterrupted steps bit for bit, and not equal without tagc's state."""
-    whole, _ = run_resumable(rank, 6)
-    _, ckpt = run_resumable(rank, 6, save_after=3)
+    whole, _ = resumable(rank, 6)
+    _, ckpt = resumable(rank, 6, save_after=3)
     path = os.path.join(scratch, "fsdp2_ckpt%d.pt" % rank)
     torch.save(ckpt, path)
-    resumed, _ = run_resumable(rank, 6, load=torch.load(path, weights_only=False))
+    resumed, _ = resumable(rank, 6, load=torch.load(path, weights_only=False))
     out["resume_equal"] = same(whole, resumed)
     out["resume_maxdiff"] = maxdiff(whole, resumed)
     out["resume_units"] = sorted(k for k in ckpt["tagc"]["residuals"])
     out["resume_residual_norm"] = sum(v.norm().item() for v in ckpt["tagc"]["residuals"].values())
-    without, _ = run_resumable(rank, 6, load=dict(ckpt, tagc=None))
+    without, _ = resumable(rank, 6, load=dict(ckpt, tagc=None))
     out["resume_without_tagc_differs"] = not same(whole, without)
 
 
@@ -211,8 +183,8 @@ def case_dcp_resume(rank, out, scratch):
 def case_foreign_state(rank, out):
     """A state from another run on one rank, or of another configuration on one rank: every
     rank raises (never one rank alone, which would leave the other waiting)."""
-    _, a = run_resumable(rank, 2, save_after=1)
-    _, b = run_resumable(rank, 2, save_after=1)  # a second run: another run id
+    _, a = resumable(rank, 2, save_after=1)
+    _, b = resumable(rank, 2, save_after=1)  # a second run: another run id
     for what, mine in (("run", a["tagc"] if rank == 0 else b["tagc"]),
                        ("config", a["tagc"] if rank == 0 else dict(b["tagc"], config=dict(b["tagc"]["config"], ratio=4)))):
         model, opt, s = make(lambda m: tt.TagcState(module=m))

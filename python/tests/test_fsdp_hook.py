@@ -6,8 +6,8 @@ The harness (two_ranks.py) is test_ddp_hook.py's:
 both ranks run every case in one spawn, the parent checks what they saw; a case that
 raises on a rank fails, as does a rank that does not finish in time (no hang passes).
 
-The model has four FSDP units (ModuleWrapPolicy on nn.Linear, the embedding in the
-root), two of them of equal size: the hook must keep their residuals apart.
+The model (four_units.py) has four FSDP units (ModuleWrapPolicy on nn.Linear, the embedding
+in the root), two of them of equal size: the hook must keep their residuals apart.
 Run: PYTHONPATH=<build>/python python3 python/tests/test_fsdp_hook.py
 """
 import math
@@ -21,36 +21,12 @@ from torch.distributed.fsdp import ShardingStrategy
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
 import tagc.torch as tt
-from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, spawn,
-                       train_step)
+from four_units import EMB, Net, batch
+from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, run_resumable,
+                       spawn, train_step)
 
-# The embedding (the root unit) is 4096 x 128 = 524288 elements: large enough that the
-# sketch's row granularity (3 partitions x 1024 lanes) does not dominate its size. At
-# 128000 elements a 64000-element shard rounds up to 9216 cells (1.44x the nominal
-# 6400) and the unit sends 1/4.8 of fp32, not 1/5: a layout fact, checked exactly below.
-VOCAB = 4096
-EMB = VOCAB * 128
 STRATEGIES = {"FULL_SHARD": ShardingStrategy.FULL_SHARD, "SHARD_GRAD_OP": ShardingStrategy.SHARD_GRAD_OP,
               "NO_SHARD": ShardingStrategy.NO_SHARD}
-
-
-class Net(nn.Module):
-    def __init__(self, vocab=VOCAB, dim=128):
-        super().__init__()
-        self.emb = nn.Embedding(vocab, dim)    # root unit: EMB elements
-        self.body1 = nn.Linear(dim, dim)       # 16512
-        self.body2 = nn.Linear(dim, dim)       # 16512: same size as body1
-        self.head = nn.Linear(dim, 10)         # 1290
-
-    def forward(self, x):
-        h = self.emb(x).mean(1)
-        return self.head(torch.tanh(self.body2(torch.tanh(self.body1(h)))))
-
-
-def batch(rank, step, vocab=VOCAB):
-    g = torch.Generator().manual_seed(1000 * step + 17 * rank + 3)
-    x = torch.randint(0, vocab, (32, 8), generator=g)
-    return x, x[:, 0] % 10  # learnable: the class is a function of the first token
 
 
 def make(strategy="FULL_SHARD", state=None, seed=0, record=None):
@@ -75,9 +51,14 @@ def step(fsdp, opt, rank, i):
     return train_step(fsdp, opt, *batch(rank, i))
 
 
+def shards(fsdp):
+    """This rank's flat parameter shards (what the optimizer updates), as views to write through."""
+    return [p.detach() for p in fsdp.parameters()]
+
+
 def local(fsdp):
-    """This rank's flat parameter shards (what the optimizer updates)."""
-    return [p.detach().clone() for p in fsdp.parameters()]
+    """A copy of this rank's flat parameter shards."""
+    return [p.clone() for p in shards(fsdp)]
 
 
 def packed(fsdp):
@@ -130,40 +111,29 @@ def case_sketch(rank, out):
     out["sketch_reduce_calls"] = s.calls
 
 
-def run_resumable(rank, steps, save_after=None, load=None):
-    fsdp, opt, s = make("FULL_SHARD", lambda m: tt.TagcState(module=m))
-    first = 0
-    if load is not None:
-        for p, saved in zip(fsdp.parameters(), load["model"]):
-            p.data.copy_(saved)
-        opt.load_state_dict(load["opt"])
-        if load["tagc"] is not None:
-            s.load_state_dict(load["tagc"])
-        first = load["step"]
-    for i in range(first, steps):
-        step(fsdp, opt, rank, i)
-        if save_after is not None and i + 1 == save_after:
-            return local(fsdp), {"model": local(fsdp), "opt": opt.state_dict(), "tagc": s.state_dict(), "step": i + 1}
-    return local(fsdp), None
+def resumable(rank, steps, save_after=None, load=None):
+    """two_ranks.run_resumable on a fresh FULL_SHARD model with the default TagcState."""
+    return run_resumable(*make("FULL_SHARD", lambda m: tt.TagcState(module=m)), shards, step, rank, steps,
+                         save_after, load)
 
 
 def case_save_resume(rank, out, scratch):
     """Sketch configuration (residuals matter): save after 3 steps, resume in a new model
     and a new TagcState, run to 6: equals 6 uninterrupted steps bit for bit."""
-    whole, _ = run_resumable(rank, 6)
-    _, ckpt = run_resumable(rank, 6, save_after=3)
+    whole, _ = resumable(rank, 6)
+    _, ckpt = resumable(rank, 6, save_after=3)
     path = os.path.join(scratch, "fsdp_ckpt%d.pt" % rank)
     torch.save(ckpt, path)
-    resumed, _ = run_resumable(rank, 6, load=torch.load(path, weights_only=False))
+    resumed, _ = resumable(rank, 6, load=torch.load(path, weights_only=False))
     out["resume_equal"] = all(torch.equal(a, b) for a, b in zip(whole, resumed))
     out["resume_maxdiff"] = max((a - b).abs().max().item() for a, b in zip(whole, resumed))
     out["resume_residual_norm"] = sum(v.norm().item() for v in ckpt["tagc"]["residuals"].values())
     # Without the tagc state the resumed run differs: the residuals are what is tested.
-    without, _ = run_resumable(rank, 6, load=dict(ckpt, tagc=None))
+    without, _ = resumable(rank, 6, load=dict(ckpt, tagc=None))
     out["resume_without_tagc_differs"] = not all(torch.equal(a, b) for a, b in zip(whole, without))
     # A checkpoint of another model is refused.
     try:
-        run_resumable(rank, 6, load=dict(ckpt, tagc=tt.TagcState(module=nn.Linear(1, 1)).state_dict()))
+        resumable(rank, 6, load=dict(ckpt, tagc=tt.TagcState(module=nn.Linear(1, 1)).state_dict()))
         out["resume_other_refused"] = ""
     except RuntimeError as e:
         out["resume_other_refused"] = str(e)

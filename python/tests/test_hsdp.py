@@ -13,7 +13,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 import tagc.torch as tt
-from test_fsdp2 import Net, batch, local, maxdiff, same, step
+from four_units import Net, batch
+from test_fsdp2 import local, maxdiff, same, step
 from two_ranks import backward_error_with_nan, check, check_same_error, finish, run_cases, spawn
 
 WORLD = 4

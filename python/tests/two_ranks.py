@@ -1,4 +1,4 @@
-"""The harness the 2-process hook tests share (test_ddp_hook.py, test_fsdp_hook.py).
+"""The harness the multi-process hook tests share (test_ddp_hook.py, test_fsdp_hook.py, test_fsdp2.py, test_hsdp.py).
 
 Both ranks run every case in one spawn (importing torch costs seconds) and write what
 they saw to a scratch directory; the parent checks it with PASS/FAIL lines. A case
@@ -39,6 +39,28 @@ def train_step(model, opt, x, y):
     loss.backward()
     opt.step()
     return loss.item()
+
+
+def run_resumable(model, opt, state, shards, step, rank, steps, save_after=None, load=None):
+    """Steps first..steps-1 of a run that can stop and resume, step(model, opt, rank, i) each:
+    first is 0, or load["step"] after this rank's parameter shards (shards(model): the
+    tensors the optimizer updates, written in place), the optimizer and the tagc state
+    (left as made where load["tagc"] is None) are restored from `load`. Returns copies of the
+    shards and None, or with save_after, the copies and the checkpoint after that step."""
+    first = 0
+    if load is not None:
+        for p, saved in zip(shards(model), load["model"]):
+            p.copy_(saved)
+        opt.load_state_dict(load["opt"])
+        if load["tagc"] is not None:
+            state.load_state_dict(load["tagc"])
+        first = load["step"]
+    copies = lambda: [p.clone() for p in shards(model)]
+    for i in range(first, steps):
+        step(model, opt, rank, i)
+        if save_after is not None and i + 1 == save_after:
+            return copies(), {"model": copies(), "opt": opt.state_dict(), "tagc": state.state_dict(), "step": i + 1}
+    return copies(), None
 
 
 def backward_error_with_nan(model, rank, x, y):

@@ -62,6 +62,23 @@ mpmd() {
 losses() {
   grep '"type":"step"' "$1" | sed -E 's/.*"loss":([^,}]*).*"step":([0-9]+).*/\2 \1/' | awk -v f="$2" '$1 >= f'
 }
+# same_losses LOG FROM WHAT: ok WHAT when LOG has losses from step FROM on and they equal
+# the uninterrupted run's ($work/ref.log) bit for bit; else a failure showing both.
+same_losses() {
+  local got want
+  got="$(losses "$1" "$2")" want="$(losses "$work/ref.log" "$2")"
+  if [[ -n $got && $got == "$want" ]]; then ok "$3"
+  else bad "$3: losses differ: $(tr '\n' ' ' <<<"$got") vs $(tr '\n' ' ' <<<"$want")"; fi
+}
+# find_ranks LOG: the pids of this run's rank processes, into the array `ranks` (found by
+# LOG, a path unique to this test, in their command line).
+find_ranks() {
+  ranks=()
+  local p
+  for p in $(pgrep -x "$(basename "$exe" | cut -c1-15)"); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$1" && ranks+=("$p")
+  done
+}
 expect_in() {  # FILE PATTERN WHAT
   if grep -q -- "$2" "$1"; then ok "$3"; else bad "$3: /$2/ not in output:"; tail -n 20 "$1"; fi
 }
@@ -82,9 +99,7 @@ kill)
   run2 "$work/b.out" --steps 6 --checkpoint-dir "$work/ck" --checkpoint-every 2 --resume "$work/ck" \
     --log "$work/b.log" || { bad "resume after the kill"; cat "$work/b.out"; }
   expect_in "$work/b.out" "resumed at step 2" "resumed from the last complete step"
-  if [[ "$(losses "$work/b.log" 3)" == "$(losses "$work/ref.log" 3)" && -n "$(losses "$work/b.log" 3)" ]]; then
-    ok "losses of steps 3-6 equal the uninterrupted run's, bit for bit"
-  else bad "losses differ: $(losses "$work/b.log" 3 | tr '\n' ' ') vs $(losses "$work/ref.log" 3 | tr '\n' ' ')"; fi
+  same_losses "$work/b.log" 3 "losses of steps 3-6 equal the uninterrupted run's, bit for bit"
   ;;
 damage)
   run2 "$work/ref.out" --steps 6 --log "$work/ref.log" || bad "reference run"
@@ -96,18 +111,14 @@ damage)
   expect_in "$work/b.out" "step_00000004/rank1.ckpt.*checksum" "the damaged file is named"
   expect_in "$work/b.out" "falling back to the previous complete step" "fallback announced"
   expect_in "$work/b.out" "resumed at step 2" "resumed at step 2"
-  if [[ "$(losses "$work/b.log" 3)" == "$(losses "$work/ref.log" 3)" && -n "$(losses "$work/b.log" 3)" ]]; then
-    ok "after the fallback, losses of steps 3-6 equal the uninterrupted run's, bit for bit"
-  else bad "losses differ: $(losses "$work/b.log" 3 | tr '\n' ' ') vs $(losses "$work/ref.log" 3 | tr '\n' ' ')"; fi
+  same_losses "$work/b.log" 3 "after the fallback, losses of steps 3-6 equal the uninterrupted run's, bit for bit"
   # a missing file: the newest step is now 6 (written by the resumed run)
   rm -f "$work/ck/step_00000006/rank0.ckpt"
   run2 "$work/c.out" --steps 6 --checkpoint-dir "$work/ck" --checkpoint-every 2 --resume "$work/ck" \
     --log "$work/c.log" || { bad "resume with a missing file"; cat "$work/c.out"; }
   expect_in "$work/c.out" "step_00000006/rank0.ckpt is missing" "the missing file is named"
   expect_in "$work/c.out" "resumed at step 4" "resumed at step 4"
-  if [[ "$(losses "$work/c.log" 5)" == "$(losses "$work/ref.log" 5)" && -n "$(losses "$work/c.log" 5)" ]]; then
-    ok "losses of steps 5-6 equal the uninterrupted run's"
-  else bad "losses differ after the second fallback"; fi
+  same_losses "$work/c.log" 5 "losses of steps 5-6 equal the uninterrupted run's"
   ls "$work/ck" | grep -q "^step_00000002$" && bad "more than --keep-checkpoints 2 steps kept" \
     || ok "step 2 pruned (keep 2)"
   # the older layout (D/rank<r>.ckpt, no manifest) still loads, with a note
@@ -184,10 +195,7 @@ watchdog)
   run2 "$work/s.out" --steps 100000 --collective-timeout 3 --log "$work/stop.log" &
   launcher=$!
   for _ in $(seq 600); do grep -q '"step":2' "$work/stop.log" 2>/dev/null && break; sleep 0.2; done
-  ranks=()
-  for p in $(pgrep -x "$(basename "$exe" | cut -c1-15)"); do
-    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$work/stop.log" && ranks+=("$p")
-  done
+  find_ranks "$work/stop.log"
   if ((${#ranks[@]} != 2)); then
     bad "SIGSTOP: expected this run's 2 rank processes, found ${#ranks[@]}"
     kill "$launcher" 2>/dev/null
@@ -235,9 +243,7 @@ resave)
   run2 "$work/f.out" --steps 6 --resume "$work/ck2/step_00000004" --log "$work/f.log" \
     || { bad "resume after the killed re-save"; cat "$work/f.out"; }
   expect_in "$work/f.out" "resumed at step 4" "resumed at the surviving step 4"
-  if [[ "$(losses "$work/f.log" 5)" == "$(losses "$work/ref.log" 5)" && -n "$(losses "$work/f.log" 5)" ]]; then
-    ok "after the killed re-save, losses of steps 5-6 equal the uninterrupted run's"
-  else bad "losses differ after the killed re-save"; fi
+  same_losses "$work/f.log" 5 "after the killed re-save, losses of steps 5-6 equal the uninterrupted run's"
   ;;
 tworuns)
   run2 "$work/a.out" --steps 100000 --checkpoint-dir "$work/ck" --checkpoint-every 2 --log "$work/a.log" &
@@ -253,10 +259,7 @@ tworuns)
   done
   kill -0 "$launcher" 2>/dev/null && ok "the first run is unaffected" || bad "the first run ended"
   # the first run dies without cleaning up (kill -9 of its ranks): its lock is stale
-  ranks=()
-  for p in $(pgrep -x "$(basename "$exe" | cut -c1-15)"); do
-    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$work/a.log" && ranks+=("$p")
-  done
+  find_ranks "$work/a.log"
   ((${#ranks[@]} == 2)) || bad "expected the first run's 2 rank processes, found ${#ranks[@]}"
   kill -9 "${ranks[@]}" 2>/dev/null
   wait "$launcher"
@@ -304,9 +307,7 @@ foreign)
     --log "$work/c.log" || { bad "resume with a foreign step"; cat "$work/c.out"; }
   expect_in "$work/c.out" "step_00000006 (run [0-9a-f]*) is another run's" "the foreign step is named and skipped"
   expect_in "$work/c.out" "resumed at step 4" "resumed at this run's step 4"
-  if [[ "$(losses "$work/c.log" 5)" == "$(losses "$work/ref.log" 5)" && -n "$(losses "$work/c.log" 5)" ]]; then
-    ok "losses of steps 5-8 equal this run's uninterrupted ones"
-  else bad "losses differ: the foreign step was used?"; fi
+  same_losses "$work/c.log" 5 "losses of steps 5-8 equal this run's uninterrupted ones"
   ls "$work/ck" | grep -q '^step_00000006\.run-' && ok "the foreign step is kept aside, not removed" \
     || { bad "the foreign step is gone"; ls "$work/ck"; }
   [[ -f "$work/ck/step_00000008/MANIFEST.json" ]] && ok "this run's step 8 saved" || bad "step 8 missing"
@@ -344,10 +345,7 @@ sigterm)
   run2 "$work/a.out" --steps 30 --checkpoint-dir "$work/ck" --log "$work/a.log" &
   launcher=$!
   for _ in $(seq 600); do grep -q '"step":3,' "$work/a.log" 2>/dev/null && break; sleep 0.1; done
-  ranks=()
-  for p in $(pgrep -x "$(basename "$exe" | cut -c1-15)"); do
-    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$work/a.log" && ranks+=("$p")
-  done
+  find_ranks "$work/a.log"
   ((${#ranks[@]} == 2)) || bad "expected 2 rank processes, found ${#ranks[@]}"
   kill -TERM "${ranks[1]}"  # one rank only: the ranks agree on it
   wait "$launcher"
@@ -360,18 +358,13 @@ sigterm)
     || { bad "no checkpoint of the stopped step"; ls "$work/ck"; }
   run2 "$work/b.out" --steps 30 --checkpoint-dir "$work/ck" --resume "$work/ck" --log "$work/b.log" \
     || { bad "resume after SIGTERM"; tail "$work/b.out"; }
-  if [[ "$(losses "$work/b.log" $((s + 1)))" == "$(losses "$work/ref.log" $((s + 1)))" && -n "$(losses "$work/b.log" $((s + 1)))" ]]; then
-    ok "the resumed run continues bit for bit (steps $((s + 1))-30)"
-  else bad "losses differ after the SIGTERM resume"; fi
+  same_losses "$work/b.log" $((s + 1)) "the resumed run continues bit for bit (steps $((s + 1))-30)"
   # a second signal: at once (rank 1 is held before step 3, so the first cannot finish a step)
   TAGC_GPT2_INJECT_STALL=3:1:60 run2 "$work/c.out" --steps 30 --log "$work/c.log" &
   launcher=$!
   for _ in $(seq 600); do grep -q '"step":2,' "$work/c.log" 2>/dev/null && break; sleep 0.1; done
   sleep 1
-  ranks=()
-  for p in $(pgrep -x "$(basename "$exe" | cut -c1-15)"); do
-    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$work/c.log" && ranks+=("$p")
-  done
+  find_ranks "$work/c.log"
   t0=$SECONDS
   kill -TERM "${ranks[1]}"
   sleep 0.5
