@@ -166,7 +166,7 @@ def case_dcp_resume(rank, out, scratch):
     load into a new, re-wrapped model and state, run to 6: equal to 6 uninterrupted steps
     bit for bit. A damaged tagc entry on one rank: both ranks refuse, nobody hangs."""
     path = os.path.join(scratch, "dcp_ckpt")
-    whole, _ = run_resumable(rank, 6)
+    whole, _ = resumable(rank, 6)
     run_dcp(rank, 6, path, save_after=3)
     resumed = run_dcp(rank, 6, path, load=True)
     out["dcp_equal"] = same(whole, resumed)
