@@ -26,7 +26,9 @@
 // (state_codec.hpp), theta and its schedule and adaptation (theta_controller.hpp),
 // the unit name on every status (unit_label.hpp), the two entry points with
 // their topology and communicator checks (entry_points.hpp, shared with the
-// shared-index and plain reducers), the configuration hash the agreement check
+// shared-index and plain reducers), what it keeps besides its stages (its arguments,
+// plan, theta, step count and the contract's accessors: reducer_core.hpp, shared with
+// the shared-index reducer), the configuration hash the agreement check
 // compares (config_hash.hpp), a call's statistics (call_stats.hpp) and its stage
 // times when profiling (stage_clock.hpp). Errors are returned as
 // tagc::status; whenever one is returned, the residual is as it was before the
@@ -131,9 +133,6 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   using exec_space = Exec;
   template <class T> using vector = typename Exec::template vector<T>;
 
-  static constexpr std::uint32_t state_magic = state_format::magic;  // "tagc"
-  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
-
   // The AND of the stages' (and the reducer's own: ranks, length).
   static status can_implement(const reducer_arguments& a) {
     TAGC_TRY(check_placement(a));
@@ -150,9 +149,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   }
 
   status initialize(const reducer_arguments& args, Exec exec = {}) {
-    unit_.assign(args.name);
-    if (auto s = can_implement(args); !s.ok()) return unit_(std::move(s));
-    adopt(args, default_theta, plan_for(args));
+    TAGC_TRY(adopt(args, can_implement(args), default_theta, &plan_for));
     exec_ = exec;
     const stage::reducer_plan& p = plan_;
     // The stages in order, the first refusal returned (a lambda, not `s = ...` chains:
@@ -216,6 +213,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   // reduce_scatter (ZeRO-3 / FSDP) and all_reduce (DDP): reducer/entry_points.hpp.
 
   // ---- state: the error-feedback residual ----
+  static constexpr std::uint32_t state_magic = state_format::magic;  // "tagc"
+  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
   std::vector<float> residual_to_host() const {
     if constexpr (std::is_same_v<residual_t, float>) {
       return residual_.to_host();

@@ -95,10 +95,6 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   using exec_space = Exec;
   template <class T> using vector = typename Exec::template vector<T>;
 
-  // Not the per-rank Reducer's "tagc": its states do not load here, nor these there.
-  static constexpr std::uint32_t state_magic = state_format::magic;  // "tags"
-  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
-
   static status can_implement(const reducer_arguments& a) {
     TAGC_TRY(check_placement(a));
     if (a.adapt.enabled)
@@ -110,9 +106,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   }
 
   status initialize(const reducer_arguments& args, Exec exec = {}) {
-    unit_.assign(args.name);
-    if (auto s = can_implement(args); !s.ok()) return unit_(std::move(s));
-    adopt(args, default_theta, plan_for(args));
+    TAGC_TRY(adopt(args, can_implement(args), default_theta, &plan_for));
     exec_ = exec;
     launch_ = {exec};
     const stage::reducer_plan& p = plan_;
@@ -166,6 +160,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   // reduce_scatter and all_reduce: reducer/entry_points.hpp.
 
   // ---- state: the error-feedback residual, theta and the step (which names the leader) ----
+  // Not the per-rank Reducer's "tagc": its states do not load here, nor these there.
+  static constexpr std::uint32_t state_magic = state_format::magic;  // "tags"
+  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
   std::vector<float> residual_to_host() const {
     std::vector<residual_t> h(residual_.size());
     (void)exec_.copy_to_host(detail::raw(residual_), h.data(), h.size());

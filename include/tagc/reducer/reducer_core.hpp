@@ -44,14 +44,20 @@ class reducer_core {
   std::uint64_t steps() const { return step_; }
 
  protected:
-  // After can_implement(args) accepted them: the arguments kept (without the name:
-  // a moved reducer must not view a moved string; unit_label keeps its own copy),
-  // theta started from them, and the plan the stages will be sized from.
-  void adopt(const reducer_arguments& args, double default_theta, const stage::reducer_plan& plan) {
+  // initialize's opening: the unit's name kept, then either can_implement's refusal
+  // (`implementable`, named) or the arguments adopted: kept without the name (a
+  // moved reducer must not view a moved string; unit_label keeps its own copy),
+  // theta started from them, and the plan the stages will be sized from (made only
+  // for arguments can_implement accepted).
+  status adopt(const reducer_arguments& args, status implementable, double default_theta,
+               stage::reducer_plan (*plan_for)(const reducer_arguments&)) {
+    unit_.assign(args.name);
+    if (!implementable.ok()) return unit_(std::move(implementable));
     args_ = args;
     args_.name = {};
     theta_.initialize(args, default_theta);
-    plan_ = plan;
+    plan_ = plan_for(args);
+    return {};
   }
 
   // Every status a call returns names the unit and the step (the reducer's own count

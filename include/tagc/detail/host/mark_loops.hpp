@@ -355,7 +355,7 @@ inline std::size_t marks_loop(Src& src, std::size_t base, std::size_t j, std::si
     } else {
       std::memcpy(&a, acc_in + p, sizeof a);
     }
-    const ints u = reinterpret_cast<const ints&>(a) & 0x7fffffff;  // |x| bits
+    const ints u = ints(a) & 0x7fffffff;  // |x| bits (a vector cast keeps the bits)
     if constexpr (sum) {
       nf -= u > finite_max;  // -(-1) per NaN/Inf
       if constexpr (Src::wants_top) top = u > top ? u : top;
