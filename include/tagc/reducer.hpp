@@ -24,9 +24,13 @@
 // path (reduce_scatter / all_reduce) allocates nothing. What is not orchestration
 // lives in components of its own (include/tagc/reducer/): the checkpoint formats
 // (state_codec.hpp), theta and its schedule and adaptation (theta_controller.hpp),
-// the unit name on every status (unit_label.hpp), and the two entry points with
-// their topology check (entry_points.hpp, shared with the shared-index and plain
-// reducers). Errors are returned as
+// the unit name on every status (unit_label.hpp), the two entry points with
+// their topology and communicator checks (entry_points.hpp, shared with the
+// shared-index and plain reducers), what it keeps besides its stages (its arguments,
+// plan, theta, step count and the contract's accessors: reducer_core.hpp, shared with
+// the shared-index reducer), the configuration hash the agreement check
+// compares (config_hash.hpp), a call's statistics (call_stats.hpp) and its stage
+// times when profiling (stage_clock.hpp). Errors are returned as
 // tagc::status; whenever one is returned, the residual is as it was before the
 // call. Every rank returns the same verdict for bad input (mismatched lengths,
 // NaN/Inf on any rank), so no rank is left waiting in a collective.
@@ -56,7 +60,11 @@
 #include "policy/packed.hpp"
 #include "policy/sketch.hpp"
 #include "policy/sparsify.hpp"
+#include "reducer/call_stats.hpp"
+#include "reducer/config_hash.hpp"
 #include "reducer/entry_points.hpp"
+#include "reducer/reducer_core.hpp"
+#include "reducer/stage_clock.hpp"
 #include "reducer/state_codec.hpp"
 #include "reducer/theta_controller.hpp"
 #include "reducer/unit_label.hpp"
@@ -90,7 +98,8 @@ class Reducer {
 
 template <class Residual, int Bits, index_exchange IX, class Values, decode_mode Mode, class Exec>
 class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec>
-    : public reducer_entry_points<Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec>> {
+    : public reducer_entry_points<Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, DecodePolicy<Mode>, Exec>>,
+      public reducer_core {
   // The residual's storage type: float, or bf16 stored with stochastic rounding.
   using residual_t = Residual;
   // The stages this reducer is composed of (include/tagc/stage/). The values stage's
@@ -124,9 +133,6 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   using exec_space = Exec;
   template <class T> using vector = typename Exec::template vector<T>;
 
-  static constexpr std::uint32_t state_magic = state_format::magic;  // "tagc"
-  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
-
   // The AND of the stages' (and the reducer's own: ranks, length).
   static status can_implement(const reducer_arguments& a) {
     TAGC_TRY(check_placement(a));
@@ -142,16 +148,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     return theta_controller::can_implement(a, default_theta);
   }
 
-  Reducer() = default;
-
   status initialize(const reducer_arguments& args, Exec exec = {}) {
-    unit_.assign(args.name);
-    if (auto s = can_implement(args); !s.ok()) return unit_(std::move(s));
-    args_ = args;
-    args_.name = {};  // the reducer keeps its own copy (name()): a moved reducer must not view a moved string
+    TAGC_TRY(adopt(args, can_implement(args), default_theta, &plan_for));
     exec_ = exec;
-    theta_.initialize(args, default_theta);
-    plan_ = plan_for(args);
     const stage::reducer_plan& p = plan_;
     // The stages in order, the first refusal returned (a lambda, not `s = ...` chains:
     // nvcc warns that the assignment's result, a [[nodiscard]] status, is dropped).
@@ -190,20 +189,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     return {};
   }
 
-  // Time each stage (synchronising after it) and report it in reduce_stats::seconds.
-  void set_profiling(bool on) { profiling_ = on; }
-
-  const layout& plan() const { return plan_.lay; }
-  const reducer_arguments& arguments() const { return args_; }  // (its name is empty: see name())
-  std::string_view name() const { return unit_.name(); }
-  double sparsity() const { return theta_.sparsity(); }
-  // Theta of the next call: sparsity() on the sparsity schedule's ramp at steps().
-  double next_sparsity() const { return current_sparsity(); }
+  // set_profiling, plan, arguments, name, sparsity, next_sparsity, output_size, steps:
+  // reducer/reducer_core.hpp.
   bool exact_index() const { return plan_.exact_index; }
-  // Length of the shard a rank receives (sharded) or of the whole buffer (replicated).
-  std::size_t output_size() const {
-    return args_.topo == topology::sharded ? plan_.lay.shard_size : plan_.lay.length;
-  }
   // Bytes of every workspace the stages allocated at initialize (the residual included).
   std::size_t workspace_bytes() const {
     return residual_.workspace_bytes() + agreement_.workspace_bytes() + select_.workspace_bytes() +
@@ -225,6 +213,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   // reduce_scatter (ZeRO-3 / FSDP) and all_reduce (DDP): reducer/entry_points.hpp.
 
   // ---- state: the error-feedback residual ----
+  static constexpr std::uint32_t state_magic = state_format::magic;  // "tagc"
+  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
   std::vector<float> residual_to_host() const {
     if constexpr (std::is_same_v<residual_t, float>) {
       return residual_.to_host();
@@ -237,8 +227,6 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   }
   // Bytes the residual occupies (bf16 storage: half of float's).
   std::size_t residual_bytes() const { return residual_.residual_bytes(); }
-  // Successful calls so far (seeds the stochastic rounding of a bf16 residual; checkpointed).
-  std::uint64_t steps() const { return step_; }
 
   // Checkpoint: everything a resumed run needs to continue exactly (the
   // residual, theta and the loads adaptive theta steers by); reducer/state_codec.hpp.
@@ -283,42 +271,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   saved_reducer_state saved() const {
     return {theta_.sparsity(), theta_.last().load_ppm, theta_.last().unresolved, step_};
   }
-  // Every status a call returns names the unit and the step (the reducer's own count
-  // of completed calls): "unit 'mlp.fc' (step 12): ...".
-  status label(status s) const { return unit_(std::move(s), step_); }
-
-  // Marks stage boundaries when profiling: synchronise, then charge the time since
-  // the previous mark to `slot`.
-  struct stage_clock {
-    Reducer* self;
-    std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
-    void mark(double reduce_stats::stage_seconds::*slot) {
-      if (!self->profiling_) return;
-      (void)self->exec_.synchronize();
-      const auto now = std::chrono::steady_clock::now();
-      self->seconds_.*slot += std::chrono::duration<double>(now - last).count();
-      last = now;
-    }
-  };
-
-  // The policies and options every rank must share, hashed (unsigned: it wraps, never overflows).
-  std::uint64_t config_hash() const {
-    return std::uint64_t(plan_.lay.index_bits) * 1000003u + std::uint64_t(IX) * 100003u +
-           std::uint64_t(Ratio) * 1009u + std::uint64_t(args_.topo) * 7u + std::uint64_t(args_.op) +
-           (sketched ? 0u : 500009u) + std::uint64_t(wire_type_id<wire_t>) * 50021u;
-  }
-
-  // Theta for this call: the one place it is read (adaptive theta and
-  // set_sparsity move it between calls).
-  double current_sparsity() const { return theta_.at(step_); }
-
   template <communicator C>
   status run(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats) {
-    if (!initialized_) return {errc::invalid_argument, "Reducer used before initialize()"};
-    if (comm.size() != args_.world_size || comm.rank() != args_.rank)
-      return {errc::invalid_argument, "communicator is rank " + std::to_string(comm.rank()) + " of " +
-                                          std::to_string(comm.size()) + ", the reducer was planned for rank " +
-                                          std::to_string(args_.rank) + " of " + std::to_string(args_.world_size)};
+    TAGC_TRY(check_call(comm));
     const layout& lay = plan_.lay;
     const bool sizes_ok = grad.size() == lay.length && out.size() == output_size();
     if (!sizes_ok && !args_.check_inputs)
@@ -329,7 +284,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     residual_t* r = residual_.data();
     using S = reduce_stats::stage_seconds;
     seconds_ = {};
-    stage_clock clock{this};
+    stage_clock<Exec> clock{exec_, profiling_, seconds_};
 
     // 1. Check (and, with adaptive theta, agree on theta) before anything changes.
     // Pass 0 counts NaN/Inf (and max |acc| for fp16). On the host it writes acc =
@@ -342,7 +297,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
       detail::select_state h{};
       TAGC_TRY(select_.read_state(h));
       typename agreement_stage::contribution mine{grad.size(), out.size(), sizes_ok ? h.nonfinite : 0u, h.top_bin,
-                                                  config_hash(), theta_.last().load_ppm, theta_.last().unresolved};
+                                                  per_rank_config_hash<wire_t>(lay.index_bits, IX, Ratio, sketched, args_.topo, args_.op),
+                                                  theta_.last().load_ppm, theta_.last().unresolved};
       typename agreement_stage::verdict v;
       TAGC_TRY(agreement_.check(comm, mine, lay.length, output_size(), values_.max_cell_terms(), v));
       if constexpr (wire_scaled<wire_t>) wire_exp_ = v.wire_exp;
@@ -394,58 +350,15 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
     if (stats || args_.adapt.enabled) {
       reduce_stats local_stats;
       reduce_stats& s = stats ? *stats : local_stats;
-      TAGC_TRY(fill_stats(comm.size(), s, c));
+      TAGC_TRY(per_rank_call_stats<wire_t>(s, stages(), plan_, {call_sparsity_, seconds_, wire_exp_}, c));
       theta_.record({std::int64_t(std::llround(s.load * 1e6)), std::int64_t(s.unresolved)});
     }
     return {};
   }
 
-  status fill_stats(int world, reduce_stats& s, const stage::call_view<residual_t>& c) const {
-    unsigned long long cnt[select_stage::n_counters];
-    detail::select_state st{};
-    TAGC_TRY(select_.read_counters(cnt));
-    TAGC_TRY(select_.read_state(st));
-    const layout& lay = plan_.lay;
-    s = reduce_stats{};
-    s.elements = lay.length;
-    s.theta = call_sparsity_;
-    s.kept = cnt[0];
-    s.deferred = cnt[1];
-    s.retransmitted = cnt[2];
-    s.sparsity = lay.length ? 1.0 - double(s.kept) / double(lay.length) : 1.0;
-    s.threshold = float_from_bits(st.threshold);
-    s.index_bits = lay.index_bits;
-    s.exact_index = plan_.exact_index;
-    s.seconds = seconds_;
-    s.dense = lay.dense;
-    values_.fill_stats(s, c, decode_);
-    // A reduce-scattered index is the owner's shard alone: its marks are the support
-    // the values stage counted already (no second pass over the index).
-    s.index_popcount = plan_.scatter_index && !lay.dense ? s.support : index_.received_marks();
-    s.control_bytes = args_.check_inputs
-        ? ring_bytes_sent(collective::all_gather, double(agreement_stage::bytes_per_rank() * std::size_t(world)), world)
-        : 0.0;
-    s.index_bytes = ring_bytes_sent(plan_.scatter_index ? collective::reduce_scatter : collective::all_reduce,
-                                    double(index_.local_bytes()), world);
-    s.value_bytes = ring_bytes_sent(values_.value_collective(), double(values_.value_bytes_sent()), world);
-    s.retransmit_bytes = decode_.retransmit_bytes_sent();
-    s.value_type_bytes = int(sizeof(wire_t));
-    s.value_scale_exponent = wire_exp_;
-    s.unfed_rounding = values_.unfed_rounding();
-    s.residual_bytes = residual_.residual_bytes();
-    return {};
-  }
-
-  reducer_arguments args_{};  // name left empty: see unit_
-  unit_label unit_;
+  // (the arguments, unit, plan, theta, step count and profiling: reducer/reducer_core.hpp)
   Exec exec_{};
-  stage::reducer_plan plan_{};
-  theta_controller theta_;
   double call_sparsity_ = 0.0;  // the last call's theta (statistics)
-  bool initialized_ = false;
-  bool profiling_ = false;
-  reduce_stats::stage_seconds seconds_{};
-  std::uint64_t step_ = 0;  // successful calls (stochastic-rounding seed; checkpointed)
   int wire_exp_ = 0;        // fp16: values travel as x * 2^wire_exp_ (agreed per call)
 
   // The stages, in the order a call runs them.

@@ -53,7 +53,11 @@
 #include "policy/shared_index.hpp"
 #include "policy/sparsify.hpp"
 #include "reducer.hpp"
+#include "reducer/call_stats.hpp"
+#include "reducer/config_hash.hpp"
 #include "reducer/entry_points.hpp"
+#include "reducer/reducer_core.hpp"
+#include "reducer/stage_clock.hpp"
 #include "reducer/state_codec.hpp"
 #include "reducer/theta_controller.hpp"
 #include "reducer/unit_label.hpp"
@@ -69,7 +73,8 @@ TAGC_BEGIN_NAMESPACE
 template <class Residual, class Value, decode_mode Mode, class Exec>
 class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec>
     : public reducer_entry_points<
-          Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec>> {
+          Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec>>,
+      public reducer_core {
   static_assert(!wire_scaled<Value>,
                 "tagc: a shared index sends fp32 or bf16 values (PackedPolicy, PackedBf16Policy); fp16 values "
                 "(PackedFp16Policy) would need a range scale agreed every call, which it does not implement");
@@ -90,10 +95,6 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   using exec_space = Exec;
   template <class T> using vector = typename Exec::template vector<T>;
 
-  // Not the per-rank Reducer's "tagc": its states do not load here, nor these there.
-  static constexpr std::uint32_t state_magic = state_format::magic;  // "tags"
-  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
-
   static status can_implement(const reducer_arguments& a) {
     TAGC_TRY(check_placement(a));
     if (a.adapt.enabled)
@@ -104,17 +105,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     return theta_controller::can_implement(a, default_theta);
   }
 
-  Reducer() = default;
-
   status initialize(const reducer_arguments& args, Exec exec = {}) {
-    unit_.assign(args.name);
-    if (auto s = can_implement(args); !s.ok()) return unit_(std::move(s));
-    args_ = args;
-    args_.name = {};
+    TAGC_TRY(adopt(args, can_implement(args), default_theta, &plan_for));
     exec_ = exec;
     launch_ = {exec};
-    theta_.initialize(args, default_theta);
-    plan_ = plan_for(args);
     const stage::reducer_plan& p = plan_;
     const std::size_t capacity = capacity_for(args);
     residual_.assign(args.length, residual_t(0.0f));
@@ -142,19 +136,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     theta_.set(theta);
     return {};
   }
-  void set_profiling(bool on) { profiling_ = on; }
-
-  const layout& plan() const { return plan_.lay; }
-  const reducer_arguments& arguments() const { return args_; }
-  std::string_view name() const { return unit_.name(); }
-  double sparsity() const { return theta_.sparsity(); }
-  double next_sparsity() const { return current_sparsity(); }
+  // set_profiling, plan, arguments, name, sparsity, next_sparsity, output_size, steps:
+  // reducer/reducer_core.hpp.
   bool exact_index() const { return true; }
   // The leader of the next call.
   int next_leader() const { return int(step_ % std::uint64_t(std::max(args_.world_size, 1))); }
-  std::size_t output_size() const {
-    return args_.topo == topology::sharded ? plan_.lay.shard_size : plan_.lay.length;
-  }
   // The bytes initialize(args) allocates, before it does (see Reducer::workspace_bytes_for);
   // 0 for arguments can_implement refuses.
   static std::size_t workspace_bytes_for(const reducer_arguments& args) {
@@ -174,6 +160,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   // reduce_scatter and all_reduce: reducer/entry_points.hpp.
 
   // ---- state: the error-feedback residual, theta and the step (which names the leader) ----
+  // Not the per-rank Reducer's "tagc": its states do not load here, nor these there.
+  static constexpr std::uint32_t state_magic = state_format::magic;  // "tags"
+  static constexpr std::uint32_t state_version = state_format::version;  // reducer/state_codec.hpp
   std::vector<float> residual_to_host() const {
     std::vector<residual_t> h(residual_.size());
     (void)exec_.copy_to_host(detail::raw(residual_), h.data(), h.size());
@@ -186,7 +175,6 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     }
   }
   std::size_t residual_bytes() const { return detail::buffer_bytes(residual_); }
-  std::uint64_t steps() const { return step_; }
 
   std::vector<std::byte> save_state() const {
     std::vector<residual_t> r(residual_.size());
@@ -244,33 +232,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   state_format::header state_header() const {
     return state_format::header_of<wire_t, residual_t>(args_.length, plan_.shards, args_.rank, args_.topo);
   }
-  status label(status s) const { return unit_(std::move(s), step_); }
-
-  double current_sparsity() const { return theta_.at(step_); }
-
-  // What every rank must share for this call: the policies, topology and op, and
-  // the call's k and step (the step names the leader; ranks that disagree on it
-  // would broadcast from different roots). Unsigned: it wraps, never overflows.
-  std::uint64_t config_hash(std::size_t k) const {
-    return 0x5a4edull + std::uint64_t(wire_type_id<wire_t>) * 50021u + std::uint64_t(args_.topo) * 7u +
-           std::uint64_t(args_.op) * 3u + std::uint64_t(k) * 1000003u + step_ * 0x9e3779b97f4a7c15ull;
-  }
-
-  void mark(double reduce_stats::stage_seconds::*slot, std::chrono::steady_clock::time_point& last) {
-    if (!profiling_) return;
-    (void)exec_.synchronize();
-    const auto now = std::chrono::steady_clock::now();
-    seconds_.*slot += std::chrono::duration<double>(now - last).count();
-    last = now;
-  }
-
   template <communicator C>
   status run(C& comm, std::span<const float> grad, std::span<float> out, reduce_stats* stats) {
-    if (!initialized_) return {errc::invalid_argument, "Reducer used before initialize()"};
-    if (comm.size() != args_.world_size || comm.rank() != args_.rank)
-      return {errc::invalid_argument, "communicator is rank " + std::to_string(comm.rank()) + " of " +
-                                          std::to_string(comm.size()) + ", the reducer was planned for rank " +
-                                          std::to_string(args_.rank) + " of " + std::to_string(args_.world_size)};
+    TAGC_TRY(check_call(comm));
     const std::size_t n = args_.length;
     const bool sizes_ok = grad.size() == n && out.size() == output_size();
     if (!sizes_ok && !args_.check_inputs)
@@ -283,40 +247,40 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     if (k > selection_.capacity()) return {errc::invalid_argument, capacity_message(theta)};
     using S = reduce_stats::stage_seconds;
     seconds_ = {};
-    auto last = std::chrono::steady_clock::now();
+    stage_clock<Exec> clock{exec_, profiling_, seconds_};
 
     float* acc = detail::raw(acc_);
     unsigned long long* counters = detail::raw(counters_);
     thrust::fill(launch_.exec.policy(), counters_.begin(), counters_.end(), 0ull);
     if (sizes_ok) launch_(n, detail::shared_accumulate<residual_t>{grad.data(), detail::raw(residual_), acc, counters});
-    mark(&S::sparsify, last);
+    clock.mark(&S::sparsify);
     if (args_.check_inputs) {
       unsigned long long nonfinite = 0;
       TAGC_TRY(exec_.copy_to_host(counters, &nonfinite, 1));
       typename agreement_stage::contribution mine{grad.size(), out.size(), std::uint32_t(std::min<unsigned long long>(nonfinite, 0xffffffffull)),
-                                                  0u, config_hash(k), 0, 0};
+                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_), 0, 0};
       typename agreement_stage::verdict v;
       if (status s = agreement_.check(comm, mine, n, output_size(), 1, v); !s.ok()) {
         if (s.code() == errc::invalid_argument)  // a configuration mismatch: name what a shared index adds to it
           return {s.code(), s.message() + "; a shared index also needs the same theta and step counter on every rank"};
         return s;
       }
-      mark(&S::check, last);
+      clock.mark(&S::check);
     }
 
     // The leader's positions, on every rank.
     const int leader = int(step_ % std::uint64_t(args_.world_size));
     TAGC_TRY(selection_.select(comm, acc, k, leader));
-    mark(&S::index_exchange, last);
+    clock.mark(&S::index_exchange);
     const std::uint32_t* pos = selection_.positions();
 
     // This rank's values there, summed over ranks.
     wire_t* values = detail::raw(values_);
     launch_(k, detail::pack_shared<wire_t>{acc, pos, n, values});
-    mark(&S::sketch, last);
+    clock.mark(&S::sketch);
     TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const wire_t>(values, k), std::span<wire_t>(values, k)),
                               "value exchange (all-reduce of the shared positions' values)"));
-    mark(&S::value_exchange, last);
+    clock.mark(&S::value_exchange);
     // From here on the call cannot fail.
 
     const bool sharded = args_.topo == topology::sharded;
@@ -331,7 +295,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     thrust::fill(launch_.exec.policy(), out.data(), out.data() + out.size(), 0.0f);
     const float scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
     launch_(k, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
-    mark(&S::decode, last);
+    clock.mark(&S::decode);
 
     // residual = acc, but acc - wire(acc) at the shared positions.
     const std::uint32_t seed = detail::residual_seed(step_, args_.rank);
@@ -344,7 +308,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
       launch_(n, detail::store_acc<residual_t>{acc, r, seed});
       launch_(k, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed});
     }
-    mark(&S::residual, last);
+    clock.mark(&S::residual);
     ++step_;
 
     if (stats) TAGC_TRY(fill_stats(*stats, theta, k, above, above_shared));
@@ -357,15 +321,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     TAGC_TRY(exec_.copy_to_host(detail::raw(counters_), counts, n_counters));
     TAGC_TRY(exec_.copy_to_host(selection_.threshold_bits(), &threshold, 1));
     const int world = args_.world_size;
-    s = reduce_stats{};
-    s.elements = args_.length;
-    s.theta = theta;
-    s.kept = counts[1];  // the shared positions: every rank sends a value at each
-    s.sparsity = args_.length ? 1.0 - double(s.kept) / double(args_.length) : 1.0;
+    // the shared positions: every rank sends a value at each
+    s = summary_stats({args_.length, theta, counts[1], threshold, seconds_});
     // Held back: this rank's entries above the leader's threshold that were not shared
     // (they wait in its residual for a call that picks them).
     s.deferred = above - std::min(above, above_shared);
-    s.threshold = float_from_bits(threshold);
     s.index_bits = selection_.sends_list(k) ? 32 : 1;  // bits per listed position, or per element of a bitmap
     s.exact_index = true;
     s.index_popcount = counts[1];
@@ -374,24 +334,16 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     s.packed_slots = k;
     s.value_type_bytes = int(sizeof(wire_t));
     s.residual_bytes = residual_bytes();
-    s.control_bytes = args_.check_inputs
-        ? ring_bytes_sent(collective::all_gather, double(agreement_stage::bytes_per_rank() * std::size_t(world)), world)
-        : 0.0;
+    s.control_bytes = agreement_bytes_sent(args_.check_inputs, agreement_stage::bytes_per_rank(), world);
     s.index_bytes = ring_bytes_sent(collective::broadcast, double(selection_.broadcast_bytes(k)), world);
     s.value_bytes = ring_bytes_sent(collective::all_reduce, double(k * sizeof(wire_t)), world);
-    s.seconds = seconds_;
     return {};
   }
 
-  reducer_arguments args_{};
-  unit_label unit_;
+  // (the arguments, unit, plan, theta, profiling and step count, which here also names
+  // the leader: reducer/reducer_core.hpp)
   Exec exec_{};
   detail::launcher<Exec> launch_{};
-  stage::reducer_plan plan_{};
-  theta_controller theta_;
-  bool initialized_ = false, profiling_ = false;
-  reduce_stats::stage_seconds seconds_{};
-  std::uint64_t step_ = 0;  // successful calls: names the leader, seeds a bf16 residual's rounding (checkpointed)
 
   vector<residual_t> residual_;       // [length] error feedback (the state)
   vector<float> acc_;                 // [length] g + residual of the current call

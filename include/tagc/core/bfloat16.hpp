@@ -21,6 +21,7 @@
 #include <cuda/std/bit>
 
 #include "config.hpp"
+#include "half_type.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
@@ -38,23 +39,10 @@ TAGC_HOST_DEVICE constexpr float float_from_bf16_bits(std::uint16_t b) noexcept 
   return cuda::std::bit_cast<float>(std::uint32_t(b) << 16);
 }
 
-struct bfloat16 {
-  std::uint16_t bits;  // public so that the type stays an aggregate-like, trivially copyable POD
-
-  bfloat16() = default;  // uninitialised, like float
-  TAGC_HOST_DEVICE constexpr explicit bfloat16(float f) noexcept : bits(bf16_bits_from_float(f)) {}
-  TAGC_HOST_DEVICE constexpr explicit operator float() const noexcept { return float_from_bf16_bits(bits); }
-
-  TAGC_HOST_DEVICE static constexpr bfloat16 from_bits(std::uint16_t b) noexcept {
-    bfloat16 x{};
-    x.bits = b;
-    return x;
-  }
-  TAGC_HOST_DEVICE constexpr float to_float() const noexcept { return float_from_bf16_bits(bits); }
-
-  // Bitwise identity (so NaN == NaN when the patterns match, and +0 != -0):
-  // what tests of a transport need. Compare float(x) for numeric equality.
-  TAGC_HOST_DEVICE friend constexpr bool operator==(bfloat16 a, bfloat16 b) noexcept { return a.bits == b.bits; }
+struct bfloat16 : half_type<bfloat16> {  // bits, conversions, from_bits, ==: core/half_type.hpp
+  using half_type::half_type;
+  TAGC_HOST_DEVICE static constexpr std::uint16_t encode(float f) noexcept { return bf16_bits_from_float(f); }
+  TAGC_HOST_DEVICE static constexpr float decode(std::uint16_t b) noexcept { return float_from_bf16_bits(b); }
 };
 
 static_assert(sizeof(bfloat16) == 2 && alignof(bfloat16) == 2, "bfloat16 must be two bytes");

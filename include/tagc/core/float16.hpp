@@ -23,6 +23,7 @@
 #include <cuda/std/bit>
 
 #include "config.hpp"
+#include "half_type.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
@@ -69,22 +70,10 @@ TAGC_HOST_DEVICE constexpr float float_from_fp16_bits(std::uint16_t h) noexcept 
   return cuda::std::bit_cast<float>(sign | (fe << 23) | ((m & 0x03ffu) << 13));
 }
 
-struct float16 {
-  std::uint16_t bits;  // public so that the type stays aggregate-like and trivially copyable
-
-  float16() = default;  // uninitialised, like float
-  TAGC_HOST_DEVICE constexpr explicit float16(float f) noexcept : bits(fp16_bits_from_float(f)) {}
-  TAGC_HOST_DEVICE constexpr explicit operator float() const noexcept { return float_from_fp16_bits(bits); }
-
-  TAGC_HOST_DEVICE static constexpr float16 from_bits(std::uint16_t b) noexcept {
-    float16 x{};
-    x.bits = b;
-    return x;
-  }
-  TAGC_HOST_DEVICE constexpr float to_float() const noexcept { return float_from_fp16_bits(bits); }
-
-  // Bitwise identity, as bfloat16's: compare float(x) for numeric equality.
-  TAGC_HOST_DEVICE friend constexpr bool operator==(float16 a, float16 b) noexcept { return a.bits == b.bits; }
+struct float16 : half_type<float16> {  // bits, conversions, from_bits, ==: core/half_type.hpp
+  using half_type::half_type;
+  TAGC_HOST_DEVICE static constexpr std::uint16_t encode(float f) noexcept { return fp16_bits_from_float(f); }
+  TAGC_HOST_DEVICE static constexpr float decode(std::uint16_t b) noexcept { return float_from_fp16_bits(b); }
 };
 
 static_assert(sizeof(float16) == 2 && alignof(float16) == 2, "float16 must be two bytes");

@@ -1,6 +1,8 @@
 #pragma once
 // defines: tagc::check_placement(args) (world size and rank, the first check of
-//          every reducer's can_implement), tagc::reducer_entry_points<Derived> (the
+//          every reducer's can_implement), tagc::check_communicator(comm, args) (a
+//          call's communicator is the one the reducer was planned for: the first
+//          check of a call), tagc::reducer_entry_points<Derived> (the
 //          two calls of the Reducer contract, reduce_scatter and all_reduce, each
 //          refused on a reducer planned for the other topology).
 //
@@ -29,6 +31,17 @@ inline status check_placement(const reducer_arguments& a) {
   if (a.rank < 0 || a.rank >= a.world_size)
     return {errc::invalid_argument,
             "rank " + std::to_string(a.rank) + " outside [0, " + std::to_string(a.world_size) + ")"};
+  return {};
+}
+
+// The communicator a call brings has the rank and size the reducer was planned for
+// (checked before any collective: a mismatch would pair the wrong ranks' buffers).
+template <communicator C>
+status check_communicator(C& comm, const reducer_arguments& planned) {
+  if (comm.size() != planned.world_size || comm.rank() != planned.rank)
+    return {errc::invalid_argument, "communicator is rank " + std::to_string(comm.rank()) + " of " +
+                                        std::to_string(comm.size()) + ", the reducer was planned for rank " +
+                                        std::to_string(planned.rank) + " of " + std::to_string(planned.world_size)};
   return {};
 }
 

@@ -15,12 +15,14 @@
 // order. host_simd_limit() caps the width for tests, which hold each narrower loop
 // to the portable path on machines that would otherwise always take the widest.
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #if defined(__SSE2__) && !defined(__CUDACC__)
 #  include <emmintrin.h>
@@ -261,138 +263,119 @@ template <class Src>
 inline constexpr bool avx2_source = std::is_same_v<Src, acc_source> || std::is_same_v<Src, sum_source<float, true>> ||
                                     std::is_same_v<Src, sum_source<float, false>>;
 
-// The 1-bit index's whole groups [j, full) of the shard at `base`, 8 entries an
-// iteration: what pass()'s SSE2 loop computes (acc written, NaN/Inf counted and
-// max |acc| kept when summing; index byte, kept count, bracket entries pooled).
-// Returns `full`. Pointers are copied to locals: the index byte stores may alias
-// anything, and would otherwise reload them every iteration.
-// With Stage, the entries above lo go to `stage`, 8 lanes packed by lane_pack
-// and stored whole (no branch per group: the stores past the count are
-// overwritten by the next group's), while 8 slots are left in the region.
-template <bool Stage, class Src>
-__attribute__((target("avx2"))) inline std::size_t marks_avx2(Src& src, std::size_t base, std::size_t j,
-                                                               std::size_t full, std::int32_t hi, std::int32_t lo_m1,
-                                                               std::uint8_t* ix, unsigned long long& kept,
-                                                               unsigned long long& in_bracket, bracket_pool::writer& pool,
-                                                               stage_writer& stage) {
+// What differs between the vector widths of the marking loop below: the lanes
+// (`lanes` entries, `groups` 8-entry groups, one index byte each, a time), a
+// compare that yields a bitmask (bit k: entry k), the packing of the entries
+// above lo into the stage, and counting a mask's bits. The rest of the loop is
+// written once, on GNU vector types of the width (`floats`, `ints`): the compiler
+// emits the width's instructions for it once the loop is inlined into the width's
+// entry point below (marks_avx2, marks_avx512), which carries its target. Vectors
+// cross a call only by reference: a vector argument by value outside its target
+// would change the calling convention.
+#define TAGC_AVX2_TARGET __attribute__((target("avx2")))
+#define TAGC_AVX512_TARGET __attribute__((target("avx512f,avx2,popcnt")))
+
+// AVX2: 8 entries, one index byte per compare; the staged entries packed by a
+// lane table (lane_pack); counts by table (mask8_count).
+struct avx2_lanes {
+  static constexpr std::size_t groups = 1, lanes = 8;
+  using index_bytes = std::uint8_t;
+  using floats = float __attribute__((vector_size(32)));
+  using ints = std::int32_t __attribute__((vector_size(32)));
+  TAGC_AVX2_TARGET static unsigned greater(const ints& u, const ints& bound) {
+    return unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(__m256i(u), __m256i(bound)))));
+  }
+  TAGC_AVX2_TARGET static void stage(const floats& a, unsigned found, std::size_t p, std::uint32_t* list,
+                                     float* values) {
+    const __m256i at = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&lane_pack[found])));
+    _mm256_storeu_ps(values, _mm256_permutevar8x32_ps(__m256(a), at));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(list),
+                        _mm256_add_epi32(_mm256_set1_epi32(std::int32_t(std::uint32_t(p))), at));
+  }
+  static unsigned count(unsigned mask) { return mask8_count[mask]; }
+};
+
+// AVX-512: 16 entries (two groups, two index bytes) per compare, which yields the
+// mask itself; the staged entries packed by a compress; counts are popcounts.
+struct avx512_lanes {
+  static constexpr std::size_t groups = 2, lanes = 16;
+  using index_bytes = std::uint16_t;  // group j's byte, then group j + 1's
+  using floats = float __attribute__((vector_size(64)));
+  using ints = std::int32_t __attribute__((vector_size(64)));
+  TAGC_AVX512_TARGET static unsigned greater(const ints& u, const ints& bound) {
+    return _mm512_cmpgt_epi32_mask(__m512i(u), __m512i(bound));
+  }
+  TAGC_AVX512_TARGET static void stage(const floats& a, unsigned found, std::size_t p, std::uint32_t* list,
+                                       float* values) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    _mm512_storeu_ps(values, _mm512_maskz_compress_ps(__mmask16(found), __m512(a)));
+    const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(std::int32_t(std::uint32_t(p))), lane);
+    _mm512_storeu_si512(list, _mm512_maskz_compress_epi32(__mmask16(found), at));
+  }
+  TAGC_AVX512_TARGET static unsigned count(unsigned mask) { return unsigned(__builtin_popcount(mask)); }
+};
+
+// The 1-bit index's whole groups [j, full) of the shard at `base`, Lanes::groups
+// at a time (returns the first group not done: full, or less where fewer than
+// Lanes::groups are left): what pass()'s SSE2 loop computes (acc written, NaN/Inf
+// counted and max |acc| kept when summing; index bytes, kept count, bracket
+// entries pooled), the same float additions and integer compares. Pointers are
+// copied to locals: the index byte stores may alias anything, and would otherwise
+// reload them every iteration.
+// With Stage, the entries above lo go to `stage`, packed and stored whole (no
+// branch per group: the stores past the count are overwritten by the next
+// iteration's), while Lanes::lanes slots are left in the region.
+template <class Lanes, bool Stage, class Src>
+inline std::size_t marks_loop(Src& src, std::size_t base, std::size_t j, std::size_t full, std::int32_t hi,
+                              std::int32_t lo_m1, std::uint8_t* ix, unsigned long long& kept,
+                              unsigned long long& in_bracket, bracket_pool::writer& pool, stage_writer& stage) {
+  using floats = typename Lanes::floats;
+  using ints = typename Lanes::ints;
   constexpr bool sum = !std::is_same_v<Src, acc_source>;
-  const __m256i h = _mm256_set1_epi32(hi), l = _mm256_set1_epi32(lo_m1), abs_mask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i finite_max = _mm256_set1_epi32(std::int32_t(inf_bits) - 1);
-  __m256i nf = _mm256_setzero_si256(), top = _mm256_set1_epi32(-1);
+  constexpr std::size_t groups = Lanes::groups, lanes = Lanes::lanes;
+  const ints h = ints{} + hi, l = ints{} + lo_m1, finite_max = ints{} + (std::int32_t(inf_bits) - 1);
+  ints nf{}, top = ints{} - 1;  // per lane: NaN/Inf seen, max |acc| bits
   const auto [acc_in, g, r, acc_out] = loop_sources_of(src);
   unsigned long long k = 0, b = 0;
   std::uint32_t* stage_list = stage.list;
   float* stage_values = stage.values;
   std::size_t fill = stage.fill;
-  const std::size_t room_end = stage.end >= 8 ? stage.end - 8 : 0;  // a whole 8-lane store fits below it
+  const std::size_t room_end = stage.end >= lanes ? stage.end - lanes : 0;  // a whole store fits below it
   bool stage_full = stage.full;
-  for (; j < full; ++j) {
+  const std::size_t last = full >= groups ? full - (groups - 1) : 0;  // j < last: `groups` groups left
+  for (; j < last; j += groups) {
     const std::size_t p = base + 8 * j;
-    __m256 a;
+    floats a;
     if constexpr (sum) {
-      a = _mm256_add_ps(_mm256_loadu_ps(g + p), _mm256_loadu_ps(r + p));
-      _mm256_storeu_ps(acc_out + p, a);
+      floats gv, rv;
+      std::memcpy(&gv, g + p, sizeof gv);
+      std::memcpy(&rv, r + p, sizeof rv);
+      a = gv + rv;
+      std::memcpy(acc_out + p, &a, sizeof a);
     } else {
-      a = _mm256_loadu_ps(acc_in + p);
+      std::memcpy(&a, acc_in + p, sizeof a);
     }
-    const __m256i u = _mm256_and_si256(_mm256_castps_si256(a), abs_mask);
+    const ints u = ints(a) & 0x7fffffff;  // |x| bits (a vector cast keeps the bits)
     if constexpr (sum) {
-      nf = _mm256_sub_epi32(nf, _mm256_cmpgt_epi32(u, finite_max));  // -(-1) per NaN/Inf
-      if constexpr (Src::wants_top) top = _mm256_max_epi32(top, u);
+      nf -= u > finite_max;  // -(-1) per NaN/Inf
+      if constexpr (Src::wants_top) top = u > top ? u : top;
     }
-    const unsigned above = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(u, h))));
-    const unsigned in = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(u, l)))) & ~above;
-    if constexpr (Stage) {
-      const unsigned found = above | in;
-      if (fill <= room_end) {
-        const __m256i lanes =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(&lane_pack[found])));
-        _mm256_storeu_ps(stage_values + fill, _mm256_permutevar8x32_ps(a, lanes));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(stage_list + fill),
-                            _mm256_add_epi32(_mm256_set1_epi32(std::int32_t(std::uint32_t(p))), lanes));
-        fill += mask8_count[found];
-      } else if (found) {
-        stage_full = true;
-      }
-    }
-    ix[j] = std::uint8_t(above);
-    k += mask8_count[above];
-    if (in) [[unlikely]] {
-      b += mask8_count[in];
-      pool.add(in, p, acc_in);
-    }
-  }
-  kept += k;
-  in_bracket += b;
-  if constexpr (Stage) {
-    stage.fill = fill;
-    stage.full = stage_full;
-  }
-  if constexpr (sum) {
-    alignas(32) std::int32_t nf8[8], top8[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(nf8), nf);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(top8), top);
-    for (int q = 0; q < 8; ++q) {
-      src.nonfinite += std::uint32_t(nf8[q]);
-      if constexpr (Src::wants_top) src.top = top8[q] > src.top ? top8[q] : src.top;
-    }
-  }
-  return j;
-}
-// marks_avx2's work 16 entries an iteration (groups [j, full) two at a time;
-// returns the first group not done: full, or full - 1 for an odd count). The
-// entries above lo are packed by a compress into registers, stored whole while
-// 16 slots are left in the region (the stores past the count are overwritten by
-// the next group's); counts are popcounts of the compare masks.
-template <bool Stage, class Src>
-__attribute__((target("avx512f,avx2,popcnt"))) inline std::size_t marks_avx512(
-    Src& src, std::size_t base, std::size_t j, std::size_t full, std::int32_t hi, std::int32_t lo_m1,
-    std::uint8_t* ix, unsigned long long& kept, unsigned long long& in_bracket, bracket_pool::writer& pool,
-    stage_writer& stage) {
-  constexpr bool sum = !std::is_same_v<Src, acc_source>;
-  const __m512i h = _mm512_set1_epi32(hi), l = _mm512_set1_epi32(lo_m1), abs_mask = _mm512_set1_epi32(0x7fffffff);
-  const __m512i finite_max = _mm512_set1_epi32(std::int32_t(inf_bits) - 1);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512i top = _mm512_set1_epi32(-1);
-  const auto [acc_in, g, r, acc_out] = loop_sources_of(src);
-  unsigned long long k = 0, b = 0, nf = 0;
-  std::uint32_t* stage_list = stage.list;
-  float* stage_values = stage.values;
-  std::size_t fill = stage.fill;
-  const std::size_t room_end = stage.end >= 16 ? stage.end - 16 : 0;  // a whole 16-lane store fits below it
-  bool stage_full = stage.full;
-  for (; j + 2 <= full; j += 2) {
-    const std::size_t p = base + 8 * j;
-    __m512 a;
-    if constexpr (sum) {
-      a = _mm512_add_ps(_mm512_loadu_ps(g + p), _mm512_loadu_ps(r + p));
-      _mm512_storeu_ps(acc_out + p, a);
-    } else {
-      a = _mm512_loadu_ps(acc_in + p);
-    }
-    const __m512i u = _mm512_and_si512(_mm512_castps_si512(a), abs_mask);
-    if constexpr (sum) {
-      nf += unsigned(__builtin_popcount(unsigned(_mm512_cmpgt_epi32_mask(u, finite_max))));
-      if constexpr (Src::wants_top) top = _mm512_max_epi32(top, u);
-    }
-    const unsigned above = _mm512_cmpgt_epi32_mask(u, h);
-    const unsigned found = _mm512_cmpgt_epi32_mask(u, l) | above;
+    const unsigned above = Lanes::greater(u, h);
+    const unsigned found = Lanes::greater(u, l) | above;
     const unsigned in = found & ~above;
     if constexpr (Stage) {
       if (fill <= room_end) {
-        _mm512_storeu_ps(stage_values + fill, _mm512_maskz_compress_ps(__mmask16(found), a));
-        const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(std::int32_t(std::uint32_t(p))), lane);
-        _mm512_storeu_si512(stage_list + fill, _mm512_maskz_compress_epi32(__mmask16(found), at));
-        fill += unsigned(__builtin_popcount(found));
+        Lanes::stage(a, found, p, stage_list + fill, stage_values + fill);
+        fill += Lanes::count(found);
       } else if (found) {
         stage_full = true;
       }
     }
-    const auto bytes = std::uint16_t(above);
-    std::memcpy(ix + j, &bytes, 2);  // group j's byte, then group j + 1's
-    k += unsigned(__builtin_popcount(above));
+    const auto bytes = typename Lanes::index_bytes(above);
+    std::memcpy(ix + j, &bytes, sizeof bytes);
+    k += Lanes::count(above);
     if (in) [[unlikely]] {
-      b += unsigned(__builtin_popcount(in));
+      b += Lanes::count(in);
       pool.add(in, p, acc_in);
     }
   }
@@ -403,11 +386,27 @@ __attribute__((target("avx512f,avx2,popcnt"))) inline std::size_t marks_avx512(
     stage.full = stage_full;
   }
   if constexpr (sum) {
-    src.nonfinite += std::uint32_t(nf);
-    if constexpr (Src::wants_top) src.top = std::max(src.top, _mm512_reduce_max_epi32(top));
+    for (std::size_t q = 0; q < lanes; ++q) {
+      src.nonfinite += std::uint32_t(nf[q]);
+      if constexpr (Src::wants_top) src.top = top[q] > src.top ? top[q] : src.top;
+    }
   }
   return j;
 }
+
+// The loop in each width (marks_loop's arguments after Lanes): `flatten` inlines
+// it, and the lanes' operations, here under this function's target, so no call is
+// left in the loop but pool.add's.
+template <bool Stage, class... Args>
+TAGC_AVX2_TARGET __attribute__((flatten)) inline std::size_t marks_avx2(Args&&... args) {
+  return marks_loop<avx2_lanes, Stage>(std::forward<Args>(args)...);
+}
+template <bool Stage, class... Args>
+TAGC_AVX512_TARGET __attribute__((flatten)) inline std::size_t marks_avx512(Args&&... args) {
+  return marks_loop<avx512_lanes, Stage>(std::forward<Args>(args)...);
+}
+#undef TAGC_AVX2_TARGET
+#undef TAGC_AVX512_TARGET
 #endif
 
 }  // namespace detail::host

@@ -1,0 +1,42 @@
+#pragma once
+// defines: tagc::per_rank_config_hash, tagc::shared_index_config_hash — the
+//          configuration every rank must share, as the one number each rank puts into
+//          the agreement check (stage/agreement.hpp), which refuses the call on every
+//          rank when the numbers differ.
+//
+// Hand-rolled rather than a general hash: the inputs are a few small enums and
+// counts, and these exact formulas are what every rank of a run (and of a resumed
+// run, on another build) computes; changing one makes ranks of different builds
+// disagree. Unsigned arithmetic: it wraps, never overflows.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../core/config.hpp"
+#include "../policy/choices.hpp"
+#include "../policy/wire_value.hpp"
+#include "../reducer_arguments.hpp"
+#include "../shard/layout.hpp"
+
+TAGC_BEGIN_NAMESPACE
+
+// The per-rank-index Reducer: its policies (index width and exchange, sketch ratio or
+// packed values, the wire type) and options (topology, op).
+template <class Wire>
+inline std::uint64_t per_rank_config_hash(int index_bits, index_exchange exchange, int ratio, bool sketched,
+                                          topology topo, reduce_op op) {
+  return std::uint64_t(index_bits) * 1000003u + std::uint64_t(exchange) * 100003u + std::uint64_t(ratio) * 1009u +
+         std::uint64_t(topo) * 7u + std::uint64_t(op) + (sketched ? 0u : 500009u) +
+         std::uint64_t(wire_type_id<Wire>) * 50021u;
+}
+
+// The shared-index Reducer: the wire type, topology and op, and the call's k and
+// step (the step names the leader; ranks that disagree on it would broadcast from
+// different roots).
+template <class Wire>
+inline std::uint64_t shared_index_config_hash(topology topo, reduce_op op, std::size_t k, std::uint64_t step) {
+  return 0x5a4edull + std::uint64_t(wire_type_id<Wire>) * 50021u + std::uint64_t(topo) * 7u +
+         std::uint64_t(op) * 3u + std::uint64_t(k) * 1000003u + step * 0x9e3779b97f4a7c15ull;
+}
+
+TAGC_END_NAMESPACE
