@@ -12,10 +12,18 @@
 //                       nothing has run on a GPU yet; the CPU codec is ~1-2 GB/s)
 //   --overlap F         share of the compute that hides gradient communication (0: none;
 //                       2/3: the whole backward)
-// Both configurations gather bf16 parameters across nodes once per step (ZeRO++ hpZ's
-// secondary copy serves backward inside the node) and reduce-scatter in two levels: bf16
-// among the node's 8 GPUs over NVLink (450 GB/s), then across nodes bf16 (the fair
-// baseline) or TAGC.
+//   --full-shard 1      backward re-gathers the parameters (FSDP FULL_SHARD, the trainer's
+//                       default): the embedding once (the LM head keeps it gathered), every
+//                       other unit twice, 1.68x the bytes of GPT-2 124M; 0 (default): once
+//                       per step (the trainer's --zero2, or ZeRO++ hpZ's secondary copy)
+// Both configurations reduce-scatter in two levels: bf16 among the node's 8 GPUs over
+// NVLink (450 GB/s), then across nodes bf16 (the fair baseline) or TAGC; and gather bf16
+// parameters in two levels, as the trainer does with --ranks-per-node K
+// (tagc::TwoLevelAllGather): across nodes, each node receiving (M-1)/M of the model over
+// its link (its K ranks' shares together), then inside the node over NVLink. The trainer's
+// param_bytes_internode matches this byte count: 16 ranks as 4 x 4, d2, bf16 gathers,
+// FULL_SHARD: 4 x 2,761,584 B per node and step measured, 11,045,376 B from
+// (M-1)/M x 2 B x (embedding + 2 x the rest), the difference its 12-byte size checks.
 #include <tagc/cost_model.hpp>
 
 #include <algorithm>
@@ -40,6 +48,10 @@ int main(int argc, char** argv) {
   const double tagc_bits = flag(argc, argv, "--tagc-bits", 1.0);
   const double codec = flag(argc, argv, "--codec-gbs", 100.0) * 1e9;
   const double overlap = flag(argc, argv, "--overlap", 0.0);
+  const bool full_shard = flag(argc, argv, "--full-shard", 0.0) != 0.0;
+  // GPT-2 124M's embedding unit: wte (the padded vocabulary, 50304 x 768) + wpe (1024 x 768)
+  const double embedding = (50304.0 + 1024.0) * 768.0;
+  const double gathered = full_shard ? embedding + 2.0 * (params - embedding) : params;  // elements per step
   const int per_node = 8;
   const tagc::link_model nvlink{.bytes_per_second = 450e9, .latency_seconds = 10e-6};
   const tagc::codec_model codec_m{.compress_bytes_per_second = codec, .decode_bytes_per_second = codec};
@@ -50,8 +62,10 @@ int main(int argc, char** argv) {
       const int nodes = gpus / per_node;
       const auto g = tagc::estimate_two_level_reduce_scatter(std::size_t(params), nodes, per_node, 16.0, tagc_bits,
                                                             nvlink, node_link, codec_m);
-      // bf16 parameters: each node receives (M-1)/M of the model once per step over its link
-      const double gather = double(nodes - 1) / double(nodes) * params * 2.0 / node_link.bytes_per_second;
+      // bf16 parameters in two levels: (M-1)/M of what is gathered crosses each node's link,
+      // then each rank receives (K-1)/K of it from its node over NVLink
+      const double gather = double(nodes - 1) / double(nodes) * gathered * 2.0 / node_link.bytes_per_second +
+                            double(per_node - 1) / double(per_node) * gathered * 2.0 / nvlink.bytes_per_second;
       const auto step = [&](double grad) { return compute + gather + std::max(0.0, grad - overlap * compute); };
       const double bf16 = step(g.dense_seconds), tagc = step(g.compressed_seconds);
       std::printf("%d,%d,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f\n", gpus, nodes, gbit, g.dense_seconds, g.compressed_seconds,

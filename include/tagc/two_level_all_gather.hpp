@@ -22,10 +22,11 @@
 //
 // A size mismatch on one rank is refused on every rank: one 8-byte all-reduce per level
 // (cross, then node) carries the verdict before any data moves, so no rank is left
-// waiting in a gather the others never enter.
+// waiting in a gather the others never enter. The verdict travels through the gatherer's
+// own Exec memory (NCCL takes device buffers only); on a device that is one stream
+// synchronization per gather, where the verdict is read back.
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -77,6 +78,7 @@ class TwoLevelAllGather {
     shard_ = (length + std::size_t(shape.world()) - 1) / std::size_t(shape.world());
     slice_.assign(shard_ * std::size_t(shape.nodes), T{});
     node_major_.assign(shard_ * std::size_t(shape.world()), T{});
+    verdict_.assign(3, 0);
     return {};
   }
 
@@ -101,17 +103,15 @@ class TwoLevelAllGather {
                   std::to_string(shape_.nodes) + " x " + std::to_string(shape_.ranks_per_node)};
     // The verdict first, on every rank alike (see the file's head).
     const bool sizes_ok = shard.size() == shard_ && whole.size() == length_;
-    const std::array<std::int64_t, 1> mine{sizes_ok ? 0 : 1};
-    std::array<std::int64_t, 1> cross_sum{}, bad{};
-    TAGC_TRY(cross.all_reduce(std::span<const std::int64_t>(mine), std::span<std::int64_t>(cross_sum)));
-    TAGC_TRY(node.all_reduce(std::span<const std::int64_t>(cross_sum), std::span<std::int64_t>(bad)));
+    std::int64_t bad = 0;
+    TAGC_TRY(sum_verdict(node, cross, sizes_ok ? 0 : 1, bad));
     if (!sizes_ok)
       return {errc::size_mismatch, "two-level all-gather: this rank gave a shard of " +
                                           std::to_string(shard.size()) + " and a buffer of " +
                                           std::to_string(whole.size()) + " elements (want " +
                                           std::to_string(shard_) + " and " + std::to_string(length_) + ")"};
-    if (bad[0] != 0)
-      return {errc::size_mismatch, "two-level all-gather: " + std::to_string(bad[0]) +
+    if (bad != 0)
+      return {errc::size_mismatch, "two-level all-gather: " + std::to_string(bad) +
                                           " rank(s) gave buffers of the wrong size; nothing was gathered"};
     T* slice = detail::raw(slice_);
     T* node_major = detail::raw(node_major_);
@@ -122,6 +122,17 @@ class TwoLevelAllGather {
   }
 
  private:
+  // `mine` summed over every rank (cross level, then node level) into `all`, staged in
+  // verdict_: [this rank's, its cross sum, everyone's].
+  template <communicator NodeComm, communicator CrossComm>
+  status sum_verdict(NodeComm& node, CrossComm& cross, std::int64_t mine, std::int64_t& all) {
+    std::int64_t* v = detail::raw(verdict_);
+    TAGC_TRY(exec_.copy_from_host(&mine, v, 1));
+    TAGC_TRY(cross.all_reduce(std::span<const std::int64_t>(v, 1), std::span<std::int64_t>(v + 1, 1)));
+    TAGC_TRY(node.all_reduce(std::span<const std::int64_t>(v + 1, 1), std::span<std::int64_t>(v + 2, 1)));
+    return exec_.copy_to_host(v + 2, &all, 1);
+  }
+
   // Step 3: flat shard m K + l from node-major block (l, m), cut to the length.
   void flat_order(std::span<T> whole) const {
     const std::size_t M = std::size_t(shape_.nodes), K = std::size_t(shape_.ranks_per_node);
@@ -145,6 +156,7 @@ class TwoLevelAllGather {
   Exec exec_{};
   std::size_t length_ = 0, shard_ = 0;
   vector<T> slice_, node_major_;
+  vector<std::int64_t> verdict_;
 };
 
 TAGC_END_NAMESPACE

@@ -18,7 +18,8 @@
 //   2. node:  NodeReducer reduce-scatters the W x S buffer among the node's K ranks
 //      (sum): local rank l receives block l summed over its node (its "slice");
 //   3. check: every rank counts NaN/Inf in its slice and whether its sizes were right;
-//      two 16-byte all-reduces (cross, then node) give every rank the world's verdict
+//      two 16-byte all-reduces (cross, then node, staged in Exec memory: NCCL takes
+//      device buffers only) give every rank the world's verdict
 //      before any residual changes;
 //   4. cross: CrossReducer reduce-scatters the slice among the M ranks with local rank l
 //      (sum): node m receives shard m of the slice, i.e. flat shard m x K + l, which is
@@ -139,6 +140,7 @@ class TwoLevelReducer {
                                            ")"});
     node_major_.assign(node.length, 0.0f);  // padding is written once, here
     slice_.assign(slice_len_, 0.0f);
+    verdict_.assign(6, 0);
     TAGC_TRY(nonfinite_.template reserve<unsigned long long>(exec, slice_len_, detail::count_nonfinite{nullptr}));
     initialized_ = true;
     return {};
@@ -185,9 +187,14 @@ class TwoLevelReducer {
     const detail::launcher<exec_space> launch{exec_};
     unsigned long long nonfinite = 0;
     TAGC_TRY(annotate(nonfinite_.sum(launch, slice_len_, detail::count_nonfinite{detail::raw(slice_)}, nonfinite)));
-    std::array<std::int64_t, 2> mine{std::int64_t(nonfinite), sizes_ok ? 0 : 1}, cross_sum{}, all{};
-    TAGC_TRY(annotate(cross.all_reduce(std::span<const std::int64_t>(mine), std::span<std::int64_t>(cross_sum))));
-    TAGC_TRY(annotate(node.all_reduce(std::span<const std::int64_t>(cross_sum), std::span<std::int64_t>(all))));
+    std::array<std::int64_t, 2> mine{std::int64_t(nonfinite), sizes_ok ? 0 : 1}, all{};
+    // Staged in this reducer's Exec memory (NCCL takes device buffers only):
+    // [this rank's 2, their cross sums 2, everyone's 2].
+    std::int64_t* v = detail::raw(verdict_);
+    TAGC_TRY(annotate(exec_.copy_from_host(mine.data(), v, 2)));
+    TAGC_TRY(annotate(cross.all_reduce(std::span<const std::int64_t>(v, 2), std::span<std::int64_t>(v + 2, 2))));
+    TAGC_TRY(annotate(node.all_reduce(std::span<const std::int64_t>(v + 2, 2), std::span<std::int64_t>(v + 4, 2))));
+    TAGC_TRY(annotate(exec_.copy_to_host(v + 4, all.data(), 2)));
     if (all[1] != 0)
       return annotate({errc::size_mismatch,
                        std::to_string(all[1]) + " rank(s) passed a gradient or shard of the wrong size (expected " +
@@ -275,6 +282,7 @@ class TwoLevelReducer {
   NodeReducer node_;
   CrossReducer cross_;
   vector<float> node_major_, slice_;
+  vector<std::int64_t> verdict_;  // the verdict's all-reduces (see reduce_scatter)
   detail::sum_workspace<exec_space> nonfinite_;
 };
 

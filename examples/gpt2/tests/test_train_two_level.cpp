@@ -5,9 +5,12 @@
 // gradients up to float summation order); only the cross level's bytes count as
 // internode, which for a plain fp32 exchange is a third of what a flat run sends per rank
 // (flat: 3/4 of the buffer; 2 nodes: (M-1)/M = 1/2 of a slice of 1/2 the buffer); a compressed run
-// sends far fewer internode bytes than its flat twin; a checkpoint of a two-level run
-// resumes bit for bit; a resume with another --ranks-per-node is refused by name; a
-// count that does not divide the world is refused on every rank.
+// sends far fewer internode bytes than its flat twin; the parameters gather in two levels
+// (tagc::TwoLevelAllGather) into exactly the flat gather's values (fp32 and bf16), with a
+// third of its bytes crossing nodes per rank ((M-1)/(W-1): flat sends W-1 shards, the
+// cross level M-1); a checkpoint of a two-level run (bf16 gathers) resumes bit for bit; a
+// resume with another --ranks-per-node is refused by name; a count that does not divide
+// the world is refused on every rank.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "train_test_harness.hpp"
 #include "trainer_runs.hpp"
@@ -24,7 +27,8 @@ using namespace train_test;
 namespace {
 
 struct Bytes {
-  double all = 0, internode = 0;
+  double all = 0, internode = 0;              // gradients
+  double param_all = 0, param_internode = 0;  // parameter all-gathers
   std::vector<double> loss;
 };
 
@@ -37,6 +41,8 @@ Bytes bytes_of(const Args& a, int steps) {
     const auto m = t.train_step();
     b.all += m.grad_bytes;
     b.internode += m.grad_bytes_internode;
+    b.param_all += m.param_bytes;
+    b.param_internode += m.param_bytes_internode;
     b.loss.push_back(m.loss);
   }
   return b;
@@ -44,6 +50,11 @@ Bytes bytes_of(const Args& a, int steps) {
 
 Args nodes_of(Args a, int k) {
   a.ranks_per_node = k;
+  return a;
+}
+
+Args g16(Args a) {
+  a.gather_dtype = "bf16";
   return a;
 }
 
@@ -68,6 +79,26 @@ TEST_CASE("two levels, plain fp32: the flat run's losses; a third of its bytes c
   // 1/2 the buffer = 1/4, i.e. a third of the flat bytes (plus 16-byte checks and padding)
   CHECK(two.internode == doctest::Approx(flat.all / 3.0).epsilon(0.03));
   for (size_t i = 0; i < flat.loss.size(); ++i) CHECK(two.loss[i] == doctest::Approx(flat.loss[i]).epsilon(1e-5));
+  // The parameter gathers (forward and backward, every unit): flat sends W-1 = 3 shards of
+  // each segment, all internode; two levels send M-1 = 1 across nodes (plus an 8-byte size
+  // check per gather) and K-1 = 1 node-major block of M shards inside the node.
+  CHECK(flat.param_all > 0);
+  CHECK(flat.param_internode == flat.param_all);
+  CHECK(two.param_all == doctest::Approx(flat.param_all).epsilon(1e-3));
+  CHECK(two.param_internode == doctest::Approx(flat.param_all / 3.0).epsilon(1e-3));
+}
+
+TEST_CASE("two levels: the parameters gathered are the flat gather's, bit for bit, in fp32 and bf16") {
+  tagc::mpi_communicator mpi(MPI_COMM_WORLD);
+  for (const Args& a : {tiny(2, 2), g16(tiny(2, 2))}) {
+    INFO("--gather-dtype " << a.gather_dtype);
+    Trainer flat(a, mpi), two(nodes_of(a, 2), mpi);
+    flat.init_from_seed();
+    two.init_from_seed();
+    CHECK(two.gather_model() == flat.gather_model());  // the fp32 master (--save-model)
+    // what the model computes with: the forward's gathers (rounded to bf16 in the second)
+    CHECK(two.evaluate_batches(2) == flat.evaluate_batches(2));
+  }
 }
 
 TEST_CASE("two levels, compressed across nodes: far fewer internode bytes than flat, and it learns") {
@@ -78,7 +109,7 @@ TEST_CASE("two levels, compressed across nodes: far fewer internode bytes than f
 }
 
 TEST_CASE("two levels: a checkpoint resumes bit for bit; another --ranks-per-node is refused") {
-  const Args a = nodes_of(packed(tiny(2, 6)), 2);
+  const Args a = nodes_of(g16(packed(tiny(2, 6))), 2);
   const std::string dir = (scratch() / "ckpt_two_level").string();
   check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
   CHECK_THROWS_WITH(run(nodes_of(a, 1), MPI_COMM_WORLD, 1, "", dir),

@@ -35,6 +35,13 @@
 // rounding is done in place of the gather (into a copy), so the numerics do not depend on
 // the world size. --save-model gathers the fp32 master, not the rounded copy.
 //
+// --ranks-per-node K > 1 (issue 33): the gradients reduce in two levels (plain inside the
+// node, then across nodes: unit_reducer.hpp) and the parameters gather in two levels, the
+// reverse (across nodes first, then inside the node: tagc::TwoLevelAllGather, bit for bit
+// a flat gather's result), so per rank (M - 1) / (W - 1) of a flat gather's bytes cross
+// nodes (M nodes, W ranks). The step log counts both: grad_bytes(_internode) and
+// param_bytes(_internode).
+//
 // Every collective is a task of a CommQueue (comm_queue.hpp): one worker thread issues
 // them in enqueue order, so all ranks see the same sequence; on a GPU they run on a side
 // stream ordered against the model stream by events, so the host never waits for a
@@ -56,6 +63,7 @@
 #include "comm_queue.hpp"
 #include "fault_injection.hpp"
 #include "model_config.hpp"
+#include "param_gathers.hpp"
 #include "sharding.hpp"
 #include "unit_reducer.hpp"
 
@@ -99,6 +107,9 @@ struct StepMetrics {
   double grad_bytes = 0.0;  // bytes this rank sent for gradient reductions (ring model)
   // ... of which to ranks of other nodes (--ranks-per-node; 1: every rank its own node, all of it)
   double grad_bytes_internode = 0.0;
+  // bytes this rank sent for parameter all-gathers this step (forward, and backward's
+  // re-gathers without --zero2), and of those to ranks of other nodes (as above)
+  double param_bytes = 0.0, param_bytes_internode = 0.0;
   tagc::traffic traffic;    // bytes/calls/seconds by collective kind, this step
   std::vector<SegmentStats> compression;  // this rank's shards
   // Over every rank's shards of the compressed segments: support, support / sketch
@@ -210,6 +221,8 @@ class Trainer {
   float* gathered(int u);
   // master: gather the fp32 master values even with --gather-dtype bf16 (--save-model)
   Ticket enqueue_gather(int u, bool master = false);
+  // One segment of a unit into dst (the worker's side of enqueue_gather): flat or in two levels.
+  tagc::status gather_segment(const Segment& g, float* dst, bool bf16);
   void enqueue_reduce(int u);
   double forward(const int32_t* inputs, const int32_t* targets);
   void check(const tagc::status& s, const char* what) const;
@@ -219,8 +232,11 @@ class Trainer {
   RankGroup rank_group();
   void decide_auto();  // trainer_auto_impl.hpp: measure, fill auto_ and the segments' paths
   void split_levels();  // --ranks-per-node: levels_ and shape_
-  // Bytes sent so far for gradients: on comm_, or on the two levels (internode_only: the cross level)
-  double gradient_bytes_sent(bool internode_only) const;
+  void plan_gathers();  // --ranks-per-node: gathers_
+  // Bytes sent so far: on comm_, or on the two levels (internode_only: the cross level).
+  // A task's gradient or parameter bytes are the difference across it (the worker runs
+  // one task at a time).
+  double bytes_sent(bool internode_only) const;
   // comm_'s counters plus the two levels' (what this rank sent in all)
   tagc::traffic all_counters() const;
   double sum_of_squares(const float* x, size_t n) const;
@@ -252,11 +268,13 @@ class Trainer {
   tagc::node_shape shape_{};
   std::unique_ptr<tagc::two_level_communicator<Comm>> levels_raw_;
   std::unique_ptr<tagc::two_level_communicator<Counted>> levels_;
+  std::unique_ptr<ParamGathers<Exec>> gathers_;  // with levels_: the parameters' two-level gathers
   std::optional<AutoPlan> auto_;
   std::vector<int32_t> inputs_, targets_;  // host: the loader fills these
   vector<int> dev_inputs_, dev_targets_;   // ... copied here on a device space
   vector<double> scratch_;                 // all_reduce_sum's in and out halves
-  double grad_bytes_ = 0.0, grad_bytes_internode_ = 0.0;  // written by the worker, read after wait_all
+  // written by the worker, read after wait_all
+  double grad_bytes_ = 0.0, grad_bytes_internode_ = 0.0, param_bytes_ = 0.0, param_bytes_internode_ = 0.0;
   int step_ = 0;
   uint64_t rng_state_ = 0;
   double last_loss_ = 0.0, last_norm_ = 0.0;  // of the last step (a save refuses non-finite)

@@ -71,7 +71,7 @@ tagc::traffic Trainer<Exec, Comm>::all_counters() const {
 }
 
 template <class Exec, class Comm>
-double Trainer<Exec, Comm>::gradient_bytes_sent(bool internode_only) const {
+double Trainer<Exec, Comm>::bytes_sent(bool internode_only) const {
   if (!levels_) return comm_.counters().total_bytes_sent();
   const double cross = levels_->cross.counters().total_bytes_sent();
   return internode_only ? cross : cross + levels_->node.counters().total_bytes_sent();
@@ -149,37 +149,49 @@ typename Trainer<Exec, Comm>::Ticket Trainer<Exec, Comm>::enqueue_gather(int u, 
   float* dst = gathered(u);
   const bool bf16 = gather_bf16_ && !master;
   return queue_.enqueue([this, u, dst, bf16]() -> tagc::status {
-    // Prefix first: its padding spills into the suffix's place, which the suffix's
-    // gather then overwrites (see ShardPlan::gather_capacity); both are issued in this
-    // order on one thread (one stream on a GPU).
+    const double before = bytes_sent(false), before_internode = bytes_sent(true);
     for (const Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
-      const size_t n = g.padded(world());
-      tagc::status st;
-      if (bf16) {
-        // rounding, gather and widening in order on the side space (the worker's)
-        const float* src = raw(params_) + g.owned;
-        tagc::bfloat16* send = raw(gather_send16_);
-        tagc::bfloat16* recv = raw(gather_recv16_);
-        thrust::transform(queue_.side().policy(), src, src + g.shard, send, trainer_detail::to_bf16{});
-        st = comm_.all_gather(std::span<const tagc::bfloat16>(send, g.shard), std::span<tagc::bfloat16>(recv, n));
-        if (st.ok())
-          thrust::transform(queue_.side().policy(), recv, recv + n, dst + g.offset, trainer_detail::from_bf16{});
-      } else {
-        st = comm_.all_gather(std::span<const float>(raw(params_) + g.owned, g.shard),
-                              std::span<float>(dst + g.offset, n));
-      }
-      if (!st.ok())
-        return {st.code(), "all-gather of unit " + plan_.unit(u).name + (bf16 ? " (bf16)" : "") + ": " + st.what()};
+      if (tagc::status st = gather_segment(g, dst, bf16); !st.ok())
+        return {st.code(), "all-gather of unit " + plan_.unit(u).name + (bf16 ? " (bf16)" : "") +
+                               (levels_ ? " in two levels" : "") + ": " + st.what()};
     }
+    param_bytes_ += bytes_sent(false) - before;
+    param_bytes_internode_ += bytes_sent(true) - before_internode;
     return {};
   });
+}
+
+// One segment into dst + g.offset, on the worker. Flat: the padded segment straight into
+// place; the prefix's padding spills into the suffix's place, which the suffix's gather
+// then overwrites (see ShardPlan::gather_capacity; both in this order on one thread, one
+// stream on a GPU). Two levels: exactly the segment's length (TwoLevelAllGather cuts the
+// padding off).
+template <class Exec, class Comm>
+tagc::status Trainer<Exec, Comm>::gather_segment(const Segment& g, float* dst, bool bf16) {
+  const float* shard = raw(params_) + g.owned;
+  const size_t n = levels_ ? g.length : g.padded(world());
+  if (!bf16) {
+    const std::span<const float> in(shard, g.shard);
+    const std::span<float> out(dst + g.offset, n);
+    return levels_ ? gathers_->template of<float>(g.length).all_gather(*levels_, in, out) : comm_.all_gather(in, out);
+  }
+  // rounding, gather and widening in order on the side space (the worker's)
+  tagc::bfloat16* send = raw(gather_send16_);
+  tagc::bfloat16* recv = raw(gather_recv16_);
+  thrust::transform(queue_.side().policy(), shard, shard + g.shard, send, trainer_detail::to_bf16{});
+  const std::span<const tagc::bfloat16> in(send, g.shard);
+  const std::span<tagc::bfloat16> out(recv, n);
+  TAGC_TRY(levels_ ? gathers_->template of<tagc::bfloat16>(g.length).all_gather(*levels_, in, out)
+                   : comm_.all_gather(in, out));
+  thrust::transform(queue_.side().policy(), recv, recv + n, dst + g.offset, trainer_detail::from_bf16{});
+  return {};
 }
 
 template <class Exec, class Comm>
 void Trainer<Exec, Comm>::enqueue_reduce(int u) {
   queue_.enqueue([this, u, step = step_ + 1]() -> tagc::status {
-    const double before = gradient_bytes_sent(false), before_internode = gradient_bytes_sent(true);
+    const double before = bytes_sent(false), before_internode = bytes_sent(true);
     UnitState& unit = units_[size_t(u)];
     for (SegmentState& seg : unit.seg) {
       const Segment& g = *seg.layout;
@@ -196,8 +208,8 @@ void Trainer<Exec, Comm>::enqueue_reduce(int u) {
         return {st.code(), "step " + std::to_string(step) + ", " + seg.name + " (" +
                                (seg.compressed() ? "compressed" : "plain") + " reduce-scatter): " + st.what()};
     }
-    grad_bytes_ += gradient_bytes_sent(false) - before;
-    grad_bytes_internode_ += gradient_bytes_sent(true) - before_internode;
+    grad_bytes_ += bytes_sent(false) - before;
+    grad_bytes_internode_ += bytes_sent(true) - before_internode;
     return {};
   });
 }
@@ -246,8 +258,7 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   (void)queue_.take_busy_seconds();
   (void)queue_.take_wait_seconds();
   const tagc::traffic before = all_counters();  // the worker is idle between steps
-  grad_bytes_ = 0.0;
-  grad_bytes_internode_ = 0.0;
+  grad_bytes_ = grad_bytes_internode_ = param_bytes_ = param_bytes_internode_ = 0.0;
   // After the previous step's wait_all, so no reduce still reads these.
   for (UnitState& unit : units_) thrust::fill(model_exec_.policy(), unit.grad.begin(), unit.grad.end(), 0.0f);
 
@@ -336,6 +347,8 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   m.compute_ms = m.step_ms - m.wait_ms;
   m.grad_bytes = grad_bytes_;
   m.grad_bytes_internode = grad_bytes_internode_;
+  m.param_bytes = param_bytes_;
+  m.param_bytes_internode = param_bytes_internode_;
   m.all_support = totals.support;
   m.all_load = totals.cells > 0 ? totals.support / totals.cells : 0.0;
   m.all_unresolved = totals.unresolved;

@@ -1,9 +1,10 @@
 // trainer_setup_impl.hpp: Trainer<Exec, Comm>'s constructor, a list of named setup steps
 // read top to bottom: the batches, the data, the owned shards and gathered units, the
 // segment table (each segment's path: by --compress, from --resume's checkpoint, or
-// measured), the two levels (--ranks-per-node), each unit's gradient buffer, and each
-// segment's reducer. Included by trainer_impl.hpp.
-// defines: train::Trainer<Exec, Comm>::Trainer and its setup steps, segment_paths, split_levels
+// measured), the two levels (--ranks-per-node) and their parameter gathers, each unit's
+// gradient buffer, and each segment's reducer. Included by trainer_impl.hpp.
+// defines: train::Trainer<Exec, Comm>::Trainer and its setup steps, segment_paths, split_levels,
+//          plan_gathers
 #pragma once
 
 #include "trainer.hpp"
@@ -42,6 +43,7 @@ Trainer<Exec, Comm>::Trainer(const Args& args, Comm& comm, Exec model, Exec side
   allocate_shards();
   choose_paths();
   split_levels();
+  plan_gathers();
   const CompressOptions co = compress_options(args_);
   refuse_index_carries(co);
   allocate_gradients(co);
@@ -264,6 +266,13 @@ void Trainer<Exec, Comm>::split_levels() {
   }
   levels_ = std::make_unique<tagc::two_level_communicator<Counted>>(
       tagc::two_level_communicator<Counted>{Counted(levels_raw_->node), Counted(levels_raw_->cross)});
+}
+
+// --ranks-per-node K > 1: the parameters gather in two levels (param_gathers.hpp), staged
+// per segment length on the side space, where the worker runs them.
+template <class Exec, class Comm>
+void Trainer<Exec, Comm>::plan_gathers() {
+  if (levels_) gathers_ = std::make_unique<ParamGathers<Exec>>(plan_, shape_, gather_bf16_, queue_.side());
 }
 
 }  // namespace train
