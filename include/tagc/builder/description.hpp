@@ -1,10 +1,17 @@
 #pragma once
 // defines: tagc::reducer_description (what a reducer is made of, chosen at run
-//          time), tagc::values_kind, tagc::residual_kind, description_text(),
+//          time), tagc::values_kind, tagc::residual_kind, tagc::values_family,
+//          tagc::wire_type, the name tables (tagc::values_kinds, decode_modes,
+//          index_exchanges, residual_kinds, schedule_shapes; name_table(), to_string(),
+//          parse_name(), name_choices()), description_text(),
 //          parse_reducer_description(), normalized(), type_of(), check_description(),
 //          merge_run_time_knobs(). (The description of a compile-time type,
 //          tagc::description_of<R>(), is the heavy half's: description_of.hpp.)
 //          Light: no Reducer, stage or kernel header.
+//
+// Adding a values policy: its tag (policy/), its kind in values_kind with a row in
+// values_kinds (name, family, wire type: description_of finds it there), and a line in a
+// catalogue (default_catalogue.hpp). Every program that names values reads them here.
 //
 // A description names a reducer's compile-time choices: the values it sends (a
 // count sketch, packed union values, or the plain uncompressed baseline, each in
