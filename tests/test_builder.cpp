@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include <tagc/builder.hpp>
+#include <tagc/builder/default_catalogue.hpp>
 #include <tagc/builder/description_of.hpp>
 
 #include "builder/catalogues.hpp"
@@ -50,6 +51,51 @@ TEST_CASE("index=shared: the shared-index reducer's description, parsed back; on
   CHECK(catalogue.contains(back));
   back.values = values_kind::packed;
   CHECK(catalogue.contains(back));
+}
+
+TEST_CASE("one name table per choice: every name parses back; a policy's kind is found by family and wire type") {
+  for (const values_row& row : values_kinds) {
+    values_kind back{};
+    CHECK(parse_name(row.name, back));
+    CHECK(back == row.value);
+    CHECK(to_string(row.value) == row.name);
+    CHECK(is_sketch(row.value) + is_packed(row.value) + is_plain(row.value) == 1);
+    reducer_description d;
+    d.values = row.value;
+    d.index_bits = is_packed(row.value) ? index_auto : d.index_bits;
+    reducer_description parsed;
+    REQUIRE(parse_reducer_description(description_text(d), parsed).ok());
+    CHECK(parsed.values == row.value);
+  }
+  static_assert(description_of<Reducer<SparsifyPolicy, IndexPolicy<1>, SketchFp16Policy<10>>>().values ==
+                values_kind::sketch_fp16);
+  static_assert(description_of<Reducer<SparsifyPolicy, ExactIndexPolicy, PackedFp16Policy>>().values ==
+                values_kind::packed_fp16);
+  static_assert(description_of<PlainReducer<bfloat16>>().values == values_kind::plain_bf16);
+  static_assert(wire_of(values_kind::packed_fp16) == wire_type::fp16 && family_of(values_kind::plain_fp32) == values_family::plain);
+  CHECK(name_choices<decode_mode>() == "peel|estimate|peel-estimate");
+  CHECK(name_choices<values_kind>([](values_kind v) { return is_packed(v); }) == "packed|packed-bf16|packed-fp16");
+  decode_mode m{};
+  CHECK_FALSE(parse_name("peel_then_estimate", m));  // the enum's spelling is not a name
+  CHECK(to_string(static_cast<residual_kind>(7)) == "?");
+}
+
+namespace {
+constexpr bool packed_only(const reducer_description& d) { return is_packed(d.values); }
+template <class... R>
+constexpr std::size_t count_of(reducer_list<R...>) {
+  return sizeof...(R);
+}
+}  // namespace
+
+TEST_CASE("reducer_list_where: a catalogue's subset by a rule on the descriptions, in the list's order") {
+  using packed = reducer_list_where<default_catalogue<exec::host>, packed_only>;
+  static_assert(count_of(packed{}) == 5);  // fp32, bf16, fp16 with the exact index; fp32, bf16 with the shared one
+  const std::vector<reducer_description> d = descriptions_of(packed{});
+  REQUIRE(d.size() == 5);
+  for (const reducer_description& x : d) CHECK(is_packed(x.values));
+  CHECK(d.front().values == values_kind::packed);
+  CHECK(d.back().index_bits == index_shared);
 }
 
 TEST_CASE("description_text prints only the fields that apply; parse reads it back") {

@@ -157,9 +157,11 @@ class TagcState:
       theta=0.9875 warmup=300" (REDUCER_KEYS: each key sets the keyword below it names;
       a key it gives replaces that keyword).
     ratio, index_bits, values: the reducer, built by the library's builder from its
-      catalogue (catalogue() lists it): "sketch" (count sketch; ratio 10, index_bits 1:
-      the paper's configuration; also index_bits 4, ratio 4) or "sketch-bf16" (16-bit
-      cells), "packed-bf16", "packed-fp16" or "packed" (fp32) with index_bits="exact";
+      catalogue (catalogue() lists it; the library's default catalogue less the entries
+      these keywords cannot name): "sketch" (count sketch; ratio 10, index_bits 1: the
+      paper's configuration; also index_bits 4, ratio 2 or 4), "sketch-bf16" or
+      "sketch-fp16" (16-bit cells; ratio 10), "packed-bf16", "packed-fp16" or "packed"
+      (fp32) with index_bits="exact";
       "dense" is an uncompressed fp32 all-reduce through the hook's machinery (to
       measure the hook's own cost).
     sparsity: theta, the fraction of entries kept back per call (None: the paper's

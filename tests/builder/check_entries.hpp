@@ -34,14 +34,12 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 // behind rounded to bf16, so "sent" read back from it is exact only to bf16.
 inline double delivery_tolerance(const tagc::reducer_description& d) {
   if (d.residual == tagc::residual_kind::bf16) return 2e-2;
-  switch (d.values) {
-    case tagc::values_kind::sketch_bf16:
-    case tagc::values_kind::packed_bf16:
-    case tagc::values_kind::plain_bf16: return 2e-2;
-    case tagc::values_kind::sketch_fp16:
-    case tagc::values_kind::packed_fp16: return 2e-3;
-    default: return 1e-5;
+  switch (tagc::wire_of(d.values)) {
+    case tagc::wire_type::bf16: return 2e-2;
+    case tagc::wire_type::fp16: return 2e-3;
+    case tagc::wire_type::fp32: return 1e-5;
   }
+  return 1e-5;
 }
 
 template <class R>

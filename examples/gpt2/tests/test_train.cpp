@@ -39,8 +39,8 @@ void expect_close(const Run& a, const Run& b, double tol) {
 Args packed_dense_start(int steps, int warmup) {
   Args a = tiny(2, steps);
   a.compress = CompressMode::non_attention;
-  a.values = train::ValuesMode::packed_bf16;
-  a.index_bits = train::index_bits_exact;
+  a.values = tagc::values_kind::packed_bf16;
+  a.index_bits = tagc::index_auto;
   a.sparsity_warmup = warmup;
   a.sparsity_start = 0.0;
   return a;
@@ -276,8 +276,8 @@ TEST_CASE("gpt2_train: the run line records only the compression flags that appl
 
   Args packed = tiny(2, 1);
   packed.compress = CompressMode::all;
-  packed.values = train::ValuesMode::packed;
-  packed.index_bits = train::index_bits_exact;
+  packed.values = tagc::values_kind::packed;
+  packed.index_bits = tagc::index_auto;
   const nlohmann::json p = train::compression_info(packed);
   CHECK(p.at("values") == "packed");
   CHECK(p.at("index_bits") == "exact");
@@ -295,7 +295,7 @@ TEST_CASE("gpt2_train: the run line records only the compression flags that appl
 
   // theta's warm-up: recorded (it must match on resume), in the log line and the summary
   sketch.sparsity_warmup = 200;
-  sketch.sparsity_linear = true;
+  sketch.sparsity_shape = tagc::schedule_shape::linear;
   sketch.sparsity_start = 0.5;
   const nlohmann::json w = train::compression_info(sketch);
   CHECK(w.at("sparsity_warmup") == 200);

@@ -119,8 +119,8 @@ TEST_CASE("gather bf16: learns, differs from fp32, the same on 1 rank and with z
 TEST_CASE("gather bf16: a checkpoint resumes bit-identically; another --gather-dtype is refused") {
   Args a = g16(tiny(2, 6));
   a.compress = train::CompressMode::non_attention;
-  a.values = train::ValuesMode::packed_bf16;
-  a.index_bits = train::index_bits_exact;
+  a.values = tagc::values_kind::packed_bf16;
+  a.index_bits = tagc::index_auto;
   const std::string dir = (scratch() / "ckpt_g16").string();
   check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
   Args fp = a;

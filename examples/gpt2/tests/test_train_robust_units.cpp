@@ -25,6 +25,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -154,6 +155,60 @@ TEST_CASE("checkpoint file: round trip, and every damage is named as damage") {
   }
 }
 
+TEST_CASE("checkpoint header: the choices' codes are fixed, and a mismatch names them as the flags do") {
+  // The codes version 3-6 files hold (ValuesMode's order when they were written): a file
+  // of any version must read as the same configuration.
+  CHECK(header_code(tagc::values_kind::sketch) == 0);
+  CHECK(header_code(tagc::values_kind::packed) == 1);
+  CHECK(header_code(tagc::values_kind::packed_bf16) == 2);
+  CHECK(header_code(tagc::values_kind::sketch_bf16) == 3);
+  CHECK(header_code(tagc::values_kind::sketch_fp16) == 4);
+  CHECK(header_code(tagc::values_kind::packed_fp16) == 5);
+  CHECK(header_code(tagc::index_exchange::reduce_scatter) == 1);
+  CHECK(header_code(tagc::decode_mode::peel_then_estimate) == 2);
+  CHECK(header_code(tagc::schedule_shape::linear) == 1);
+  // every value --values takes has its own code
+  std::vector<int32_t> codes;
+  for (const auto& row : tagc::values_kinds)
+    if (!tagc::is_plain(row.value)) codes.push_back(header_code(row.value));
+  std::sort(codes.begin(), codes.end());
+  CHECK(std::adjacent_find(codes.begin(), codes.end()) == codes.end());
+  CHECK(codes.front() >= 0);
+  // run_header stores the codes; the mismatch names them (packed-fp16 read as "?(5)" once)
+  const CheckpointData d = sample_checkpoint();
+  const auto mismatch_of = [&](Args got, Args want) {
+    CheckpointData c = d;
+    c.header = run_header(gpt2::Config{}, got, d.header.world, d.header.rank, d.header.owned_size);
+    const CheckpointHeader expect = run_header(gpt2::Config{}, want, d.header.world, d.header.rank, d.header.owned_size);
+    c.params.resize(c.header.owned_size);
+    c.m.resize(c.header.owned_size);
+    c.v.resize(c.header.owned_size);
+    const fs::path q = scratch() / "codes.ckpt";
+    write_checkpoint_file(q, c);
+    try {
+      read_checkpoint_file(q, expect);
+    } catch (const CheckpointMismatch& e) {
+      return std::string(e.what());
+    }
+    return std::string("no mismatch");
+  };
+  Args fp16 = parse({"--values", "packed-fp16", "--index-bits", "exact"});
+  Args bf16 = parse({"--values", "packed-bf16", "--index-bits", "exact"});
+  CHECK(run_header(gpt2::Config{}, fp16, 1, 0, 0).values == 5);
+  CHECK(mismatch_of(fp16, bf16).find("--values packed-fp16, this run packed-bf16") != std::string::npos);
+  Args scatter = parse({"--index-bits", "exact", "--index-exchange", "reduce-scatter"});
+  Args estimate = scatter, all_reduce = scatter;
+  estimate.decoder = tagc::decode_mode::estimate;
+  all_reduce.index_exchange = tagc::index_exchange::all_reduce;
+  CHECK(mismatch_of(scatter, all_reduce).find("--index-exchange reduce-scatter, this run all-reduce") !=
+        std::string::npos);
+  CHECK(mismatch_of(estimate, scatter).find("--decoder estimate, this run peel-estimate") != std::string::npos);
+  Args linear = parse({"--sparsity-warmup", "10", "--sparsity-schedule", "linear"});
+  CHECK(mismatch_of(linear, parse({"--sparsity-warmup", "10"})).find("--sparsity-schedule linear") != std::string::npos);
+  // a code no row has (a newer program's file) is shown as the number, not read as a value
+  CHECK(header_code_name(tagc::values_kind{}, 99) == "?(99)");
+}
+
 TEST_CASE("config fields: every flag classified; records compared across ranks") {
   const Args a = parse({});
   for (const ConfigField& f : config_fields(a)) CHECK_MESSAGE(f.value != "?", "flag --", f.flag, " is not classified");
@@ -205,8 +260,8 @@ TEST_CASE("--reducer: tagc's description language, each key the same setting as 
   CHECK(compress_options(by_text).reducer == tagc::normalized(d));
   CHECK(reducer_text(by_flags) == tagc::description_text(tagc::normalized(d)));
   // in command-line order: a later flag overrides a key, a later key a flag
-  CHECK(parse({"--reducer", "values=packed index=exact", "--values", "packed-bf16"}).values == ValuesMode::packed_bf16);
-  CHECK(parse({"--values", "packed-bf16", "--reducer", "values=packed index=exact"}).values == ValuesMode::packed);
+  CHECK(parse({"--reducer", "values=packed index=exact", "--values", "packed-bf16"}).values == tagc::values_kind::packed_bf16);
+  CHECK(parse({"--values", "packed-bf16", "--reducer", "values=packed index=exact"}).values == tagc::values_kind::packed);
   const Args adaptive = parse({"--reducer", "adaptive-load=0.5"});
   CHECK(adaptive.adaptive);
   CHECK(adaptive.target_load == 0.5);

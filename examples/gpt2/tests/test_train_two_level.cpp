@@ -60,8 +60,8 @@ Args g16(Args a) {
 
 Args packed(Args a) {
   a.compress = train::CompressMode::non_attention;
-  a.values = train::ValuesMode::packed_bf16;
-  a.index_bits = train::index_bits_exact;
+  a.values = tagc::values_kind::packed_bf16;
+  a.index_bits = tagc::index_auto;
   a.sparsity = 0.95;
   return a;
 }

@@ -15,14 +15,12 @@
 
 using train::Args;
 using train::CompressMode;
-using train::IndexExchange;
 using Trainer = train::HostTrainer;  // the one trainer on exec::host + MPI
-using train::ValuesMode;
 using train_test::scratch;
 
 namespace {
 
-Args compressed(ValuesMode values, int index_bits, IndexExchange exchange, int steps) {
+Args compressed(tagc::values_kind values, int index_bits, tagc::index_exchange exchange, int steps) {
   Args a = train_test::tiny(2, steps);
   a.lr = 3e-3f;
   a.compress = CompressMode::non_attention;
@@ -54,7 +52,7 @@ Trace train_run(const Args& a) {
 // The paper's configuration (10x sketch, 1-bit all-reduced index), run once, compared
 // with in every case.
 const Trace& paper_run() {
-  static const Trace t = train_run(compressed(ValuesMode::sketch, 1, IndexExchange::all_reduce, 8));
+  static const Trace t = train_run(compressed(tagc::values_kind::sketch, 1, tagc::index_exchange::all_reduce, 8));
   return t;
 }
 
@@ -77,7 +75,7 @@ TEST_CASE("gpt2_train values: exact index, reduce-scattered, sends half the inde
   const int steps = 8;
   const Trace& paper = paper_run();
   const Trace scattered =
-      train_run(compressed(ValuesMode::sketch, train::index_bits_exact, IndexExchange::reduce_scatter, steps));
+      train_run(compressed(tagc::values_kind::sketch, tagc::index_auto, tagc::index_exchange::reduce_scatter, steps));
   check_learns(paper, "paper (10x, 1-bit all-reduce)");
   check_learns(scattered, "exact index, reduce-scatter");
   REQUIRE(paper.first.compression.size() == scattered.first.compression.size());
@@ -100,9 +98,9 @@ TEST_CASE("gpt2_train values: exact index, reduce-scattered, sends half the inde
 TEST_CASE("gpt2_train values: packed values send the union, bf16 half of it, and both learn") {
   const int steps = 8;
   const Trace& paper = paper_run();
-  const Trace packed = train_run(compressed(ValuesMode::packed, train::index_bits_exact, IndexExchange::all_reduce, steps));
+  const Trace packed = train_run(compressed(tagc::values_kind::packed, tagc::index_auto, tagc::index_exchange::all_reduce, steps));
   const Trace bf16 =
-      train_run(compressed(ValuesMode::packed_bf16, train::index_bits_exact, IndexExchange::all_reduce, steps));
+      train_run(compressed(tagc::values_kind::packed_bf16, tagc::index_auto, tagc::index_exchange::all_reduce, steps));
   check_learns(packed, "packed");
   check_learns(bf16, "packed-bf16");
   REQUIRE(packed.first.compression.size() == paper.first.compression.size());
@@ -131,10 +129,10 @@ TEST_CASE("gpt2_train values: packed values send the union, bf16 half of it, and
 TEST_CASE("gpt2_train values: 16-bit sketch cells send half the value bytes of the paper's, and learn") {
   const int steps = 8;
   const Trace& paper = paper_run();
-  for (const ValuesMode v : {ValuesMode::sketch_bf16, ValuesMode::sketch_fp16}) {
-    const Trace half = train_run(compressed(v, 1, IndexExchange::all_reduce, steps));
-    INFO("--values " << std::string(train::to_string(v)));
-    check_learns(half, train::to_string(v));
+  for (const tagc::values_kind v : {tagc::values_kind::sketch_bf16, tagc::values_kind::sketch_fp16}) {
+    const Trace half = train_run(compressed(v, 1, tagc::index_exchange::all_reduce, steps));
+    INFO("--values " << std::string(tagc::to_string(v)));
+    check_learns(half, std::string(tagc::to_string(v)).c_str());
     REQUIRE(half.first.compression.size() == paper.first.compression.size());
     for (size_t i = 0; i < half.first.compression.size(); ++i) {
       const auto& p = paper.first.compression[i].stats;
@@ -155,7 +153,7 @@ TEST_CASE("gpt2_train values: 16-bit sketch cells send half the value bytes of t
 
 TEST_CASE("gpt2_train values: the checkpoint records the policies; a resume with others is refused") {
   const std::string dir = (scratch() / "ckpt_values").string();
-  Args packed = compressed(ValuesMode::packed, train::index_bits_exact, IndexExchange::all_reduce, 2);
+  Args packed = compressed(tagc::values_kind::packed, tagc::index_auto, tagc::index_exchange::all_reduce, 2);
   {
     tagc::mpi_communicator mpi(MPI_COMM_WORLD);
     Trainer t(packed, mpi);
@@ -171,9 +169,9 @@ TEST_CASE("gpt2_train values: the checkpoint records the policies; a resume with
   };
   CHECK(resume(packed) == 1);
   Args bf16 = packed;
-  bf16.values = ValuesMode::packed_bf16;
+  bf16.values = tagc::values_kind::packed_bf16;
   CHECK_THROWS_WITH(resume(bf16), doctest::Contains("--values: packed in the checkpoint, packed-bf16 in this run"));
-  Args sketch = compressed(ValuesMode::sketch, train::index_bits_exact, IndexExchange::reduce_scatter, 2);
+  Args sketch = compressed(tagc::values_kind::sketch, tagc::index_auto, tagc::index_exchange::reduce_scatter, 2);
   CHECK_THROWS_WITH(resume(sketch), doctest::Contains("--values: packed in the checkpoint, sketch in this run"));
 
   const std::string dir2 = (scratch() / "ckpt_exchange").string();
@@ -184,7 +182,7 @@ TEST_CASE("gpt2_train values: the checkpoint records the policies; a resume with
     t.train_step();
     t.save_checkpoint(dir2);
   }
-  Args all_reduce = compressed(ValuesMode::sketch, 1, IndexExchange::all_reduce, 2);
+  Args all_reduce = compressed(tagc::values_kind::sketch, 1, tagc::index_exchange::all_reduce, 2);
   tagc::mpi_communicator mpi(MPI_COMM_WORLD);
   Trainer t(all_reduce, mpi);
   CHECK_THROWS_WITH(t.load_checkpoint(dir2), doctest::Contains("--index-bits: exact in the checkpoint, 1 in this run"));
@@ -194,7 +192,7 @@ TEST_CASE("gpt2_train values: the checkpoint records the policies; a resume with
 // a program that fills Args itself gets the builder's refusal from the trainer, on every
 // rank (the reducer setup agrees), naming the flag.
 TEST_CASE("trainer: a reducer the catalogue does not hold is refused with a message") {
-  Args b = compressed(ValuesMode::sketch, 1, IndexExchange::all_reduce, 1);
+  Args b = compressed(tagc::values_kind::sketch, 1, tagc::index_exchange::all_reduce, 1);
   b.ratio = 3;
   tagc::mpi_communicator mpi(MPI_COMM_WORLD);
   CHECK_THROWS_WITH_AS(Trainer(b, mpi), doctest::Contains("--ratio 3"), std::runtime_error);

@@ -1,43 +1,27 @@
-// arg_names.cpp: the flags' enum values as the command line spells them (args.hpp).
-// Apart from args.cpp so that code that only names values (checkpoint.cpp, and the
-// checkpoint parser's fuzz target) links without the flag table and its checks.
-// defines: train::to_string, train::index_bits_name
+// arg_names.cpp: the trainer's own choices (--compress, --schedule) as the command line
+// spells them (args.hpp); the reducer's choices are named by the library's tables
+// (tagc/builder/description.hpp). Apart from args.cpp so that code that only names values
+// (checkpoint.cpp, and the checkpoint parser's fuzz target) links without the flag table
+// and its checks.
+// defines: train::name_table, train::to_string
 #include "args.hpp"
 
 namespace train {
+namespace {
 
-const char* to_string(CompressMode m) {
-  switch (m) {
-    case CompressMode::none: return "none";
-    case CompressMode::non_attention: return "non-attention";
-    case CompressMode::all: return "all";
-    case CompressMode::automatic: return "auto";
-  }
-  return "?";
-}
-const char* to_string(DecoderMode m) {
-  switch (m) {
-    case DecoderMode::peel: return "peel";
-    case DecoderMode::estimate: return "estimate";
-    case DecoderMode::peel_estimate: return "peel-estimate";
-  }
-  return "?";
-}
-const char* to_string(Schedule s) { return s == Schedule::constant ? "constant" : "cosine"; }
-const char* to_string(ValuesMode v) {
-  switch (v) {
-    case ValuesMode::sketch: return "sketch";
-    case ValuesMode::packed: return "packed";
-    case ValuesMode::packed_bf16: return "packed-bf16";
-    case ValuesMode::sketch_bf16: return "sketch-bf16";
-    case ValuesMode::sketch_fp16: return "sketch-fp16";
-    case ValuesMode::packed_fp16: return "packed-fp16";
-  }
-  return "?";
-}
-const char* to_string(IndexExchange x) { return x == IndexExchange::all_reduce ? "all-reduce" : "reduce-scatter"; }
-std::string index_bits_name(int bits) {
-  return bits == index_bits_exact ? "exact" : bits == index_bits_shared ? "shared" : std::to_string(bits);
-}
+// In the order the flags' messages list them.
+constexpr tagc::named<CompressMode> compress_modes[] = {{CompressMode::non_attention, "non-attention"},
+                                                        {CompressMode::all, "all"},
+                                                        {CompressMode::none, "none"},
+                                                        {CompressMode::automatic, "auto"}};
+constexpr tagc::named<Schedule> schedules[] = {{Schedule::constant, "constant"}, {Schedule::cosine, "cosine"}};
+
+}  // namespace
+
+std::span<const tagc::named<CompressMode>> name_table(CompressMode) { return compress_modes; }
+std::span<const tagc::named<Schedule>> name_table(Schedule) { return schedules; }
+// The library's lookup over these tables (it finds them by the enum's namespace).
+std::string_view to_string(CompressMode m) { return tagc::to_string(m); }
+std::string_view to_string(Schedule s) { return tagc::to_string(s); }
 
 }  // namespace train

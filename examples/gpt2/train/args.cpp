@@ -69,17 +69,27 @@ std::vector<UnitSparsity> parse_unit_sparsity(const std::string& v) {
   return out;
 }
 
-// One of an enum flag's values, spelled as to_string spells it (arg_names.cpp); the
-// error lists them in the order given.
+// "a|b|c": the names of a choice's values that `takes` accepts (all without it), in the
+// order of its name table (tagc::name_table for the reducer's choices, arg_names.cpp for
+// the trainer's own).
 template <class E>
-E choice(const std::string& flag, const std::string& v, std::initializer_list<E> values) {
-  std::string all;
-  for (const E e : values) {
-    if (v == to_string(e)) return e;
-    all += (all.empty() ? "" : "|") + std::string(to_string(e));
-  }
-  throw ArgsError("--" + flag + ": expected " + all + ", got '" + v + "'");
+std::string choices(E, bool (*takes)(E) = nullptr) {
+  return tagc::name_choices<E>([takes](E e) { return !takes || takes(e); });
 }
+// The value of a choice that `v` names; the error lists choices(E{}, takes).
+template <class E>
+E choice(const std::string& flag, const std::string& v, bool (*takes)(E) = nullptr) {
+  for (const auto& row : name_table(E{}))
+    if ((!takes || takes(row.value)) && v == row.name) return row.value;
+  throw ArgsError("--" + flag + ": expected " + choices(E{}, takes) + ", got '" + v + "'");
+}
+// A choice flag's help: "a|b|c (default)".
+template <class E>
+std::string choices_help(E default_value, bool (*takes)(E) = nullptr) {
+  return choices(default_value, takes) + " (" + std::string(to_string(default_value)) + ")";
+}
+// --values takes the compressed kinds; the plain ones are --baseline-dtype's.
+bool compressed_values(tagc::values_kind v) { return !tagc::is_plain(v); }
 
 struct Flag {
   bool is_switch;
@@ -137,14 +147,13 @@ const std::map<std::string, Flag>& flags() {
          a.clip = v == "none" ? 0.0f : finite("clip", v);
          if (v != "none" && !(a.clip > 0.0f)) throw ArgsError("--clip: expected a norm > 0, or 'none', got " + v);
        }, "global-norm clip or 'none' (1.0)"}},
-      {"schedule", {false, [](A& a, S v) { a.schedule = choice("schedule", v, {Schedule::constant, Schedule::cosine}); },
-       "constant|cosine (cosine)"}},
+      {"schedule", {false, [](A& a, S v) { a.schedule = choice<Schedule>("schedule", v); },
+       choices_help(Args{}.schedule)}},
       {"warmup", {false, [](A& a, S v) { a.warmup = positive("warmup", v, 0); }, "linear warmup steps (0)"}},
       {"zero2", {true, [](A& a, S) { a.zero2 = true; }, "keep gathered params from forward for backward"}},
       {"compress", {false, [](A& a, S v) {
-         a.compress = choice("compress", v, {CompressMode::non_attention, CompressMode::all, CompressMode::none,
-                                             CompressMode::automatic});
-       }, "non-attention|all|none|auto (non-attention); auto: the cost model picks per segment"}},
+         a.compress = choice<CompressMode>("compress", v);
+       }, choices_help(Args{}.compress) + "; auto: the cost model picks per segment"}},
       {"link-mbps", {false, [](A& a, S v) {
          a.link_mbps = number<double>("link-mbps", v);
          if (!(a.link_mbps > 0.0 && std::isfinite(a.link_mbps)))
@@ -184,24 +193,21 @@ const std::map<std::string, Flag>& flags() {
          if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);
        }, "sketch ratio 2|4|10 (10)"}},
       {"index-bits", {false, [](A& a, S v) {
-         if (v == "exact") { a.index_bits = index_bits_exact; return; }
-         if (v == "shared") { a.index_bits = index_bits_shared; return; }
+         if (v == "exact") { a.index_bits = tagc::index_auto; return; }
+         if (v == "shared") { a.index_bits = tagc::index_shared; return; }
          a.index_bits = number<int>("index-bits", v);
          if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4|exact|shared, got " + v);
-       }, "1|4|exact|shared (" + index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for the world "
+       }, "1|4|exact|shared (" + tagc::index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for the world "
           "size; shared: one selection for all ranks (a rotating leader's top-k; --values packed|packed-bf16)"}},
       {"values", {false, [](A& a, S v) {
-         a.values = choice("values", v, {ValuesMode::sketch, ValuesMode::sketch_bf16, ValuesMode::sketch_fp16,
-                                         ValuesMode::packed, ValuesMode::packed_bf16, ValuesMode::packed_fp16});
-       }, "sketch|sketch-bf16|sketch-fp16|packed|packed-bf16|packed-fp16 (sketch); packed: exact values at the union "
-          "positions"}},
+         a.values = choice("values", v, compressed_values);
+       }, choices_help(Args{}.values, compressed_values) + "; packed: exact values at the union positions"}},
       {"residual", {false, [](A& a, S v) {
-         if (v != "float" && v != "bf16") throw ArgsError("--residual: expected float|bf16, got '" + v + "'");
-         a.residual_bf16 = v == "bf16";
-       }, "float|bf16 (float): storage of the error-feedback residual"}},
+         a.residual = choice<tagc::residual_kind>("residual", v);
+       }, choices_help(Args{}.residual) + ": storage of the error-feedback residual"}},
       {"index-exchange", {false, [](A& a, S v) {
-         a.index_exchange = choice("index-exchange", v, {IndexExchange::all_reduce, IndexExchange::reduce_scatter});
-       }, "all-reduce|reduce-scatter (all-reduce); reduce-scatter: half the index bytes"}},
+         a.index_exchange = choice<tagc::index_exchange>("index-exchange", v);
+       }, choices_help(Args{}.index_exchange) + "; reduce-scatter: half the index bytes"}},
       {"sparsity", {false, [](A& a, S v) {
          a.sparsity = number<double>("sparsity", v);
          if (!(a.sparsity >= 0.0 && a.sparsity < 1.0))
@@ -214,8 +220,8 @@ const std::map<std::string, Flag>& flags() {
        "UNIT=THETA[,...]: theta of the named units (embed, mlp.1; or a kind: mlp, every layer's), "
        "overriding --sparsity there; the last match wins"}},
       {"decoder", {false, [](A& a, S v) {
-         a.decoder = choice("decoder", v, {DecoderMode::peel, DecoderMode::estimate, DecoderMode::peel_estimate});
-       }, "peel|estimate|peel-estimate (peel-estimate)"}},
+         a.decoder = choice<tagc::decode_mode>("decoder", v);
+       }, choices_help(Args{}.decoder)}},
       {"adaptive", {true, [](A& a, S) { a.adaptive = true; }, "adaptive theta per segment (tagc::adaptive_sparsity)"}},
       {"target-load", {false, [](A& a, S v) {
          a.target_load = number<double>("target-load", v);
@@ -224,10 +230,8 @@ const std::map<std::string, Flag>& flags() {
       {"sparsity-warmup", {false, [](A& a, S v) { a.sparsity_warmup = positive("sparsity-warmup", v, 0); },
        "theta warm-up steps per reducer, from --sparsity-start to the target (0: off)"}},
       {"sparsity-schedule", {false, [](A& a, S v) {
-         if (v == "exp") a.sparsity_linear = false;
-         else if (v == "linear") a.sparsity_linear = true;
-         else throw ArgsError("--sparsity-schedule: expected exp|linear, got '" + v + "'");
-       }, "exp|linear (exp): the density 1 - theta falls geometrically (DGC) or linearly"}},
+         a.sparsity_shape = choice<tagc::schedule_shape>("sparsity-schedule", v);
+       }, choices_help(Args{}.sparsity_shape) + ": the density 1 - theta falls geometrically (DGC) or linearly"}},
       {"sparsity-start", {false, [](A& a, S v) {
          a.sparsity_start = number<double>("sparsity-start", v);
          if (!(a.sparsity_start >= 0.0 && a.sparsity_start < 1.0))

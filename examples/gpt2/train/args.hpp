@@ -8,8 +8,14 @@
 // flag and what was expected; main() prints it and returns 2.
 #pragma once
 
+// defines: tagc::values_kind, tagc::index_exchange, tagc::decode_mode, tagc::residual_kind,
+//          tagc::named, tagc::index_auto, tagc::index_shared
+#include "tagc/builder/description.hpp"
+
 #include <cstdint>
+#include <span>
 #include <stdexcept>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -23,22 +29,10 @@ class ArgsError : public std::runtime_error {
 // automatic ("--compress auto"): per segment, the cost model decides (auto_select.hpp).
 enum class CompressMode { none, non_attention, all, automatic };
 enum class Schedule { constant, cosine };
-enum class DecoderMode { peel, estimate, peel_estimate };
-// What a compressed segment sends for its kept entries (tagc's third Reducer policy):
-// sketch = the paper's count sketch (SketchPolicy<ratio>), sketch_bf16 / sketch_fp16 = its
-// cells in 16 bits (SketchPolicy<ratio, lanes, bfloat16|float16>); packed / packed_bf16 =
-// the exact values at the union of the ranks' supports (PackedValuesPolicy<float|bfloat16|float16>).
-enum class ValuesMode { sketch, packed, packed_bf16, sketch_bf16, sketch_fp16, packed_fp16 };
-
-// How the index is exchanged: the paper all-reduces it; reduce_scatter sends each shard's
-// part to its owner only (half the index bytes; needs an exact index).
-enum class IndexExchange { all_reduce, reduce_scatter };
-// --index-bits exact: the narrowest counter width that is exact for the world size
-// (tagc::ExactIndexPolicy); stored in Args::index_bits as this value (tagc::index_auto).
-inline constexpr int index_bits_exact = 0;
-// --index-bits shared: one selection for all ranks (tagc::SharedIndexPolicy, tagc::index_shared):
-// the leader's top-k, in turn; packed values only; bytes per rank independent of the world size.
-inline constexpr int index_bits_shared = -1;
+// The reducer's choices are the library's own types and names (tagc/builder/description.hpp:
+// tagc::values_kind, tagc::index_exchange, tagc::decode_mode, tagc::residual_kind,
+// tagc::schedule_shape; --index-bits exact and shared are tagc::index_auto and
+// tagc::index_shared): the flags spell them as the library's name tables do.
 
 // One --unit-sparsity entry: `unit` names a unit ("embed", "mlp.1") or a kind ("mlp": every
 // layer's); theta in [0, 1].
@@ -87,21 +81,29 @@ struct Args {
   // A 1-bit index across more than 2 ranks (flat) or nodes (two levels) holds back most of
   // the update (summed counters carry); refused unless this is set
   bool allow_index_carries = false;
-  int ratio = 10, index_bits = 4;  // index_bits: 1, 4, index_bits_exact or index_bits_shared
-  ValuesMode values = ValuesMode::sketch;
-  IndexExchange index_exchange = IndexExchange::all_reduce;
+  // index_bits: 1, 4, tagc::index_auto (--index-bits exact: the narrowest exact width for the
+  // world size) or tagc::index_shared (--index-bits shared: one selection for all ranks, a
+  // rotating leader's top-k; packed values only; bytes per rank independent of the world size)
+  int ratio = 10, index_bits = 4;
+  // What a compressed segment sends for its kept entries (--values; not the plain kinds,
+  // which are --baseline-dtype's), and how the index travels (the paper all-reduces it;
+  // reduce-scatter sends each shard's part to its owner only: half the index bytes, needs
+  // an exact index)
+  tagc::values_kind values = tagc::values_kind::sketch;
+  tagc::index_exchange index_exchange = tagc::index_exchange::all_reduce;
   double sparsity = -1.0;  // < 0: the paper's pairing for the ratio
   // --unit-sparsity: theta of the named units (a unit, "embed", "mlp.1", or every unit of a
   // kind, "mlp"), overriding --sparsity there; in the order given, the last match wins
   std::vector<UnitSparsity> unit_sparsity;
-  DecoderMode decoder = DecoderMode::peel_estimate;
-  bool residual_bf16 = false;  // --residual bf16: error-feedback residual stored in bf16 (SparsifyBf16ResidualPolicy)
+  tagc::decode_mode decoder = tagc::decode_mode::peel_then_estimate;
+  // --residual bf16: error-feedback residual stored in bf16 (SparsifyBf16ResidualPolicy)
+  tagc::residual_kind residual = tagc::residual_kind::fp32;
   bool adaptive = false;      // tagc adaptive theta: steer each segment's largest sketch load
   double target_load = 0.6;   // ... towards this (peeling is exact below ~0.81)
   // tagc::sparsity_schedule: theta ramps from sparsity_start to the target over the first
   // sparsity_warmup calls of each reducer (0: off); exponential in the density, or linear
   int sparsity_warmup = 0;
-  bool sparsity_linear = false;
+  tagc::schedule_shape sparsity_shape = tagc::schedule_shape::exponential;  // --sparsity-schedule exp|linear
   double sparsity_start = 0.75;
   bool check_collectives = false;  // tagc::mpi_communicator's cross-rank argument check
   // --compress auto: what-if overrides of the measured link (< 0: measure at start-up)
@@ -155,12 +157,11 @@ std::vector<std::string> flag_names();
 // Throws ArgsError in the command line's words.
 void validate_args(const Args& a);
 
-const char* to_string(CompressMode m);
-const char* to_string(DecoderMode m);
-const char* to_string(Schedule s);
-const char* to_string(ValuesMode v);
-const char* to_string(IndexExchange x);
-// "1", "4" or "exact".
-std::string index_bits_name(int index_bits);
+// The names of the trainer's own choices (arg_names.cpp), as the flags spell them; the
+// reducer's choices have the library's (tagc::name_table, tagc::to_string).
+std::span<const tagc::named<CompressMode>> name_table(CompressMode);
+std::span<const tagc::named<Schedule>> name_table(Schedule);
+std::string_view to_string(CompressMode m);
+std::string_view to_string(Schedule s);
 
 }  // namespace train

@@ -32,13 +32,13 @@ CheckpointHeader run_header(const gpt2::Config& cfg, const Args& a, int world, i
   h.compress = int32_t(a.compress);
   h.ratio = a.ratio;
   h.index_bits = a.index_bits;
-  h.values = int32_t(a.values);
-  h.index_exchange = int32_t(a.index_exchange);
-  h.decoder = int32_t(a.decoder);
+  h.values = header_code(a.values);
+  h.index_exchange = header_code(a.index_exchange);
+  h.decoder = header_code(a.decoder);
   h.adaptive = a.adaptive ? 1 : 0;
   h.sparsity = a.sparsity;
   h.sparsity_warmup = a.sparsity_warmup;
-  h.sparsity_linear = a.sparsity_linear ? 1 : 0;
+  h.sparsity_linear = header_code(a.sparsity_shape);
   h.sparsity_start = a.sparsity_start;
   h.shuffle = a.shuffle ? 1 : 0;
   h.shuffle_seed = a.shuffle ? a.shuffle_seed : 0;
@@ -53,7 +53,8 @@ namespace {
 constexpr char trailer_magic[8] = {'T', 'G', 'C', 'R', 'C', '\0', '\0', '\0'};
 
 std::string compress_name(int32_t c) {
-  return c >= 0 && c <= int32_t(CompressMode::automatic) ? to_string(CompressMode(c)) : "?(" + std::to_string(c) + ")";
+  return c >= 0 && c <= int32_t(CompressMode::automatic) ? std::string(to_string(CompressMode(c)))
+                                                       : "?(" + std::to_string(c) + ")";
 }
 std::string sparsity_name(double s) {
   if (s < 0) return "default (the paper's for the ratio)";
@@ -80,27 +81,26 @@ std::string configuration_mismatch(const CheckpointHeader& got, const Checkpoint
   if (got.compress != want.compress)
     return "--compress " + compress_name(got.compress) + ", this run " + compress_name(want.compress);
   if (got.compress != int32_t(CompressMode::none)) {
-    const auto name = [](auto e, int32_t v, int32_t max) -> std::string {
-      return v >= 0 && v <= max ? to_string(decltype(e)(v)) : "?(" + std::to_string(v) + ")";
+    // "--values packed-bf16, this run sketch": the codes named by the library's names.
+    const auto differ = [](const char* flag, auto choice, int32_t got, int32_t want) {
+      return std::string(flag) + " " + header_code_name(choice, got) + ", this run " + header_code_name(choice, want);
     };
-    if (got.values != want.values)
-      return "--values " + name(ValuesMode{}, got.values, int32_t(ValuesMode::sketch_fp16)) + ", this run " +
-             name(ValuesMode{}, want.values, int32_t(ValuesMode::sketch_fp16));
+    if (got.values != want.values) return differ("--values", tagc::values_kind{}, got.values, want.values);
     if (got.ratio != want.ratio) return differs("--ratio", got.ratio, want.ratio);
     if (got.index_bits != want.index_bits)
-      return "--index-bits " + index_bits_name(got.index_bits) + ", this run " + index_bits_name(want.index_bits);
+      return "--index-bits " + tagc::index_bits_name(got.index_bits) + ", this run " +
+             tagc::index_bits_name(want.index_bits);
     if (got.index_exchange != want.index_exchange)
-      return "--index-exchange " + name(IndexExchange{}, got.index_exchange, 1) + ", this run " +
-             name(IndexExchange{}, want.index_exchange, 1);
+      return differ("--index-exchange", tagc::index_exchange{}, got.index_exchange, want.index_exchange);
     if (got.decoder != want.decoder)
-      return "--decoder " + name(DecoderMode{}, got.decoder, 2) + ", this run " + name(DecoderMode{}, want.decoder, 2);
+      return differ("--decoder", tagc::decode_mode{}, got.decoder, want.decoder);
     if (got.adaptive != want.adaptive)
       return std::string("--adaptive ") + (got.adaptive ? "on" : "off") + ", this run " + (want.adaptive ? "on" : "off");
     if (got.sparsity_warmup != want.sparsity_warmup) return differs("--sparsity-warmup", got.sparsity_warmup, want.sparsity_warmup);
     if (got.sparsity_warmup > 0 && (got.sparsity_linear != want.sparsity_linear || got.sparsity_start != want.sparsity_start))
-      return std::string("--sparsity-schedule ") + (got.sparsity_linear ? "linear" : "exp") + " --sparsity-start " +
-             std::to_string(got.sparsity_start) + ", this run " + (want.sparsity_linear ? "linear" : "exp") + " " +
-             std::to_string(want.sparsity_start);
+      return "--sparsity-schedule " + header_code_name(tagc::schedule_shape{}, got.sparsity_linear) +
+             " --sparsity-start " + std::to_string(got.sparsity_start) + ", this run " +
+             header_code_name(tagc::schedule_shape{}, want.sparsity_linear) + " " + std::to_string(want.sparsity_start);
     // The reducers were built with the checkpoint's theta and their error feedback is
     // relative to it: a different --sparsity is refused rather than silently ignored.
     // (--adaptive steers theta from its saved value, so there the flag is only a start.)

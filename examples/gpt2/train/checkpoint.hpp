@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <istream>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,7 +45,8 @@ struct CheckpointHeader {
   uint64_t loader_shard = 0, loader_offset = 0;
   uint64_t rng_state = 0;
   // version 3: the value and index-exchange policies (older files: sketch, all-reduce).
-  // index_bits above holds index_bits_exact (0) for --index-bits exact.
+  // index_bits above holds tagc::index_auto (0) for --index-bits exact. The choices are
+  // stored as their header_code (below).
   int32_t values = 0, index_exchange = 0;
   // version 4: the sparsity schedule (older files: none); version 4 files also end in the CRC trailer
   int32_t sparsity_warmup = 0, sparsity_linear = 0;
@@ -58,6 +60,51 @@ struct CheckpointHeader {
   // fresh start, kept across resumes; 0 in older files: any run's)
   uint64_t run_id = 0;
 };
+// The header's codes for the reducer's choices (values, index_exchange, decoder,
+// sparsity_linear): fixed here, one row per value, never derived from an enum's order, so
+// files of every version read the same (version 3 wrote packed-bf16 as 2, sketch-bf16 as
+// 3). A new choice takes the next free code; a code is never reused.
+template <class E>
+struct HeaderCode {
+  E value;
+  int32_t code;
+};
+inline constexpr HeaderCode<tagc::values_kind> values_codes[] = {
+    {tagc::values_kind::sketch, 0},      {tagc::values_kind::packed, 1},      {tagc::values_kind::packed_bf16, 2},
+    {tagc::values_kind::sketch_bf16, 3}, {tagc::values_kind::sketch_fp16, 4}, {tagc::values_kind::packed_fp16, 5}};
+inline constexpr HeaderCode<tagc::index_exchange> index_exchange_codes[] = {{tagc::index_exchange::all_reduce, 0},
+                                                                            {tagc::index_exchange::reduce_scatter, 1}};
+inline constexpr HeaderCode<tagc::decode_mode> decoder_codes[] = {
+    {tagc::decode_mode::peel, 0}, {tagc::decode_mode::estimate, 1}, {tagc::decode_mode::peel_then_estimate, 2}};
+inline constexpr HeaderCode<tagc::schedule_shape> schedule_shape_codes[] = {{tagc::schedule_shape::exponential, 0},
+                                                                            {tagc::schedule_shape::linear, 1}};
+constexpr std::span<const HeaderCode<tagc::values_kind>> header_codes(tagc::values_kind) { return values_codes; }
+constexpr std::span<const HeaderCode<tagc::index_exchange>> header_codes(tagc::index_exchange) { return index_exchange_codes; }
+constexpr std::span<const HeaderCode<tagc::decode_mode>> header_codes(tagc::decode_mode) { return decoder_codes; }
+constexpr std::span<const HeaderCode<tagc::schedule_shape>> header_codes(tagc::schedule_shape) { return schedule_shape_codes; }
+
+// The code of `e` (-1: none, which the check below rules out for every choice --values takes).
+template <class E>
+constexpr int32_t header_code(E e) {
+  for (const auto& row : header_codes(e))
+    if (row.value == e) return row.code;
+  return -1;
+}
+// The choice a code stands for, by the library's name ("?(7)" for a code no row has).
+template <class E>
+std::string header_code_name(E, int32_t code) {
+  for (const auto& row : header_codes(E{}))
+    if (row.code == code) return std::string(tagc::to_string(row.value));
+  return "?(" + std::to_string(code) + ")";
+}
+static_assert(
+    [] {
+      for (const auto& row : tagc::values_kinds)
+        if (!tagc::is_plain(row.value) && header_code(row.value) < 0) return false;
+      return true;
+    }(),
+    "tagc-gpt2: a values kind --values takes has no code in values_codes (checkpoint.hpp): give it the next free one");
+
 // The header as versions 1 and 2 wrote it: everything before `values`.
 inline constexpr size_t checkpoint_header_v2_size = offsetof(CheckpointHeader, values);
 inline constexpr size_t checkpoint_header_v3_size = offsetof(CheckpointHeader, sparsity_warmup);

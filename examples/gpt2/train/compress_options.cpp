@@ -16,45 +16,20 @@
 
 namespace train {
 
-namespace {
-tagc::values_kind values_kind_of(ValuesMode v) {
-  switch (v) {
-    case ValuesMode::sketch: return tagc::values_kind::sketch;
-    case ValuesMode::sketch_bf16: return tagc::values_kind::sketch_bf16;
-    case ValuesMode::sketch_fp16: return tagc::values_kind::sketch_fp16;
-    case ValuesMode::packed: return tagc::values_kind::packed;
-    case ValuesMode::packed_bf16: return tagc::values_kind::packed_bf16;
-    case ValuesMode::packed_fp16: return tagc::values_kind::packed_fp16;
-  }
-  return tagc::values_kind::sketch;
-}
-tagc::decode_mode decode_mode_of(DecoderMode m) {
-  switch (m) {
-    case DecoderMode::peel: return tagc::decode_mode::peel;
-    case DecoderMode::estimate: return tagc::decode_mode::estimate;
-    case DecoderMode::peel_estimate: return tagc::decode_mode::peel_then_estimate;
-  }
-  return tagc::decode_mode::peel_then_estimate;
-}
-}  // namespace
-
-static_assert(index_bits_exact == tagc::index_auto && index_bits_shared == tagc::index_shared);
-
 CompressOptions compress_options(const Args& a) {
   CompressOptions o;
-  o.reducer.values = values_kind_of(a.values);
+  o.reducer.values = a.values;
   o.reducer.ratio = a.ratio;
-  o.reducer.index_bits = a.index_bits;  // index_bits_exact == tagc::index_auto, index_bits_shared == tagc::index_shared
-  o.reducer.exchange = a.index_exchange == IndexExchange::reduce_scatter ? tagc::index_exchange::reduce_scatter
-                                                                         : tagc::index_exchange::all_reduce;
-  o.reducer.decoder = decode_mode_of(a.decoder);
-  o.reducer.residual = a.residual_bf16 ? tagc::residual_kind::bf16 : tagc::residual_kind::fp32;
+  o.reducer.index_bits = a.index_bits;
+  o.reducer.exchange = a.index_exchange;
+  o.reducer.decoder = a.decoder;
+  o.reducer.residual = a.residual;
   o.reducer.sparsity = a.sparsity;
   o.reducer.adapt.enabled = a.adaptive;
   o.reducer.adapt.target_load = a.target_load;
   o.reducer.schedule.warmup_steps = uint64_t(a.sparsity_warmup);
   o.reducer.schedule.start = a.sparsity_start;
-  o.reducer.schedule.shape = a.sparsity_linear ? tagc::schedule_shape::linear : tagc::schedule_shape::exponential;
+  o.reducer.schedule.shape = a.sparsity_shape;
   o.reducer = tagc::normalized(o.reducer);
   o.unit_sparsity = a.unit_sparsity;
   o.plain.values = a.baseline_dtype == "bf16" ? tagc::values_kind::plain_bf16 : tagc::values_kind::plain_fp32;
@@ -133,7 +108,8 @@ std::string reducer_flags(const tagc::reducer_description& d) {
   for (const DescriptionItem& i : description_items(tagc::description_text(tagc::type_of(d)))) {
     if (i.key == "residual" && i.value == "float") continue;  // the default, left unsaid
     const char* flag = flag_of_key(i.key);  // none (lanes): the key as the description says it
-    s += (s.empty() ? "" : " ") + (flag ? "--" + std::string(flag) + " " + i.value : i.key + "=" + i.value);
+    if (!s.empty()) s += ' ';
+    s += flag ? "--" + std::string(flag) + " " + i.value : i.key + "=" + i.value;
   }
   return s;
 }

@@ -13,7 +13,7 @@
 namespace train {
 
 nlohmann::json compression_info(const Args& a) {
-  nlohmann::json j = {{"compress", to_string(a.compress)}};
+  nlohmann::json j = {{"compress", std::string(to_string(a.compress))}};
   if (a.compress != CompressMode::all) j["baseline_dtype"] = a.baseline_dtype;
   // the parameter all-gather's format: recorded when it is not the default fp32 (it must
   // match on resume, and it changes the numerics of every configuration alike)
@@ -24,7 +24,7 @@ nlohmann::json compression_info(const Args& a) {
   const tagc::reducer_description d = compress_options(a).reducer;
   j["values"] = std::string(tagc::to_string(d.values));
   if (tagc::is_sketch(d.values)) j["ratio"] = d.ratio;
-  j["index_bits"] = index_bits_name(d.index_bits);
+  j["index_bits"] = tagc::index_bits_name(d.index_bits);
   j["index_exchange"] = std::string(tagc::to_string(d.exchange));
   if (tagc::is_sketch(d.values)) j["decoder"] = std::string(tagc::to_string(d.decoder));
   j["residual"] = std::string(tagc::to_string(d.residual));
@@ -33,7 +33,7 @@ nlohmann::json compression_info(const Args& a) {
   if (a.adaptive) j["target_load"] = a.target_load;
   if (d.schedule.enabled()) {  // theta's warm-up (tagc::sparsity_schedule): only when on
     j["sparsity_warmup"] = d.schedule.warmup_steps;
-    j["sparsity_schedule"] = d.schedule.shape == tagc::schedule_shape::linear ? "linear" : "exp";
+    j["sparsity_schedule"] = std::string(tagc::to_string(d.schedule.shape));
     j["sparsity_start"] = d.schedule.start;
   }
   return j;

@@ -73,7 +73,7 @@ void check_world(const Args& a, int world) {
   if (a.index_bits == 4 && world > 15)
     throw ArgsError("--index-bits 4 counts at most 15 ranks per element and this job has " + std::to_string(world) +
                     " ranks: use --index-bits exact (the narrowest exact width for the world size)");
-  if (a.index_bits == index_bits_exact && world > 255)
+  if (a.index_bits == tagc::index_auto && world > 255)
     throw ArgsError("--index-bits exact counts at most 255 ranks, this job has " + std::to_string(world));
 }
 

@@ -30,6 +30,11 @@ std::string num(float x) { return shortest(x); }
 std::string num(int x) { return std::to_string(x); }
 std::string num(uint64_t x) { return std::to_string(x); }
 std::string sw(bool on) { return on ? "on" : "off"; }
+// A choice as its flag spells it (the library's names for the reducer's, arg_names.cpp's for the trainer's).
+template <class E>
+std::string name(E e) {
+  return std::string(to_string(e));
+}
 
 uint64_t fnv1a(const unsigned char* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -70,10 +75,10 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"eps", {num(a.eps), may}},
       {"weight-decay", {num(a.weight_decay), may}},
       {"clip", {a.clip > 0 ? num(a.clip) : "none", may}},
-      {"schedule", {to_string(a.schedule), may}},
+      {"schedule", {name(a.schedule), may}},
       {"warmup", {num(a.warmup), may}},
       {"zero2", {sw(a.zero2), may}},
-      {"compress", {to_string(a.compress), must}},
+      {"compress", {name(a.compress), must}},
       {"link-mbps", {num(a.link_mbps), may}},
       {"link-latency-us", {num(a.link_latency_us), may}},
       {"baseline-dtype", {a.baseline_dtype, must}},
@@ -81,19 +86,19 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"ranks-per-node", {a.ranks_per_node == 0 ? "auto" : num(a.ranks_per_node), must}},
       {"allow-index-carries", {sw(a.allow_index_carries), may}},
       {"ratio", {num(a.ratio), must}},
-      {"index-bits", {index_bits_name(a.index_bits), must}},
-      {"values", {to_string(a.values), must}},
-      {"index-exchange", {to_string(a.index_exchange), must}},
+      {"index-bits", {tagc::index_bits_name(a.index_bits), must}},
+      {"values", {name(a.values), must}},
+      {"index-exchange", {name(a.index_exchange), must}},
       // the fields above and below in the library's description language: a record of
       // the choice, which the must-match flags already compare one by one
       {"reducer", {reducer_text(a), may}},
       {"sparsity", {a.sparsity < 0 ? "default" : num(a.sparsity), must}},
       {"unit-sparsity", {unit_sparsity_text(a.unit_sparsity), must}},
-      {"decoder", {to_string(a.decoder), must}},
-      {"residual", {a.residual_bf16 ? "bf16" : "float", must}},
+      {"decoder", {name(a.decoder), must}},
+      {"residual", {name(a.residual), must}},
       {"adaptive", {sw(a.adaptive), must}},
       {"sparsity-warmup", {num(a.sparsity_warmup), must}},
-      {"sparsity-schedule", {a.sparsity_linear ? "linear" : "exp", must}},
+      {"sparsity-schedule", {name(a.sparsity_shape), must}},
       {"sparsity-start", {num(a.sparsity_start), must}},
       {"target-load", {num(a.target_load), may}},
       {"check-collectives", {sw(a.check_collectives), may}},

@@ -1,7 +1,9 @@
 #pragma once
 // defines: tagc::default_paper_catalogue<Exec>, tagc::default_beyond_catalogue<Exec>,
 //          tagc::default_catalogue<Exec> — the reducers a general-purpose program
-//          (the GPT-2 trainers) builds; TAGC_DEFAULT_REDUCER_CATALOGUE.
+//          (the GPT-2 trainers) builds; TAGC_DEFAULT_REDUCER_CATALOGUE;
+//          tagc::reducer_list_cat, tagc::reducer_list_where (a subset by rule: the
+//          Python package's catalogue).
 //
 // Two parts, so a program can compile them in two translation units at once (each
 // Reducer costs several seconds of compile):
@@ -19,6 +21,8 @@
 //
 // Adding an entry: one line below (the description is derived from the type).
 
+#include <type_traits>
+
 #include "../plain_reducer.hpp"
 #include "../policy/decode.hpp"
 #include "../policy/index.hpp"
@@ -28,6 +32,7 @@
 #include "../reducer.hpp"
 #include "../shared_reducer.hpp"
 #include "catalogue.hpp"
+#include "description_of.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
@@ -49,6 +54,21 @@ struct concat<reducer_list<A...>, reducer_list<B...>, L...> : concat<reducer_lis
 // The concatenation of reducer_lists.
 template <class... L>
 using reducer_list_cat = typename catalogue_parts::concat<L...>::type;
+
+namespace catalogue_parts {
+template <class List, auto Keep> struct where;
+template <class... R, auto Keep>
+struct where<reducer_list<R...>, Keep> {
+  using type = reducer_list_cat<reducer_list<>,
+                                std::conditional_t<Keep(description_of<R>()), reducer_list<R>, reducer_list<>>...>;
+};
+}  // namespace catalogue_parts
+
+// The types of List whose description Keep (a constexpr bool(const reducer_description&))
+// keeps, in List's order: a program's subset of a catalogue, chosen by rule rather than
+// listed again (nothing is instantiated to choose).
+template <class List, auto Keep>
+using reducer_list_where = typename catalogue_parts::where<List, Keep>::type;
 
 template <class E>
 using default_paper_catalogue = reducer_list_cat<

@@ -1,10 +1,17 @@
 #pragma once
 // defines: tagc::reducer_description (what a reducer is made of, chosen at run
-//          time), tagc::values_kind, tagc::residual_kind, description_text(),
+//          time), tagc::values_kind, tagc::residual_kind, tagc::values_family,
+//          tagc::wire_type, the name tables (tagc::values_kinds, decode_modes,
+//          index_exchanges, residual_kinds, schedule_shapes; name_table(), to_string(),
+//          parse_name(), name_choices()), description_text(),
 //          parse_reducer_description(), normalized(), type_of(), check_description(),
 //          merge_run_time_knobs(). (The description of a compile-time type,
 //          tagc::description_of<R>(), is the heavy half's: description_of.hpp.)
 //          Light: no Reducer, stage or kernel header.
+//
+// Adding a values policy: its tag (policy/), its kind in values_kind with a row in
+// values_kinds (name, family, wire type: description_of finds it there), and a line in a
+// catalogue (default_catalogue.hpp). Every program that names values reads them here.
 //
 // A description names a reducer's compile-time choices: the values it sends (a
 // count sketch, packed union values, or the plain uncompressed baseline, each in
@@ -27,6 +34,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -40,6 +49,96 @@ TAGC_BEGIN_NAMESPACE
 
 enum class values_kind { sketch, sketch_bf16, sketch_fp16, packed, packed_bf16, packed_fp16, plain_fp32, plain_bf16 };
 enum class residual_kind { fp32, bf16 };
+// What a values policy sends (a count sketch, the values at the union of the kept
+// positions, or every entry) and the element type it sends them in.
+enum class values_family { sketch, packed, plain };
+enum class wire_type { fp32, bf16, fp16 };
+
+// The names of the description's choices: one table per choice, read by
+// description_text() and parse_reducer_description(), and by every program that spells
+// a choice (the GPT-2 trainer's flags, messages, run configuration and checkpoint
+// printer; Python's TagcState through the parser). A row: the value and its name.
+template <class E>
+struct named {
+  E value;
+  std::string_view name;
+};
+// values_kind's row also says what the policy is: description_of<R>() (description_of.hpp)
+// finds a values policy's kind by its family and wire type. Adding a values policy: its
+// kind in values_kind and a row here.
+struct values_row {
+  values_kind value;
+  std::string_view name;
+  values_family family;
+  wire_type wire;
+};
+inline constexpr values_row values_kinds[] = {
+    {values_kind::sketch, "sketch", values_family::sketch, wire_type::fp32},
+    {values_kind::sketch_bf16, "sketch-bf16", values_family::sketch, wire_type::bf16},
+    {values_kind::sketch_fp16, "sketch-fp16", values_family::sketch, wire_type::fp16},
+    {values_kind::packed, "packed", values_family::packed, wire_type::fp32},
+    {values_kind::packed_bf16, "packed-bf16", values_family::packed, wire_type::bf16},
+    {values_kind::packed_fp16, "packed-fp16", values_family::packed, wire_type::fp16},
+    {values_kind::plain_fp32, "plain-fp32", values_family::plain, wire_type::fp32},
+    {values_kind::plain_bf16, "plain-bf16", values_family::plain, wire_type::bf16},
+};
+inline constexpr named<decode_mode> decode_modes[] = {
+    {decode_mode::peel, "peel"}, {decode_mode::estimate, "estimate"}, {decode_mode::peel_then_estimate, "peel-estimate"}};
+inline constexpr named<index_exchange> index_exchanges[] = {{index_exchange::all_reduce, "all-reduce"},
+                                                            {index_exchange::reduce_scatter, "reduce-scatter"}};
+inline constexpr named<residual_kind> residual_kinds[] = {{residual_kind::fp32, "float"}, {residual_kind::bf16, "bf16"}};
+inline constexpr named<schedule_shape> schedule_shapes[] = {{schedule_shape::exponential, "exp"},
+                                                            {schedule_shape::linear, "linear"}};
+
+// The table of a choice, found by its type: name_table(values_kind{}).
+constexpr std::span<const values_row> name_table(values_kind) { return values_kinds; }
+constexpr std::span<const named<decode_mode>> name_table(decode_mode) { return decode_modes; }
+constexpr std::span<const named<index_exchange>> name_table(index_exchange) { return index_exchanges; }
+constexpr std::span<const named<residual_kind>> name_table(residual_kind) { return residual_kinds; }
+constexpr std::span<const named<schedule_shape>> name_table(schedule_shape) { return schedule_shapes; }
+
+// A choice's name ("?" for a value outside its table).
+template <class E>
+  requires requires(E e) { name_table(e); }
+constexpr std::string_view to_string(E e) {
+  for (const auto& row : name_table(e))
+    if (row.value == e) return row.name;
+  return "?";
+}
+// The value that `text` names, if one does.
+template <class E>
+constexpr bool parse_name(std::string_view text, E& out) {
+  for (const auto& row : name_table(E{}))
+    if (row.name == text) return (out = row.value, true);
+  return false;
+}
+// "a|b|c": the names of a choice's values that `keep` keeps, in the table's order.
+template <class E, class Keep>
+std::string name_choices(Keep keep) {
+  std::string s;
+  for (const auto& row : name_table(E{}))
+    if (keep(row.value)) (s.empty() ? s : s += '|') += row.name;
+  return s;
+}
+template <class E>
+std::string name_choices() {
+  return name_choices<E>([](E) { return true; });
+}
+
+constexpr const values_row& values_row_of(values_kind v) {
+  for (const values_row& row : values_kinds)
+    if (row.value == v) return row;
+  return values_kinds[0];  // not reached: every kind has a row (checked below)
+}
+constexpr values_family family_of(values_kind v) { return values_row_of(v).family; }
+constexpr wire_type wire_of(values_kind v) { return values_row_of(v).wire; }
+static_assert(
+    [] {
+      for (std::size_t i = 0; i < std::size(values_kinds); ++i)
+        if (values_kinds[i].value != values_kind(i)) return false;
+      return true;
+    }(),
+    "tagc: values_kinds holds one row per values_kind, in the enum's order");
 // index=shared: SharedIndexPolicy (one selection for all ranks, no union; shared_reducer.hpp).
 inline constexpr int index_shared = -1;
 
@@ -60,39 +159,10 @@ struct reducer_description {
   friend bool operator==(const reducer_description&, const reducer_description&) = default;
 };
 
-inline constexpr bool is_sketch(values_kind v) {
-  return v == values_kind::sketch || v == values_kind::sketch_bf16 || v == values_kind::sketch_fp16;
-}
-inline constexpr bool is_packed(values_kind v) {
-  return v == values_kind::packed || v == values_kind::packed_bf16 || v == values_kind::packed_fp16;
-}
-inline constexpr bool is_plain(values_kind v) { return v == values_kind::plain_fp32 || v == values_kind::plain_bf16; }
+inline constexpr bool is_sketch(values_kind v) { return family_of(v) == values_family::sketch; }
+inline constexpr bool is_packed(values_kind v) { return family_of(v) == values_family::packed; }
+inline constexpr bool is_plain(values_kind v) { return family_of(v) == values_family::plain; }
 
-inline constexpr std::string_view to_string(values_kind v) {
-  switch (v) {
-    case values_kind::sketch: return "sketch";
-    case values_kind::sketch_bf16: return "sketch-bf16";
-    case values_kind::sketch_fp16: return "sketch-fp16";
-    case values_kind::packed: return "packed";
-    case values_kind::packed_bf16: return "packed-bf16";
-    case values_kind::packed_fp16: return "packed-fp16";
-    case values_kind::plain_fp32: return "plain-fp32";
-    case values_kind::plain_bf16: return "plain-bf16";
-  }
-  return "?";
-}
-inline constexpr std::string_view to_string(decode_mode m) {
-  switch (m) {
-    case decode_mode::peel: return "peel";
-    case decode_mode::estimate: return "estimate";
-    case decode_mode::peel_then_estimate: return "peel-estimate";
-  }
-  return "?";
-}
-inline constexpr std::string_view to_string(index_exchange x) {
-  return x == index_exchange::all_reduce ? "all-reduce" : "reduce-scatter";
-}
-inline constexpr std::string_view to_string(residual_kind r) { return r == residual_kind::fp32 ? "float" : "bf16"; }
 inline std::string index_bits_name(int bits) {
   return bits == index_auto ? "exact" : bits == index_shared ? "shared" : std::to_string(bits);
 }
@@ -137,7 +207,6 @@ inline std::string number_text(double x) {
   const auto r = std::to_chars(buf, buf + sizeof buf, x);
   return std::string(buf, r.ptr);
 }
-inline std::string_view to_string(schedule_shape s) { return s == schedule_shape::linear ? "linear" : "exp"; }
 inline std::string adaptive_text(const adaptive_sparsity& a) {
   return "adaptive-load=" + number_text(a.target_load) + " adaptive-min=" + number_text(a.min_sparsity) +
          " adaptive-max=" + number_text(a.max_sparsity);
@@ -174,18 +243,6 @@ inline std::string description_text(const reducer_description& d) {
 }
 
 namespace detail {
-template <class E, std::size_t N>
-bool parse_enum(std::string_view text, const E (&all)[N], E& out) {
-  for (E e : all)
-    if (to_string(e) == text) return (out = e, true);
-  return false;
-}
-template <class E, std::size_t N>
-std::string enum_choices(const E (&all)[N]) {
-  std::string s;
-  for (E e : all) s += (s.empty() ? "" : "|") + std::string(to_string(e));
-  return s;
-}
 inline bool parse_int(std::string_view text, int& out) {
   if (text.empty() || text.size() > 9) return false;
   int v = 0;
@@ -209,12 +266,6 @@ inline bool parse_double(std::string_view text, double& out) {
 // and what was expected; whether a knob's value suits the reducer (theta in [0, 1],
 // a warm-up start below the target) is the reducer's initialize() to say.
 inline status parse_reducer_description(std::string_view text, reducer_description& out) {
-  static constexpr values_kind all_values[] = {values_kind::sketch,     values_kind::sketch_bf16, values_kind::sketch_fp16,
-                                               values_kind::packed,     values_kind::packed_bf16, values_kind::packed_fp16,
-                                               values_kind::plain_fp32, values_kind::plain_bf16};
-  static constexpr decode_mode all_modes[] = {decode_mode::peel, decode_mode::estimate, decode_mode::peel_then_estimate};
-  static constexpr index_exchange all_exchanges[] = {index_exchange::all_reduce, index_exchange::reduce_scatter};
-  static constexpr residual_kind all_residuals[] = {residual_kind::fp32, residual_kind::bf16};
   reducer_description d;
   std::size_t i = 0;
   while (i < text.size()) {
@@ -235,7 +286,7 @@ inline status parse_reducer_description(std::string_view text, reducer_descripti
                                                 ", expected " + std::string(key) + "=" + expected};
     };
     if (key == "values") {
-      if (!detail::parse_enum(value, all_values, d.values)) return bad(detail::enum_choices(all_values));
+      if (!parse_name(value, d.values)) return bad(name_choices<values_kind>());
     } else if (key == "ratio") {
       if (!detail::parse_int(value, d.ratio) || d.ratio < 1) return bad("a whole number >= 1");
     } else if (key == "lanes") {
@@ -247,11 +298,11 @@ inline status parse_reducer_description(std::string_view text, reducer_descripti
                (d.index_bits != 1 && d.index_bits != 2 && d.index_bits != 4 && d.index_bits != 8))
         return bad("1|2|4|8|exact|shared");
     } else if (key == "exchange") {
-      if (!detail::parse_enum(value, all_exchanges, d.exchange)) return bad(detail::enum_choices(all_exchanges));
+      if (!parse_name(value, d.exchange)) return bad(name_choices<index_exchange>());
     } else if (key == "decoder") {
-      if (!detail::parse_enum(value, all_modes, d.decoder)) return bad(detail::enum_choices(all_modes));
+      if (!parse_name(value, d.decoder)) return bad(name_choices<decode_mode>());
     } else if (key == "residual") {
-      if (!detail::parse_enum(value, all_residuals, d.residual)) return bad(detail::enum_choices(all_residuals));
+      if (!parse_name(value, d.residual)) return bad(name_choices<residual_kind>());
     } else if (key == "theta") {
       if (!detail::parse_double(value, d.sparsity)) return bad("a number");
     } else if (key == "adaptive-load") {
@@ -266,9 +317,7 @@ inline status parse_reducer_description(std::string_view text, reducer_descripti
       if (!detail::parse_int(value, w)) return bad("a whole number of calls >= 0");
       d.schedule.warmup_steps = std::uint64_t(w);
     } else if (key == "warmup-shape") {
-      if (value == "exp") d.schedule.shape = schedule_shape::exponential;
-      else if (value == "linear") d.schedule.shape = schedule_shape::linear;
-      else return bad("exp|linear");
+      if (!parse_name(value, d.schedule.shape)) return bad(name_choices<schedule_shape>());
     } else if (key == "warmup-start") {
       if (!detail::parse_double(value, d.schedule.start)) return bad("a number");
     } else {

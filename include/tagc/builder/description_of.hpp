@@ -23,10 +23,23 @@
 TAGC_BEGIN_NAMESPACE
 
 namespace detail {
-template <class T> inline constexpr values_kind sketch_kind =
-    std::is_same_v<T, float> ? values_kind::sketch : std::is_same_v<T, bfloat16> ? values_kind::sketch_bf16 : values_kind::sketch_fp16;
-template <class T> inline constexpr values_kind packed_kind =
-    std::is_same_v<T, float> ? values_kind::packed : std::is_same_v<T, bfloat16> ? values_kind::packed_bf16 : values_kind::packed_fp16;
+template <class T> inline constexpr wire_type wire_type_of =
+    std::is_same_v<T, float> ? wire_type::fp32 : std::is_same_v<T, bfloat16> ? wire_type::bf16 : wire_type::fp16;
+// The kind of a values policy of `family` sending T: its row in values_kinds (description.hpp).
+template <values_family Family, class T>
+constexpr values_kind kind_of() {
+  constexpr wire_type wire = wire_type_of<T>;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>,
+                "tagc: description_of: a values policy's element type is float, tagc::bfloat16 or tagc::float16");
+  constexpr const values_row* row = [] {
+    for (const values_row& r : values_kinds)
+      if (r.family == Family && r.wire == wire) return &r;
+    return static_cast<const values_row*>(nullptr);
+  }();
+  static_assert(row != nullptr, "tagc: description_of: no row in values_kinds (builder/description.hpp) for this "
+                                "values policy's family and element type: add its kind and row there");
+  return row->value;
+}
 template <class T> inline constexpr residual_kind residual_of = std::is_same_v<T, float> ? residual_kind::fp32 : residual_kind::bf16;
 
 template <class R> struct describes {
@@ -34,13 +47,13 @@ template <class R> struct describes {
 };
 template <class Res, int Bits, index_exchange IX, int Ratio, int Lanes, class T, decode_mode M, class E>
 struct describes<Reducer<BasicSparsifyPolicy<Res>, IndexPolicy<Bits, IX>, SketchPolicy<Ratio, Lanes, T>, DecodePolicy<M>, E>> {
-  static constexpr reducer_description value{sketch_kind<T>, Ratio, Lanes, Bits, IX, M, residual_of<Res>};
+  static constexpr reducer_description value{kind_of<values_family::sketch, T>(), Ratio, Lanes, Bits, IX, M, residual_of<Res>};
 };
 template <class Res, int Bits, index_exchange IX, class T, decode_mode M, class E>
 struct describes<Reducer<BasicSparsifyPolicy<Res>, IndexPolicy<Bits, IX>, PackedValuesPolicy<T>, DecodePolicy<M>, E>> {
   static constexpr reducer_description value = [] {
     reducer_description d;
-    d.values = packed_kind<T>;
+    d.values = kind_of<values_family::packed, T>();
     d.index_bits = Bits;
     d.exchange = IX;
     d.residual = residual_of<Res>;
@@ -51,14 +64,14 @@ template <class Res, class T, decode_mode M, class E>
 struct describes<Reducer<BasicSparsifyPolicy<Res>, SharedIndexPolicy, PackedValuesPolicy<T>, DecodePolicy<M>, E>> {
   static constexpr reducer_description value = [] {
     reducer_description d;
-    d.values = packed_kind<T>;
+    d.values = kind_of<values_family::packed, T>();
     d.index_bits = index_shared;
     d.residual = residual_of<Res>;
     return d;
   }();
 };
 template <class W, class E> struct describes<PlainReducer<W, E>> {
-  static constexpr reducer_description value{std::is_same_v<W, float> ? values_kind::plain_fp32 : values_kind::plain_bf16};
+  static constexpr reducer_description value{kind_of<values_family::plain, W>()};
 };
 }  // namespace detail
 
