@@ -11,6 +11,9 @@ Per run, over the steps after the first S (warm-up):
                             alike). Logs without grad_bytes_internode fall back to grad_bytes
                             (all gradient bytes, intra-node included), marked in bytes_source.
   bits_per_param_rank       the same for rank 0 alone
+  param_bits_per_param_internode  the parameter all-gather's bits per parameter per step that
+                            one node sends to other nodes (param_bytes_internode, the same way;
+                            empty for logs from before the trainer counted it)
   val_loss                  the last validation loss; gap_vs_fp32_pct against the fp32 run of
                             the same world, rate and nodes (else of the same world and rate)
   ms_per_step, comm_ms, wait_ms  means of step_ms, comm_ms, wait_ms
@@ -53,11 +56,14 @@ for path in sorted(glob.glob(os.path.join(root, "*", "*.jsonl"))):
     source = "grad_bytes_internode" if all("grad_bytes_internode" in s for s in kept) else "grad_bytes (all, fallback)"
     key = "grad_bytes_internode" if source == "grad_bytes_internode" else "grad_bytes"
     per_rank = mean(s[key] for s in kept) * 8 / params
+    param_bits = (round(mean(s["param_bytes_internode"] for s in kept) * 8 / params * k, 3)
+                  if all("param_bytes_internode" in s for s in kept) else "")
     rows.append(dict(config=config, world=world, nodes=nodes, ranks_per_node=k, steps=steps[-1]["step"],
                      bits_per_param_internode=round(per_rank * k, 3), val_loss=round(vals[-1]["val_loss"], 5) if vals else "",
                      gap_vs_fp32_pct="", ms_per_step=round(mean(s["step_ms"] for s in kept), 1), rate=rate,
                      bits_per_param_rank=round(per_rank, 3), bytes_source=source,
-                     comm_ms=round(mean(s["comm_ms"] for s in kept), 1), wait_ms=round(mean(s.get("wait_ms", 0) for s in kept), 1)))
+                     comm_ms=round(mean(s["comm_ms"] for s in kept), 1), wait_ms=round(mean(s.get("wait_ms", 0) for s in kept), 1),
+                     param_bits_per_param_internode=param_bits))
 
 for r in rows:
     same = [b for b in rows if b["config"] == "fp32" and b["world"] == r["world"] and b["rate"] == r["rate"] and b["val_loss"] != ""]
@@ -66,7 +72,7 @@ for r in rows:
         r["gap_vs_fp32_pct"] = round(100 * (r["val_loss"] / ref["val_loss"] - 1), 2) + 0.0  # no "-0.0"
 
 cols = ["config", "world", "nodes", "ranks_per_node", "steps", "bits_per_param_internode", "val_loss", "gap_vs_fp32_pct",
-        "ms_per_step", "rate", "bits_per_param_rank", "bytes_source", "comm_ms", "wait_ms"]
+        "ms_per_step", "rate", "bits_per_param_rank", "bytes_source", "comm_ms", "wait_ms", "param_bits_per_param_internode"]
 print(",".join(cols))
 for r in sorted(rows, key=lambda r: (r["rate"], r["world"], r["nodes"], r["config"])):
     print(",".join(str(r[c]) for c in cols))
