@@ -31,14 +31,16 @@ constexpr values_kind kind_of() {
   constexpr wire_type wire = wire_type_of<T>;
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>,
                 "tagc: description_of: a values policy's element type is float, tagc::bfloat16 or tagc::float16");
-  constexpr const values_row* row = [] {
-    for (const values_row& r : values_kinds)
-      if (r.family == Family && r.wire == wire) return &r;
-    return static_cast<const values_row*>(nullptr);
+  // An index, not a pointer: GCC cannot compare a pointer into a static table with null in a
+  // constant expression when UBSan instruments it (-fsanitize=undefined, CI's sanitizer stage).
+  constexpr int row = [] {
+    for (std::size_t i = 0; i < std::size(values_kinds); ++i)
+      if (values_kinds[i].family == Family && values_kinds[i].wire == wire) return int(i);
+    return -1;
   }();
-  static_assert(row != nullptr, "tagc: description_of: no row in values_kinds (builder/description.hpp) for this "
-                                "values policy's family and element type: add its kind and row there");
-  return row->value;
+  static_assert(row >= 0, "tagc: description_of: no row in values_kinds (builder/description.hpp) for this "
+                          "values policy's family and element type: add its kind and row there");
+  return values_kinds[row].value;
 }
 template <class T> inline constexpr residual_kind residual_of = std::is_same_v<T, float> ? residual_kind::fp32 : residual_kind::bf16;
 
