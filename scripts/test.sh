@@ -11,7 +11,7 @@
 #      GPT-2 CUDA model and trainer, example 03; no GPU here, so CUDA code is
 #      compiled, not run,
 #   6. libFuzzer (clang, ASan + UBSan) on the checkpoint parser, token shards and
-#      Reducer::load_state, 60 s each from the seeds in fuzz/corpus/.
+#      Reducer::load_state, 30 s each from the seeds in fuzz/corpus/.
 # Usage: scripts/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,7 +84,7 @@ cmake --build build-fuzz -j"$jobs" --target fuzz_checkpoint fuzz_token_shard fuz
 for target in checkpoint token_shard reducer_state; do
   # New inputs go to build-fuzz/corpus (the first directory); fuzz/corpus holds the seeds.
   mkdir -p "build-fuzz/corpus/$target"
-  UBSAN_OPTIONS=print_stacktrace=1 "build-fuzz/fuzz/fuzz_$target" -max_total_time="${TAGC_FUZZ_SECONDS:-60}" \
+  UBSAN_OPTIONS=print_stacktrace=1 "build-fuzz/fuzz/fuzz_$target" -max_total_time="${TAGC_FUZZ_SECONDS:-30}" \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "build-fuzz/corpus/$target" "fuzz/corpus/$target"
 done
 echo "all test stages passed in $SECONDS s"
