@@ -6,8 +6,12 @@
 //   --compute-s S       one GPU's forward + backward per step (default 0.283 s: llm.c's
 //                       published GPT-2 124M run, 10B tokens in 90 min on 8x A100 80GB,
 //                       524,288 tokens per step = 64 x 1024 per GPU; discussion #481)
-//   --tagc-bits B       what the compressed cross stage sends per parameter and node
-//                       (measured: docs/results/scale.csv)
+//   --theta T           the shared selection's theta (default 0.9875): what its compressed
+//                       units send across nodes comes from tagc::shared_selection_cross_bits
+//                       (agreed bf16 values all-reduced, the leader's positions broadcast),
+//                       which reproduces the trainer's measured bytes (docs/results.md)
+//   --tagc-bits B       instead of --theta: bits per compressed parameter across nodes, in the
+//                       cost model's convention (bytes per node = (M-1)/M x n x B / 8)
 //   --codec-gbs G       fp32 gradient GB/s through compress and decode (a GPU assumption:
 //                       nothing has run on a GPU yet; the CPU codec is ~1-2 GB/s)
 //   --overlap F         share of the compute that hides gradient communication (0: none;
@@ -16,21 +20,31 @@
 //                       default): the embedding once (the LM head keeps it gathered), every
 //                       other unit twice, 1.68x the bytes of GPT-2 124M; 0 (default): once
 //                       per step (the trainer's --zero2, or ZeRO++ hpZ's secondary copy)
-// Both configurations reduce-scatter in two levels: bf16 among the node's 8 GPUs over
-// NVLink (450 GB/s), then across nodes bf16 (the fair baseline) or TAGC; and gather bf16
-// parameters in two levels, as the trainer does with --ranks-per-node K
-// (tagc::TwoLevelAllGather): across nodes, each node receiving (M-1)/M of the model over
-// its link (its K ranks' shares together), then inside the node over NVLink. The trainer's
-// param_bytes_internode matches this byte count: 16 ranks as 4 x 4, d2, bf16 gathers,
-// FULL_SHARD: 4 x 2,761,584 B per node and step measured, 11,045,376 B from
-// (M-1)/M x 2 B x (embedding + 2 x the rest), the difference its 12-byte size checks.
+// Two layouts, both rows printed (column `layout`):
+//   zero3  parameters sharded over every GPU (FSDP FULL_SHARD / ZeRO-3, the trainer with
+//          --ranks-per-node K): gradients reduce-scatter in two levels, bf16 among the node's
+//          8 GPUs over NVLink (450 GB/s), then across nodes bf16 (the fair baseline) or
+//          TAGC; bf16 parameters gathered in two levels (tagc::TwoLevelAllGather): each node
+//          receives (M-1)/M of the model over its link, then the rest over NVLink.
+//   hsdp   parameters sharded inside a node and replicated across nodes (FSDP2's HSDP,
+//          tagc.torch's all-reduce hook): the node reduce-scatters over NVLink, then the
+//          nodes all-reduce their slices (bf16, or TAGC); parameters are gathered inside
+//          the node only. More memory per GPU (a replica per node), no parameter bytes
+//          across nodes.
+// TAGC compresses what the trainer's `--compress non-attention` compresses: the token
+// embedding, the attention output projection and both MLP matrices (82 % of GPT-2 124M);
+// the rest (position embedding, the QKV matrices, biases, layer norms) goes plain in bf16
+// beside it, as in the baseline.
+// The trainer's param_bytes_internode matches the zero3 gather's byte count: 16 ranks as
+// 4 x 4, d2, bf16 gathers, FULL_SHARD: 4 x 2,761,584 B per node and step measured,
+// 11,045,376 B from (M-1)/M x 2 B x (embedding + 2 x the rest), the difference its 12-byte
+// size checks.
 #include <tagc/cost_model.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 
 namespace {
 
@@ -40,37 +54,58 @@ double flag(int argc, char** argv, const char* name, double fallback) {
   return fallback;
 }
 
+// GPT-2 124M in the trainer's layout (examples/gpt2/model/src/layout.cpp): padded
+// vocabulary 50304, 1024 positions, 768 channels, 12 layers.
+struct gpt2_124m {
+  static constexpr double C = 768, L = 12;
+  static constexpr double embedding = (50304.0 + 1024.0) * C;                      // wte + wpe, one unit
+  static constexpr double per_layer = 4 * C * C + 6 * C + 8 * C * C + 7 * C;      // attn + mlp units
+  static constexpr double params = embedding + L * per_layer + 2 * C;              // + the final layer norm
+  static constexpr double compressed = 50304.0 * C + L * (C * C + 8 * C * C);      // wte, attprojw, fcw, fcprojw
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const double params = 124.44e6;  // GPT-2 124M
+  using m = gpt2_124m;
   const double compute = flag(argc, argv, "--compute-s", 0.283);
-  const double tagc_bits = flag(argc, argv, "--tagc-bits", 1.0);
+  const double theta = flag(argc, argv, "--theta", 0.9875);
+  const double tagc_bits = flag(argc, argv, "--tagc-bits", tagc::shared_selection_cross_bits(1.0 - theta));
   const double codec = flag(argc, argv, "--codec-gbs", 100.0) * 1e9;
   const double overlap = flag(argc, argv, "--overlap", 0.0);
   const bool full_shard = flag(argc, argv, "--full-shard", 0.0) != 0.0;
-  // GPT-2 124M's embedding unit: wte (the padded vocabulary, 50304 x 768) + wpe (1024 x 768)
-  const double embedding = (50304.0 + 1024.0) * 768.0;
-  const double gathered = full_shard ? embedding + 2.0 * (params - embedding) : params;  // elements per step
+  const double gathered = full_shard ? m::embedding + 2.0 * (m::params - m::embedding) : m::params;  // per step
+  const double plain = m::params - m::compressed;
+  std::fprintf(stderr, "GPT-2 124M: %.0f parameters, %.1f %% compressed at %.3f bits (per (M-1)/M), the rest bf16\n",
+               m::params, 100.0 * m::compressed / m::params, tagc_bits);
   const int per_node = 8;
   const tagc::link_model nvlink{.bytes_per_second = 450e9, .latency_seconds = 10e-6};
   const tagc::codec_model codec_m{.compress_bytes_per_second = codec, .decode_bytes_per_second = codec};
-  std::printf("gpus,nodes,gbit_per_node,bf16_grad_s,tagc_grad_s,gather_s,bf16_step_s,tagc_step_s,speedup\n");
-  for (const double gbit : {10.0, 25.0, 100.0}) {
-    const tagc::link_model node_link{.bytes_per_second = gbit * 1e9 / 8.0, .latency_seconds = 50e-6};
-    for (const int gpus : {64, 128, 256, 512, 1024}) {
-      const int nodes = gpus / per_node;
-      const auto g = tagc::estimate_two_level_reduce_scatter(std::size_t(params), nodes, per_node, 16.0, tagc_bits,
-                                                            nvlink, node_link, codec_m);
-      // bf16 parameters in two levels: (M-1)/M of what is gathered crosses each node's link,
-      // then each rank receives (K-1)/K of it from its node over NVLink
-      const double gather = double(nodes - 1) / double(nodes) * gathered * 2.0 / node_link.bytes_per_second +
-                            double(per_node - 1) / double(per_node) * gathered * 2.0 / nvlink.bytes_per_second;
-      const auto step = [&](double grad) { return compute + gather + std::max(0.0, grad - overlap * compute); };
-      const double bf16 = step(g.dense_seconds), tagc = step(g.compressed_seconds);
-      std::printf("%d,%d,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f\n", gpus, nodes, gbit, g.dense_seconds, g.compressed_seconds,
-                  gather, bf16, tagc, bf16 / tagc);
+  std::printf("layout,gpus,nodes,gbit_per_node,bf16_grad_s,tagc_grad_s,gather_s,bf16_step_s,tagc_step_s,speedup\n");
+  for (const bool hsdp : {false, true})
+    for (const double gbit : {10.0, 25.0, 100.0}) {
+      const tagc::link_model node_link{.bytes_per_second = gbit * 1e9 / 8.0, .latency_seconds = 50e-6};
+      for (const int gpus : {64, 128, 256, 512, 1024}) {
+        const int nodes = gpus / per_node;
+        const auto estimate = [&](double n) {
+          return hsdp ? tagc::estimate_two_level_all_reduce(std::size_t(n), nodes, per_node, 16.0, tagc_bits, nvlink,
+                                                            node_link, codec_m)
+                      : tagc::estimate_two_level_reduce_scatter(std::size_t(n), nodes, per_node, 16.0, tagc_bits,
+                                                                nvlink, node_link, codec_m);
+        };
+        const double bf16_grad = estimate(m::params).dense_seconds;
+        const double tagc_grad = estimate(plain).dense_seconds + estimate(m::compressed).compressed_seconds;
+        // bf16 parameters: zero3 gathers across nodes ((M-1)/M over the node's link) and then
+        // inside the node ((K-1)/K over NVLink); hsdp inside the node only
+        const double cross_gather =
+            hsdp ? 0.0 : double(nodes - 1) / double(nodes) * gathered * 2.0 / node_link.bytes_per_second;
+        const double gather =
+            cross_gather + double(per_node - 1) / double(per_node) * gathered * 2.0 / nvlink.bytes_per_second;
+        const auto step = [&](double grad) { return compute + gather + std::max(0.0, grad - overlap * compute); };
+        const double bf16 = step(bf16_grad), tagc = step(tagc_grad);
+        std::printf("%s,%d,%d,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f\n", hsdp ? "hsdp" : "zero3", gpus, nodes, gbit,
+                    bf16_grad, tagc_grad, gather, bf16, tagc, bf16 / tagc);
+      }
     }
-  }
   return 0;
 }

@@ -134,3 +134,28 @@ TEST_CASE("cost model, two levels: one rank per node is the flat model; what cro
   const auto more = tagc::estimate_two_level_reduce_scatter(n, 8, 16, 16.0, 1.0, node, link, codec);
   CHECK(more.dense_seconds - more.compressed_seconds > 0.9 * (two.dense_seconds - two.compressed_seconds));
 }
+
+TEST_CASE("cost model, hybrid sharding: the plain all-reduce moves twice a reduce-scatter's bytes across nodes") {
+  const tagc::codec_model codec{.compress_bytes_per_second = 100e9, .decode_bytes_per_second = 100e9};
+  const tagc::link_model node{.bytes_per_second = 450e9, .latency_seconds = 10e-6};
+  const tagc::link_model link{.bytes_per_second = 3.125e9, .latency_seconds = 50e-6};  // 25 Gbit/s per node
+  const std::size_t n = 1u << 26;
+  const auto rs = tagc::estimate_two_level_reduce_scatter(n, 16, 8, 16.0, 1.0, node, link, codec);
+  const auto ar = tagc::estimate_two_level_all_reduce(n, 16, 8, 16.0, 1.0, node, link, codec);
+  const double node_s = 10e-6 + 7.0 / 8.0 * double(n) * 2.0 / 450e9;
+  CHECK(ar.dense_seconds == doctest::Approx(node_s + 50e-6 + 2.0 * 15.0 / 16.0 * double(n) * 2.0 / 3.125e9));
+  CHECK(ar.dense_seconds - node_s == doctest::Approx(2.0 * (rs.dense_seconds - node_s) - 50e-6));
+  // the compressed side differs only by decoding the whole slice instead of one shard
+  CHECK(ar.compressed_seconds - rs.compressed_seconds ==
+        doctest::Approx(4.0 * (double(n) / 8.0 - double(n) / 128.0) / 100e9));
+  CHECK(ar.speedup() > rs.speedup());
+  // a single node has nothing to exchange across nodes
+  CHECK(tagc::estimate_two_level_all_reduce(n, 1, 8, 16.0, 1.0, node, link, codec).dense_seconds ==
+        doctest::Approx(node_s));
+}
+
+TEST_CASE("cost model: a shared selection's bits do not depend on the node count; list or bitmap, the smaller") {
+  CHECK(tagc::shared_selection_cross_bits(0.0125) == doctest::Approx(0.4 + 0.4));  // a list of 32-bit positions
+  CHECK(tagc::shared_selection_cross_bits(0.05) == doctest::Approx(1.6 + 1.0));    // a bitmap
+  CHECK(tagc::shared_selection_cross_bits(0.05, 32.0) == doctest::Approx(3.2 + 1.0));
+}

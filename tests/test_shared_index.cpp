@@ -95,6 +95,23 @@ TEST_CASE("shared index: bytes per rank per call do not grow with the number of 
   CHECK(per_rank.stats[0].back().total_bytes() > 3.0 * shared_at_8);
 }
 
+TEST_CASE("shared index: the cost model's shared_selection_cross_bits is what the reducer sends") {
+  const std::size_t n = 1 << 18;
+  // 0.99: the positions go as a list (32 d < 1 bit); 0.95: as a bitmap
+  for (const double theta : {0.99, 0.95})
+    for (int world : {2, 4}) {
+      CAPTURE(theta);
+      CAPTURE(world);
+      const auto rec = simulate<shared_bf16>(world, n, theta, 2, random_input(n, 5));
+      REQUIRE(rec.failures.empty());
+      const double ring = double(world - 1) / double(world);
+      const double model = ring * double(n) * shared_selection_cross_bits(1.0 - theta) / 8.0;
+      for (int r = 0; r < world; ++r)
+        for (const auto& s : rec.stats[std::size_t(r)])
+          CHECK(s.index_bytes + s.value_bytes == doctest::Approx(model).epsilon(1e-3));
+    }
+}
+
 TEST_CASE("shared index: conservation, inputs = delivered + residuals (fp32, bf16, bf16 residual; both topologies)") {
   expect_conservation<shared_f32>(3, 5003, 0.95, 6, 1e-5);
   expect_conservation<shared_f32>(4, 4099, 0.9, 5, 1e-5, topology::replicated);

@@ -206,5 +206,6 @@ case "$cmd" in
   timing) prepare; timing ;;
   report) report ;;
   all) prepare; quality; STEPS=""; timing; report ;;
-  *) sed -n '2,43p' "$0"; exit 2 ;;
+  -h|--help) sed -n '2,43p' "$0" ;;
+  *) sed -n '2,43p' "$0"; echo "long.sh: expected a command (quality|timing|report|all), got '$cmd'" >&2; exit 2 ;;
 esac

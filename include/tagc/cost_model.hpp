@@ -1,6 +1,7 @@
 #pragma once
 // defines: tagc::link_model, tagc::codec_model, tagc::cost_estimate,
-//          tagc::estimate_reduce_scatter, tagc::estimate_two_level_reduce_scatter —
+//          tagc::estimate_reduce_scatter, tagc::estimate_two_level_reduce_scatter,
+//          tagc::estimate_two_level_all_reduce, tagc::shared_selection_cross_bits —
 //          does compressing this unit pay (flat, or across nodes only)?
 //
 // The paper found compressing every layer *slower* than compressing none: small
@@ -17,6 +18,7 @@
 // and c the collectives one Reducer call issues (agreement check, index,
 // values, unresolved count: 4).
 
+#include <algorithm>
 #include <cstddef>
 
 #include "core/config.hpp"
@@ -54,6 +56,13 @@ inline cost_estimate estimate_reduce_scatter(std::size_t length, int world, doub
   return c;
 }
 
+namespace detail {
+// The node stage of both two-level layouts: a plain reduce-scatter among the K ranks.
+inline double node_stage_seconds(double n, double K, double node_bits, const link_model& node_link) {
+  return K > 1 ? node_link.latency_seconds + (K - 1.0) / K * n * node_bits / 8.0 / node_link.bytes_per_second : 0.0;
+}
+}  // namespace detail
+
 // Two levels (two_level_reducer.hpp): a plain reduce-scatter of the whole buffer among a
 // node's K ranks over `node_link` (in `node_bits` per parameter: 32 fp32, 16 bf16), then
 // among the M nodes on each rank's slice of n/K: plain in `node_bits` (the dense side: the
@@ -70,8 +79,7 @@ inline cost_estimate estimate_two_level_reduce_scatter(std::size_t length, int n
                                                        const codec_model& codec,
                                                        int collectives = reducer_collectives) {
   const double n = double(length), M = double(nodes > 0 ? nodes : 1), K = double(ranks_per_node > 0 ? ranks_per_node : 1);
-  const double node = K > 1 ? node_link.latency_seconds + (K - 1.0) / K * n * node_bits / 8.0 / node_link.bytes_per_second
-                            : 0.0;
+  const double node = detail::node_stage_seconds(n, K, node_bits, node_link);
   const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;  // seconds per bit per parameter
   cost_estimate c;
   c.dense_seconds = node + (M > 1 ? cross_link.latency_seconds + cross * node_bits : 0.0);
@@ -79,6 +87,43 @@ inline cost_estimate estimate_two_level_reduce_scatter(std::size_t length, int n
                          4.0 * (n / K) / codec.compress_bytes_per_second +
                          4.0 * (n / (K * M)) / codec.decode_bytes_per_second;
   return c;
+}
+
+// Hybrid sharding (HSDP: FSDP2 with a 2-D mesh; ZeRO++'s hpZ replica): parameters and
+// optimizer state are sharded inside a node and replicated across nodes, so after the
+// node's plain reduce-scatter every node needs the sum of its slices, not one shard of
+// it: the M nodes all-reduce. A plain ring moves 2(M-1)/M of the buffer through each
+// node's link, twice a reduce-scatter's bytes. `cross_bits` is in the convention above
+// ((M-1)/M * n * bits/8 bytes per node) and is what the compressed all-reduce sends; for
+// a shared selection it equals its reduce-scatter's (its values are all-reduced either
+// way), decoded over the whole slice.
+//
+//   dense      = node + a + 2(M-1)/M * n*node_bits/8 / B_cross
+//   compressed = node + c*a + (M-1)/M * n*cross_bits/8 / B_cross + 4(n/K) / T_compress + 4(n/K) / T_decode
+inline cost_estimate estimate_two_level_all_reduce(std::size_t length, int nodes, int ranks_per_node,
+                                                   double node_bits, double cross_bits,
+                                                   const link_model& node_link, const link_model& cross_link,
+                                                   const codec_model& codec,
+                                                   int collectives = reducer_collectives) {
+  const double n = double(length), M = double(nodes > 0 ? nodes : 1), K = double(ranks_per_node > 0 ? ranks_per_node : 1);
+  const double node = detail::node_stage_seconds(n, K, node_bits, node_link);
+  const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;
+  cost_estimate c;
+  c.dense_seconds = node + (M > 1 ? cross_link.latency_seconds + 2.0 * cross * node_bits : 0.0);
+  c.compressed_seconds = node + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
+                         4.0 * (n / K) / codec.compress_bytes_per_second + 4.0 * (n / K) / codec.decode_bytes_per_second;
+  return c;
+}
+
+// What a shared selection (SharedIndexPolicy) sends across M nodes, per compressed
+// parameter, in the convention above: the k = density * n agreed values all-reduced in
+// `value_bits` (a ring moves 2(M-1)/M of them) and the leader's positions broadcast as a
+// bitmap (1 bit per parameter) or a list of 32-bit positions, whichever is smaller (a
+// pipelined broadcast forwards (M-1)/M of it per rank). Independent of M:
+//   bits = 2 * value_bits * density + min(1, 32 * density)
+// tests/test_shared_index.cpp holds it equal to the bytes the reducer reports.
+inline double shared_selection_cross_bits(double density, double value_bits = 16.0) {
+  return 2.0 * value_bits * density + std::min(1.0, 32.0 * density);
 }
 
 TAGC_END_NAMESPACE

@@ -11,6 +11,8 @@
 //
 // Headers a user reads, in order:
 //   reducer.hpp           the pipeline and its contract
+//   plain_reducer.hpp     PlainReducer<Wire>: the uncompressed fp32/bf16 baseline with the same contract
+//   two_level_reducer.hpp TwoLevelReducer: plain inside a node, compressed across nodes
 //   policy/sparsify.hpp   SparsifyPolicy: threshold + error feedback (SparsifyBf16ResidualPolicy: bf16 residual)
 //   policy/index.hpp      IndexPolicy<1|2|4|8|index_auto[, exchange]>: support counters, summed
 //   policy/sketch.hpp     SketchPolicy<ratio[, lanes, value]>: block-keyed count sketch (SketchBf16Policy, SketchFp16Policy)
@@ -38,6 +40,7 @@
 #include "policy/packed.hpp"
 #include "policy/sketch.hpp"
 #include "policy/sparsify.hpp"
+#include "plain_reducer.hpp"
 #include "reducer.hpp"
 #include "shared_reducer.hpp"
 #include "shard/layout.hpp"

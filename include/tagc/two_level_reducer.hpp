@@ -154,8 +154,12 @@ class TwoLevelReducer {
   NodeReducer& node_stage() { return node_; }
   CrossReducer& cross_stage() { return cross_; }
   const CrossReducer& cross_stage() const { return cross_; }
-  // Buffers of this level (the node-major gradient and the slice), beside the stages' own.
-  std::size_t buffer_bytes() const { return detail::buffer_bytes(node_major_) + detail::buffer_bytes(slice_); }
+  // Buffers of this level (the node-major gradient, the slice, the verdict and the NaN count's
+  // workspace), beside the stages' own.
+  std::size_t buffer_bytes() const {
+    return detail::buffer_bytes(node_major_) + detail::buffer_bytes(slice_) + detail::buffer_bytes(verdict_) +
+           nonfinite_.workspace_bytes();
+  }
 
   // stats (optional): the cross stage's statistics (what crosses nodes), with the node
   // stage's bytes in reduce_stats::intranode_bytes.
