@@ -198,6 +198,35 @@ def case_foreign_state(rank, out):
     out["same_run_adopted"] = s.run_id == a["tagc"]["run_id"]
 
 
+def shared(values, theta):
+    """A TagcState with the shared selection (index_bits="shared")."""
+    return lambda m: tt.TagcState(values=values, index_bits="shared", sparsity=theta, module=m)
+
+
+def case_shared(rank, out):
+    """The shared selection: at theta = 0 (fp32 values) it equals FSDP2's own reduce-scatter bit
+    for bit; sparse (packed-bf16, theta 0.9) the loss falls, both ranks send the same bytes, and
+    a save after 3 steps resumes bit for bit (its state: the residual and the call count that
+    names each call's leader)."""
+    ref, ref_opt, _ = make()
+    model, opt, s = make(shared("packed", 0.0))
+    ref_loss = [step(ref, ref_opt, rank, i) for i in range(4)]
+    loss = [step(model, opt, rank, i) for i in range(4)]
+    out["shared_equal"] = same(local(ref), local(model)) and ref_loss == loss
+    out["shared_maxdiff"] = maxdiff(local(ref), local(model))
+    sparse = shared("packed-bf16", 0.9)
+    model, opt, s = make(sparse)
+    out["shared_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
+    out["shared_bytes"] = s.bytes_sent
+    whole, _ = run_resumable(*make(sparse), shards, step, rank, 6)
+    _, ckpt = run_resumable(*make(sparse), shards, step, rank, 6, save_after=3)
+    resumed, _ = run_resumable(*make(sparse), shards, step, rank, 6, load=ckpt)
+    without, _ = run_resumable(*make(sparse), shards, step, rank, 6, load=dict(ckpt, tagc=None))
+    out["shared_resume_equal"] = same(whole, resumed)
+    out["shared_resume_maxdiff"] = maxdiff(whole, resumed)
+    out["shared_without_state_differs"] = not same(whole, without)
+
+
 def case_refusals(rank, out):
     """apply_fsdp2 on a module with no FSDPModule is refused, and so is values='dense'."""
     for what, fn in (("plain", lambda: tt.apply_fsdp2(nn.Linear(2, 2), tt.TagcState())),
@@ -218,8 +247,8 @@ def case_nan(rank, out):
 def worker(rank, port, scratch):
     run_cases(rank, port, scratch, (case_packed_equals_default, case_accumulation, case_sketch,
                                     lambda r, o: case_save_resume(r, o, scratch),
-                                    lambda r, o: case_dcp_resume(r, o, scratch), case_foreign_state, case_refusals,
-                                    case_nan))
+                                    lambda r, o: case_dcp_resume(r, o, scratch), case_foreign_state, case_shared,
+                                    case_refusals, case_nan))
 
 
 # ---------------------------------------------------------------- checks (parent)
@@ -266,6 +295,19 @@ def main():
     check("no FSDPModule" in o.get("refused_plain", ""), "a module without fully_shard is refused: %r"
           % o.get("refused_plain"))
     check("dense" in o.get("refused_dense", ""), "values='dense' is refused: %r" % o.get("refused_dense"))
+
+    for r, oo in enumerate(outs):
+        check(oo.get("shared_equal") is True, "rank %d: shared selection at theta = 0 equals FSDP2's own "
+              "reduce-scatter exactly over 4 steps (max |diff| %s)" % (r, oo.get("shared_maxdiff")))
+        ls = oo.get("shared_losses") or [0.0]
+        head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
+        check(tail < 0.85 * head, "rank %d: shared selection (packed-bf16, theta 0.9) loss falls %.3f -> %.3f"
+              % (r, head, tail))
+        check(oo.get("shared_resume_equal") is True and oo.get("shared_without_state_differs") is True,
+              "rank %d: shared selection, save at 3 + resume == 6 uninterrupted steps (max |diff| %s), and not "
+              "without its state" % (r, oo.get("shared_resume_maxdiff")))
+    check(o.get("shared_bytes", 0) > 0 and o.get("shared_bytes") == outs[1].get("shared_bytes"),
+          "the shared selection sends the same bytes on both ranks: %s" % [oo.get("shared_bytes") for oo in outs])
 
     check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
     check(all("different runs" in oo.get("foreign_run", "") for oo in outs),

@@ -59,6 +59,20 @@ def case_packed_equals_native(rank, out):
     out["hook_calls"] = {k: h.calls for k, h in s.hsdp_hooks.items()}
 
 
+def case_shared(rank, out):
+    """The shared selection across replicas: at theta = 0 == FSDP2's native HSDP bit for bit;
+    sparse (packed-bf16, theta 0.9) the loss falls and every rank sends the same bytes."""
+    ref, ref_opt, _ = make()
+    model, opt, _ = make(across_replicas(dict(values="packed", index_bits="shared", sparsity=0.0)))
+    ref_loss = [step(ref, ref_opt, rank, i) for i in range(4)]
+    loss = [step(model, opt, rank, i) for i in range(4)]
+    out["shared_equal"] = same(local(ref), local(model)) and ref_loss == loss
+    out["shared_maxdiff"] = maxdiff(local(ref), local(model))
+    model, opt, s = make(across_replicas(dict(values="packed-bf16", index_bits="shared", sparsity=0.9)))
+    out["shared_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
+    out["shared_bytes"] = s.bytes_sent
+
+
 def case_sketch(rank, out):
     """The paper's configuration across replicas: the loss falls; bytes are the reducer's."""
     model, opt, s = make(across_replicas({}))
@@ -96,7 +110,8 @@ def case_nan(rank, out):
 
 
 def worker(rank, port, scratch):
-    run_cases(rank, port, scratch, (case_packed_equals_native, case_sketch, case_refusals, case_nan), world=WORLD)
+    run_cases(rank, port, scratch, (case_packed_equals_native, case_shared, case_sketch, case_refusals, case_nan),
+              world=WORLD)
 
 
 def main():
@@ -114,6 +129,14 @@ def main():
             # call); FSDP2's flat 2-rank run falls ~24 %. A 5 % fall needs real updates.
             check(tail < 0.95 * head and oo.get("sketch_bytes", 0) > 0,
                   "rank %d: sketch across replicas, loss falls %.3f -> %.3f" % (r, head, tail))
+    for r, oo in enumerate(outs):
+        check(oo.get("shared_equal") is True, "rank %d: shared selection at theta = 0 across replicas == FSDP2's "
+              "native HSDP (max |diff| %s)" % (r, oo.get("shared_maxdiff")))
+        ls = oo.get("shared_losses") or [0.0]
+        head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
+        check(tail < 0.95 * head, "rank %d: shared selection across replicas, loss falls %.3f -> %.3f" % (r, head, tail))
+    check(len({oo.get("shared_bytes") for oo in outs}) == 1 and outs[0].get("shared_bytes", 0) > 0,
+          "the shared selection sends the same bytes on every rank: %s" % [oo.get("shared_bytes") for oo in outs])
     check(all("2-D mesh" in oo.get("refused_2d", "") for oo in outs),
           "apply_hsdp refuses a 2-D-sharded module: %r" % outs[0].get("refused_2d"))
     check_same_error("apply_fsdp2, state over 4 ranks, FSDP over 2", [oo.get("refused_group", "") for oo in outs],
