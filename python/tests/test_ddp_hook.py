@@ -382,6 +382,11 @@ def main():
         check(False, "a world of 300 ranks is refused by the exact index")
     except RuntimeError as e:
         check("300" in str(e) and "255" in str(e), "a world of 300 ranks is refused: " + str(e))
+    try:  # the shared selection has no union, so no index to overflow: any world
+        _C.can_implement(dict(BASE_CONFIG, values="packed-bf16", index="shared"), 1000, 300, 0, "replicated")
+        check(True, "the shared selection accepts a world of 300 ranks")
+    except RuntimeError as e:
+        check(False, "the shared selection accepts a world of 300 ranks: %s" % e)
     try:
         _C.can_implement(dict(BASE_CONFIG, ratio=7), 1000, 2, 0, "replicated")
         check(False, "a configuration outside the catalogue is refused")
