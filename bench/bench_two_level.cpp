@@ -1,0 +1,151 @@
+// tagc_bench_two_level — the gradient exchange of one training step in two levels, without
+// the step's compute: two-level bf16 (the fair baseline, as ZeRO++ compares) against the
+// shared selection across nodes, on the multi-node test bed (scripts/multinode.sh), so the
+// time is what a step waits for its gradient, link and codec, and not 16 ranks' forward and
+// backward queueing for 2 cores.
+//
+//   scripts/multinode.sh run --nodes 4 --ranks-per-node 4 --rate 1gbit -x OMP_NUM_THREADS --
+//       build/bench/tagc_bench_two_level --ranks-per-node 4 [--calls 8] [--rounds 3]
+//       [--compressed 6733824] [--plain 232960] [--theta 0.9875]
+//
+// The buffer is GPT-2 d2's gradient as the trainer splits it (`--compress non-attention`):
+// `compressed` elements (token embedding, attention output projection, MLP matrices) and
+// `plain` ones (position embedding, QKV, biases, norms). bf16 reduces both plainly in two
+// levels; TAGC reduces the compressed part with
+//   TwoLevelReducer<PlainReducer<bfloat16>, Reducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy>>
+// and the plain part as bf16 does. Each call starts after a barrier and takes the slowest
+// rank's time; the two configurations alternate call by call within each round. Printed:
+// one CSV row per configuration (median and spread of the calls, bytes one node sends to
+// other nodes per call), then the ratio of the medians.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <tagc/comm/mpi.hpp>
+#include <tagc/comm/mpi_two_level.hpp>
+#include <tagc/tagc.hpp>
+
+namespace {
+
+using plain_bf16 = tagc::PlainReducer<tagc::bfloat16>;
+using plain_levels = tagc::TwoLevelReducer<plain_bf16, plain_bf16>;
+using shared_levels =
+    tagc::TwoLevelReducer<plain_bf16, tagc::Reducer<tagc::SparsifyPolicy, tagc::SharedIndexPolicy, tagc::PackedBf16Policy>>;
+
+double flag(int argc, char** argv, const char* name, double fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return std::atof(argv[i + 1]);
+  return fallback;
+}
+
+[[noreturn]] void fail(const char* what, const tagc::status& s) {
+  std::fprintf(stderr, "tagc_bench_two_level: %s: %s\n", what, s.message().c_str());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+std::vector<float> gradient(std::size_t n, int rank) {
+  std::mt19937 gen(1234u + unsigned(rank));
+  std::normal_distribution<float> d(0.0f, 1e-3f);
+  std::vector<float> g(n);
+  for (auto& x : g) x = d(gen);
+  return g;
+}
+
+// One configuration's reducers over the two parts; call() reduces both and returns the
+// bytes this rank sent to other nodes.
+template <class Compressed>
+struct exchange {
+  Compressed compressed;
+  plain_levels plain;
+  std::vector<float> g_c, g_p, out_c, out_p;
+
+  void initialize(const tagc::reducer_arguments& base, std::size_t n_c, std::size_t n_p, tagc::node_shape shape,
+                  int rank) {
+    tagc::reducer_arguments a = base;
+    a.length = n_c;
+    if (auto s = compressed.initialize(a, shape); !s.ok()) fail("initialize (compressed part)", s);
+    a.length = n_p;
+    if (auto s = plain.initialize(a, shape); !s.ok()) fail("initialize (plain part)", s);
+    g_c = gradient(n_c, rank);
+    g_p = gradient(n_p, rank + 1000);
+    out_c.resize(compressed.output_size());
+    out_p.resize(plain.output_size());
+  }
+  double call(tagc::two_level_communicator<tagc::mpi_communicator>& levels) {
+    tagc::reduce_stats a, b;
+    if (auto s = compressed.reduce_scatter(levels, g_c, out_c, &a); !s.ok()) fail("reduce_scatter", s);
+    if (auto s = plain.reduce_scatter(levels, g_p, out_p, &b); !s.ok()) fail("reduce_scatter", s);
+    return (a.total_bytes() - a.intranode_bytes) + (b.total_bytes() - b.intranode_bytes);
+  }
+};
+
+template <class E>
+double timed(E& e, tagc::two_level_communicator<tagc::mpi_communicator>& levels, double& bytes) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  bytes = e.call(levels);
+  double dt = MPI_Wtime() - t0;
+  MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return dt;
+}
+
+void report(const char* name, std::vector<double> t, double node_bytes) {
+  std::sort(t.begin(), t.end());
+  std::printf("%s,%zu,%.2f,%.2f,%.2f,%.0f\n", name, t.size(), 1e3 * t[t.size() / 2], 1e3 * t.front(), 1e3 * t.back(),
+              node_bytes);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  tagc::mpi_communicator world(MPI_COMM_WORLD);
+  const int k = int(flag(argc, argv, "--ranks-per-node", 1));
+  const int calls = int(flag(argc, argv, "--calls", 8)), rounds = int(flag(argc, argv, "--rounds", 3));
+  const std::size_t n_c = std::size_t(flag(argc, argv, "--compressed", 6733824));
+  const std::size_t n_p = std::size_t(flag(argc, argv, "--plain", 232960));
+  const double theta = flag(argc, argv, "--theta", 0.9875);
+  std::optional<tagc::two_level_communicator<tagc::mpi_communicator>> levels;
+  if (auto s = tagc::split_two_level(world, k, levels); !s.ok()) fail("split_two_level", s);
+  const tagc::node_shape shape = levels->shape();
+  const tagc::reducer_arguments base{.world_size = world.size(), .rank = world.rank(),
+                                     .op = tagc::reduce_op::mean, .sparsity = theta};
+  exchange<plain_levels> bf16;
+  exchange<shared_levels> tagc_shared;
+  bf16.initialize(base, n_c, n_p, shape, world.rank());
+  tagc_shared.initialize(base, n_c, n_p, shape, world.rank());
+
+  double bytes_bf16 = 0, bytes_tagc = 0;
+  timed(bf16, *levels, bytes_bf16);  // warm-up: connections, first-touch
+  timed(tagc_shared, *levels, bytes_tagc);
+  std::vector<double> t_bf16, t_tagc;
+  for (int r = 0; r < rounds; ++r)
+    for (int c = 0; c < calls; ++c) {
+      t_bf16.push_back(timed(bf16, *levels, bytes_bf16));
+      t_tagc.push_back(timed(tagc_shared, *levels, bytes_tagc));
+    }
+  // bytes one node sends to other nodes: its ranks' together
+  double node[2] = {bytes_bf16, bytes_tagc};
+  MPI_Allreduce(MPI_IN_PLACE, node, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  if (world.rank() == 0) {
+    std::printf("# %d nodes x %d ranks, %zu compressed + %zu plain elements, theta %.4f\n", shape.nodes,
+                shape.ranks_per_node, n_c, n_p, theta);
+    std::printf("config,calls,median_ms,min_ms,max_ms,internode_bytes_per_node\n");
+    report("two-level bf16", t_bf16, node[0] / shape.nodes);
+    report("two-level shared-bf16", t_tagc, node[1] / shape.nodes);
+    std::sort(t_bf16.begin(), t_bf16.end());
+    std::sort(t_tagc.begin(), t_tagc.end());
+    std::printf("# bf16 / tagc, medians: %.2fx\n", t_bf16[t_bf16.size() / 2] / t_tagc[t_tagc.size() / 2]);
+  }
+  MPI_Finalize();
+  return 0;
+}
