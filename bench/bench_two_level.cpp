@@ -25,8 +25,6 @@
 #include <cstring>
 #include <optional>
 #include <random>
-#include <span>
-#include <string>
 #include <vector>
 
 #include <tagc/comm/mpi.hpp>
@@ -84,7 +82,7 @@ struct exchange {
     tagc::reduce_stats a, b;
     if (auto s = compressed.reduce_scatter(levels, g_c, out_c, &a); !s.ok()) fail("reduce_scatter", s);
     if (auto s = plain.reduce_scatter(levels, g_p, out_p, &b); !s.ok()) fail("reduce_scatter", s);
-    return (a.total_bytes() - a.intranode_bytes) + (b.total_bytes() - b.intranode_bytes);
+    return a.internode_bytes() + b.internode_bytes();
   }
 };
 

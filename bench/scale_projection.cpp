@@ -11,7 +11,9 @@
 //                       (agreed bf16 values all-reduced, the leader's positions broadcast),
 //                       which reproduces the trainer's measured bytes (docs/results.md)
 //   --tagc-bits B       instead of --theta: bits per compressed parameter across nodes, in the
-//                       cost model's convention (bytes per node = (M-1)/M x n x B / 8)
+//                       cost model's convention (bytes per node = (M-1)/M x n x B / 8); the
+//                       hsdp rows take it as the compressed all-reduce's bits, which equal
+//                       the reduce-scatter's for a shared selection only
 //   --codec-gbs G       fp32 gradient GB/s through compress and decode (a GPU assumption:
 //                       nothing has run on a GPU yet; the CPU codec is ~1-2 GB/s)
 //   --overlap F         share of the compute that hides gradient communication (0: none;
@@ -21,21 +23,22 @@
 //                       other unit twice, 1.68x the bytes of GPT-2 124M; 0 (default): once
 //                       per step (the trainer's --zero2, or ZeRO++ hpZ's secondary copy)
 // Two layouts, both rows printed (column `layout`):
-//   zero3  parameters sharded over every GPU (FSDP FULL_SHARD / ZeRO-3, the trainer with
-//          --ranks-per-node K): gradients reduce-scatter in two levels, bf16 among the node's
-//          8 GPUs over NVLink (450 GB/s), then across nodes bf16 (the fair baseline) or
-//          TAGC; bf16 parameters gathered in two levels (tagc::TwoLevelAllGather): each node
-//          receives (M-1)/M of the model over its link, then the rest over NVLink.
-//   hsdp   parameters sharded inside a node and replicated across nodes (FSDP2's HSDP,
-//          tagc.torch's all-reduce hook): the node reduce-scatters over NVLink, then the
-//          nodes all-reduce their slices (bf16, or TAGC); parameters are gathered inside
-//          the node only. More memory per GPU (a replica per node), no parameter bytes
-//          across nodes.
+//   sharded  parameters sharded over every GPU (the trainer with --ranks-per-node K; FSDP
+//            FULL_SHARD with --full-shard 1, else gathered once per step as ZeRO-2 or hpZ
+//            do): gradients reduce-scatter in two levels, bf16 among the node's 8 GPUs over
+//            NVLink (450 GB/s), then across nodes bf16 (the fair baseline) or TAGC; bf16
+//            parameters gathered in two levels (tagc::TwoLevelAllGather): each node receives
+//            (M-1)/M of the model over its link, then the rest over NVLink.
+//   hsdp     parameters sharded inside a node and replicated across nodes (FSDP2's HSDP,
+//            tagc.torch's all-reduce hook): the node reduce-scatters over NVLink, then the
+//            nodes all-reduce their slices (bf16, or TAGC); parameters are gathered inside
+//            the node only. More memory per GPU (a replica per node), no parameter bytes
+//            across nodes.
 // TAGC compresses what the trainer's `--compress non-attention` compresses: the token
 // embedding, the attention output projection and both MLP matrices (82 % of GPT-2 124M);
 // the rest (position embedding, the QKV matrices, biases, layer norms) goes plain in bf16
 // beside it, as in the baseline.
-// The trainer's param_bytes_internode matches the zero3 gather's byte count: 16 ranks as
+// The trainer's param_bytes_internode matches the sharded gather's byte count: 16 ranks as
 // 4 x 4, d2, bf16 gathers, FULL_SHARD: 4 x 2,761,584 B per node and step measured,
 // 11,045,376 B from (M-1)/M x 2 B x (embedding + 2 x the rest), the difference its 12-byte
 // size checks.
@@ -95,7 +98,7 @@ int main(int argc, char** argv) {
         };
         const double bf16_grad = estimate(m::params).dense_seconds;
         const double tagc_grad = estimate(plain).dense_seconds + estimate(m::compressed).compressed_seconds;
-        // bf16 parameters: zero3 gathers across nodes ((M-1)/M over the node's link) and then
+        // bf16 parameters: sharded gathers across nodes ((M-1)/M over the node's link) and then
         // inside the node ((K-1)/K over NVLink); hsdp inside the node only
         const double cross_gather =
             hsdp ? 0.0 : double(nodes - 1) / double(nodes) * gathered * 2.0 / node_link.bytes_per_second;
@@ -103,7 +106,7 @@ int main(int argc, char** argv) {
             cross_gather + double(per_node - 1) / double(per_node) * gathered * 2.0 / nvlink.bytes_per_second;
         const auto step = [&](double grad) { return compute + gather + std::max(0.0, grad - overlap * compute); };
         const double bf16 = step(bf16_grad), tagc = step(tagc_grad);
-        std::printf("%s,%d,%d,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f\n", hsdp ? "hsdp" : "zero3", gpus, nodes, gbit,
+        std::printf("%s,%d,%d,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f\n", hsdp ? "hsdp" : "sharded", gpus, nodes, gbit,
                     bf16_grad, tagc_grad, gather, bf16, tagc, bf16 / tagc);
       }
     }

@@ -154,7 +154,7 @@ TEST_CASE("cost model, hybrid sharding: the plain all-reduce moves twice a reduc
         doctest::Approx(node_s));
 }
 
-TEST_CASE("cost model: a shared selection's bits do not depend on the node count; list or bitmap, the smaller") {
+TEST_CASE("cost model: a shared selection's bits: values all-reduced, positions as a list or a bitmap, the smaller") {
   CHECK(tagc::shared_selection_cross_bits(0.0125) == doctest::Approx(0.4 + 0.4));  // a list of 32-bit positions
   CHECK(tagc::shared_selection_cross_bits(0.05) == doctest::Approx(1.6 + 1.0));    // a bitmap
   CHECK(tagc::shared_selection_cross_bits(0.05, 32.0) == doctest::Approx(3.2 + 1.0));

@@ -270,7 +270,8 @@ TEST_CASE("two-level: node shapes that cannot work are refused with the reason")
   cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
     TwoLevelReducer<Plain, Plain> q;
     REQUIRE(q.initialize({.length = 100, .world_size = 4, .rank = rank}, {1, 4}).ok());
-    // its own buffers: the node-major gradient (100 floats), the slice (25) and the verdict (6 x 8 bytes)
+    // its own buffers: the node-major gradient (100 floats), the slice (25) and the verdict (6 x 8 bytes);
+    // the NaN count's workspace is empty on the host (on a device it holds CUB's temporary)
     CHECK(q.buffer_bytes() == 100 * 4 + 25 * 4 + 48);
     std::vector<float> g(100, 1.0f), out(q.output_size());
     CHECK(q.reduce_scatter(lv, g, out).code() == errc::invalid_argument);

@@ -57,9 +57,21 @@ inline cost_estimate estimate_reduce_scatter(std::size_t length, int world, doub
 }
 
 namespace detail {
-// The node stage of both two-level layouts: a plain reduce-scatter among the K ranks.
-inline double node_stage_seconds(double n, double K, double node_bits, const link_model& node_link) {
-  return K > 1 ? node_link.latency_seconds + (K - 1.0) / K * n * node_bits / 8.0 / node_link.bytes_per_second : 0.0;
+// Both two-level layouts: a plain reduce-scatter among the node's K ranks, then the M
+// nodes exchange each rank's slice of n/K: `cross_factor` times (M-1)/M of it through the
+// node's link when plain (1: reduce-scatter, 2: all-reduce), compressed at cross_bits
+// (the convention below), decoded over `decoded` elements.
+inline cost_estimate two_level_estimate(double n, double M, double K, double node_bits, double cross_bits,
+                                        double cross_factor, double decoded, const link_model& node_link,
+                                        const link_model& cross_link, const codec_model& codec, int collectives) {
+  const double node =
+      K > 1 ? node_link.latency_seconds + (K - 1.0) / K * n * node_bits / 8.0 / node_link.bytes_per_second : 0.0;
+  const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;  // seconds per bit per parameter
+  cost_estimate c;
+  c.dense_seconds = node + (M > 1 ? cross_link.latency_seconds + cross_factor * cross * node_bits : 0.0);
+  c.compressed_seconds = node + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
+                         4.0 * (n / K) / codec.compress_bytes_per_second + 4.0 * decoded / codec.decode_bytes_per_second;
+  return c;
 }
 }  // namespace detail
 
@@ -79,24 +91,18 @@ inline cost_estimate estimate_two_level_reduce_scatter(std::size_t length, int n
                                                        const codec_model& codec,
                                                        int collectives = reducer_collectives) {
   const double n = double(length), M = double(nodes > 0 ? nodes : 1), K = double(ranks_per_node > 0 ? ranks_per_node : 1);
-  const double node = detail::node_stage_seconds(n, K, node_bits, node_link);
-  const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;  // seconds per bit per parameter
-  cost_estimate c;
-  c.dense_seconds = node + (M > 1 ? cross_link.latency_seconds + cross * node_bits : 0.0);
-  c.compressed_seconds = node + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
-                         4.0 * (n / K) / codec.compress_bytes_per_second +
-                         4.0 * (n / (K * M)) / codec.decode_bytes_per_second;
-  return c;
+  return detail::two_level_estimate(n, M, K, node_bits, cross_bits, 1.0, n / (K * M), node_link, cross_link, codec,
+                                    collectives);
 }
 
-// Hybrid sharding (HSDP: FSDP2 with a 2-D mesh; ZeRO++'s hpZ replica): parameters and
-// optimizer state are sharded inside a node and replicated across nodes, so after the
-// node's plain reduce-scatter every node needs the sum of its slices, not one shard of
-// it: the M nodes all-reduce. A plain ring moves 2(M-1)/M of the buffer through each
-// node's link, twice a reduce-scatter's bytes. `cross_bits` is in the convention above
-// ((M-1)/M * n * bits/8 bytes per node) and is what the compressed all-reduce sends; for
-// a shared selection it equals its reduce-scatter's (its values are all-reduced either
-// way), decoded over the whole slice.
+// Hybrid sharding (HSDP: FSDP2 with a 2-D mesh): parameters and optimizer state are
+// sharded inside a node and replicated across nodes, so after the node's plain
+// reduce-scatter every node needs the sum of its slices, not one shard of it: the M nodes
+// all-reduce. A plain ring moves 2(M-1)/M of the buffer through each node's link, twice a
+// reduce-scatter's bytes. `cross_bits` is in the convention above ((M-1)/M * n * bits/8
+// bytes per node) and must be what the compressed all-reduce sends: for a shared selection
+// it equals its reduce-scatter's (its values are all-reduced either way); a per-rank
+// selection's reduce-scatter figure would under-price it. Decoded over the whole slice.
 //
 //   dense      = node + a + 2(M-1)/M * n*node_bits/8 / B_cross
 //   compressed = node + c*a + (M-1)/M * n*cross_bits/8 / B_cross + 4(n/K) / T_compress + 4(n/K) / T_decode
@@ -106,13 +112,8 @@ inline cost_estimate estimate_two_level_all_reduce(std::size_t length, int nodes
                                                    const codec_model& codec,
                                                    int collectives = reducer_collectives) {
   const double n = double(length), M = double(nodes > 0 ? nodes : 1), K = double(ranks_per_node > 0 ? ranks_per_node : 1);
-  const double node = detail::node_stage_seconds(n, K, node_bits, node_link);
-  const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;
-  cost_estimate c;
-  c.dense_seconds = node + (M > 1 ? cross_link.latency_seconds + 2.0 * cross * node_bits : 0.0);
-  c.compressed_seconds = node + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
-                         4.0 * (n / K) / codec.compress_bytes_per_second + 4.0 * (n / K) / codec.decode_bytes_per_second;
-  return c;
+  return detail::two_level_estimate(n, M, K, node_bits, cross_bits, 2.0, n / K, node_link, cross_link, codec,
+                                    collectives);
 }
 
 // What a shared selection (SharedIndexPolicy) sends across M nodes, per compressed
