@@ -60,10 +60,12 @@ namespace detail {
 // Both two-level layouts: a plain reduce-scatter among the node's K ranks, then the M
 // nodes exchange each rank's slice of n/K: `cross_factor` times (M-1)/M of it through the
 // node's link when plain (1: reduce-scatter, 2: all-reduce), compressed at cross_bits
-// (the convention below), decoded over `decoded` elements.
-inline cost_estimate two_level_estimate(double n, double M, double K, double node_bits, double cross_bits,
-                                        double cross_factor, double decoded, const link_model& node_link,
+// (the convention below), decoded over the slice (all-reduce) or one shard of it.
+inline cost_estimate two_level_estimate(std::size_t length, int nodes, int ranks_per_node, double node_bits,
+                                        double cross_bits, double cross_factor, const link_model& node_link,
                                         const link_model& cross_link, const codec_model& codec, int collectives) {
+  const double n = double(length), M = double(nodes > 0 ? nodes : 1), K = double(ranks_per_node > 0 ? ranks_per_node : 1);
+  const double decoded = cross_factor > 1.0 ? n / K : n / (K * M);
   const double node =
       K > 1 ? node_link.latency_seconds + (K - 1.0) / K * n * node_bits / 8.0 / node_link.bytes_per_second : 0.0;
   const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;  // seconds per bit per parameter
@@ -90,9 +92,8 @@ inline cost_estimate estimate_two_level_reduce_scatter(std::size_t length, int n
                                                        const link_model& node_link, const link_model& cross_link,
                                                        const codec_model& codec,
                                                        int collectives = reducer_collectives) {
-  const double n = double(length), M = double(nodes > 0 ? nodes : 1), K = double(ranks_per_node > 0 ? ranks_per_node : 1);
-  return detail::two_level_estimate(n, M, K, node_bits, cross_bits, 1.0, n / (K * M), node_link, cross_link, codec,
-                                    collectives);
+  return detail::two_level_estimate(length, nodes, ranks_per_node, node_bits, cross_bits, 1.0, node_link, cross_link,
+                                    codec, collectives);
 }
 
 // Hybrid sharding (HSDP: FSDP2 with a 2-D mesh): parameters and optimizer state are
@@ -111,9 +112,8 @@ inline cost_estimate estimate_two_level_all_reduce(std::size_t length, int nodes
                                                    const link_model& node_link, const link_model& cross_link,
                                                    const codec_model& codec,
                                                    int collectives = reducer_collectives) {
-  const double n = double(length), M = double(nodes > 0 ? nodes : 1), K = double(ranks_per_node > 0 ? ranks_per_node : 1);
-  return detail::two_level_estimate(n, M, K, node_bits, cross_bits, 2.0, n / K, node_link, cross_link, codec,
-                                    collectives);
+  return detail::two_level_estimate(length, nodes, ranks_per_node, node_bits, cross_bits, 2.0, node_link, cross_link,
+                                    codec, collectives);
 }
 
 // What a shared selection (SharedIndexPolicy) sends across M nodes, per compressed

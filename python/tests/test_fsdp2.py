@@ -81,12 +81,7 @@ def maxdiff(a, b):
 def case_packed_equals_default(rank, out):
     """values='packed' at theta = 0 delivers exactly what FSDP2's own reduce-scatter does:
     same shards and losses after 4 steps; every unit's comm called once per backward."""
-    ref, ref_opt, _ = make()
-    model, opt, s = make(packed)
-    ref_loss = [step(ref, ref_opt, rank, i) for i in range(4)]
-    loss = [step(model, opt, rank, i) for i in range(4)]
-    out["equal"] = same(local(ref), local(model)) and ref_loss == loss
-    out["maxdiff"] = maxdiff(local(ref), local(model))
+    out["equal"], out["maxdiff"], s = against_own(rank, packed)
     out["comm_calls"] = {k: c.calls for k, c in s.fsdp2_comms.items()}
     out["units"] = sorted(k[1] for k in s._units)
 
@@ -114,9 +109,19 @@ def case_sketch(rank, out):
     out["sketch_reported"] = s.bytes_sent
 
 
-def resumable(rank, steps, save_after=None, load=None):
-    """two_ranks.run_resumable on a fresh model with the default TagcState."""
-    return run_resumable(*make(lambda m: tt.TagcState(module=m)), shards, step, rank, steps, save_after, load)
+def resumable(rank, steps, save_after=None, load=None, state=lambda m: tt.TagcState(module=m)):
+    """two_ranks.run_resumable on a fresh model with a TagcState made by `state` (the default one)."""
+    return run_resumable(*make(state), shards, step, rank, steps, save_after, load)
+
+
+def against_own(rank, state, steps=4):
+    """`steps` steps of FSDP2's own reduce-scatter and of tagc (state) from the same start:
+    (equal shards and losses, max |diff| of the shards, the TagcState)."""
+    ref, ref_opt, _ = make()
+    model, opt, s = make(state)
+    ref_loss = [step(ref, ref_opt, rank, i) for i in range(steps)]
+    loss = [step(model, opt, rank, i) for i in range(steps)]
+    return same(local(ref), local(model)) and ref_loss == loss, maxdiff(local(ref), local(model)), s
 
 
 def case_save_resume(rank, out, scratch):
@@ -208,21 +213,16 @@ def case_shared(rank, out):
     for bit; sparse (packed-bf16, theta 0.9) the loss falls, the process group carries the bytes
     the reducers account for, and a save after 3 steps resumes bit for bit (its state: the residual and the call count that
     names each call's leader)."""
-    ref, ref_opt, _ = make()
-    model, opt, s = make(shared("packed", 0.0))
-    ref_loss = [step(ref, ref_opt, rank, i) for i in range(4)]
-    loss = [step(model, opt, rank, i) for i in range(4)]
-    out["shared_equal"] = same(local(ref), local(model)) and ref_loss == loss
-    out["shared_maxdiff"] = maxdiff(local(ref), local(model))
+    out["shared_equal"], out["shared_maxdiff"], _ = against_own(rank, shared("packed", 0.0))
     sparse = shared("packed-bf16", 0.9)
     model, opt, s = make(sparse)
     out["shared_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
     out["shared_bytes"] = s.bytes_sent
     out["shared_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
-    whole, _ = run_resumable(*make(sparse), shards, step, rank, 6)
-    _, ckpt = run_resumable(*make(sparse), shards, step, rank, 6, save_after=3)
-    resumed, _ = run_resumable(*make(sparse), shards, step, rank, 6, load=ckpt)
-    without, _ = run_resumable(*make(sparse), shards, step, rank, 6, load=dict(ckpt, tagc=None))
+    whole, _ = resumable(rank, 6, state=sparse)
+    _, ckpt = resumable(rank, 6, save_after=3, state=sparse)
+    resumed, _ = resumable(rank, 6, load=ckpt, state=sparse)
+    without, _ = resumable(rank, 6, load=dict(ckpt, tagc=None), state=sparse)
     out["shared_resume_equal"] = same(whole, resumed)
     out["shared_resume_maxdiff"] = maxdiff(whole, resumed)
     out["shared_without_state_differs"] = not same(whole, without)

@@ -48,14 +48,19 @@ def across_replicas(config):
 PACKED = dict(values="packed", index_bits="exact", sparsity=0.0)
 
 
+def against_native(rank, state, steps=4):
+    """`steps` steps of FSDP2's native HSDP and of tagc across replicas (state) from the same
+    start: (equal shards and losses, max |diff| of the shards, the TagcState)."""
+    ref, ref_opt, _ = make()
+    model, opt, s = make(state)
+    ref_loss = [step(ref, ref_opt, rank, i) for i in range(steps)]
+    loss = [step(model, opt, rank, i) for i in range(steps)]
+    return same(local(ref), local(model)) and ref_loss == loss, maxdiff(local(ref), local(model)), s
+
+
 def case_packed_equals_native(rank, out):
     """Packed at theta = 0 across replicas == FSDP2's native HSDP, bit for bit, 4 steps."""
-    ref, ref_opt, _ = make()
-    model, opt, s = make(across_replicas(PACKED))
-    ref_loss = [step(ref, ref_opt, rank, i) for i in range(4)]
-    loss = [step(model, opt, rank, i) for i in range(4)]
-    out["equal"] = same(local(ref), local(model)) and ref_loss == loss
-    out["maxdiff"] = maxdiff(local(ref), local(model))
+    out["equal"], out["maxdiff"], s = against_native(rank, across_replicas(PACKED))
     out["hook_calls"] = {k: h.calls for k, h in s.hsdp_hooks.items()}
 
 
@@ -63,12 +68,8 @@ def case_shared(rank, out):
     """The shared selection across replicas: at theta = 0 == FSDP2's native HSDP bit for bit;
     sparse (packed-bf16, theta 0.9) the loss falls and the process group carries what the
     reducers account for."""
-    ref, ref_opt, _ = make()
-    model, opt, _ = make(across_replicas(dict(values="packed", index_bits="shared", sparsity=0.0)))
-    ref_loss = [step(ref, ref_opt, rank, i) for i in range(4)]
-    loss = [step(model, opt, rank, i) for i in range(4)]
-    out["shared_equal"] = same(local(ref), local(model)) and ref_loss == loss
-    out["shared_maxdiff"] = maxdiff(local(ref), local(model))
+    out["shared_equal"], out["shared_maxdiff"], _ = against_native(
+        rank, across_replicas(dict(values="packed", index_bits="shared", sparsity=0.0)))
     model, opt, s = make(across_replicas(dict(values="packed-bf16", index_bits="shared", sparsity=0.9)))
     out["shared_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
     out["shared_bytes"] = s.bytes_sent
