@@ -1,8 +1,9 @@
 #pragma once
-// defines: tagc::Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy | PackedBf16Policy[, Decode, Exec]>
-//          — the reducer whose selection is agreed across ranks before any value
-//          moves (policy/shared_index.hpp), so its bytes per rank do not grow
-//          with the number of ranks.
+// defines: tagc::Reducer<SparsifyPolicy, SharedIndexPolicy | PooledIndexPolicy,
+//          PackedPolicy | PackedBf16Policy[, Decode, Exec]> — the reducer whose
+//          selection is agreed across ranks before any value moves
+//          (policy/shared_index.hpp), so its bytes per rank do not grow with the
+//          number of ranks.
 //
 // One call, on every rank:
 //
@@ -11,8 +12,10 @@
 //             names the leader); nobody has NaN/Inf               (all-gather, 48 B/rank)
 //   select    the leader, rank steps() mod N, takes its k largest |acc|; the
 //             positions are broadcast (sorted list or bitmap)  (stage/shared_selection.hpp)
-//   values    every rank packs its acc at the k positions (fp32 or bf16) and the
-//             k values are summed by an all-reduce
+//             or, pooled, every rank takes its k / N largest; the lists are
+//             all-gathered and their union (at most k) is the selection
+//   values    every rank packs its acc at the selected positions (fp32 or bf16)
+//             and the values are summed by an all-reduce
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
 //   residual  residual = acc, except at the shared positions: acc - wire(acc)
 //
@@ -70,10 +73,11 @@
 
 TAGC_BEGIN_NAMESPACE
 
-template <class Residual, class Value, decode_mode Mode, class Exec>
-class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec>
-    : public reducer_entry_points<
-          Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec>>,
+template <class Residual, shared_pick Pick, class Value, decode_mode Mode, class Exec>
+class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, PackedValuesPolicy<Value>, DecodePolicy<Mode>,
+              Exec>
+    : public reducer_entry_points<Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>,
+                                          PackedValuesPolicy<Value>, DecodePolicy<Mode>, Exec>>,
       public reducer_core {
   static_assert(!wire_scaled<Value>,
                 "tagc: a shared index sends fp32 or bf16 values (PackedPolicy, PackedBf16Policy); fp16 values "
@@ -86,10 +90,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   static constexpr double default_theta = default_sparsity(10);
   friend class reducer_entry_points<Reducer>;
   static constexpr const char* contract_name = "Reducer";
+  static constexpr bool pooled = Pick == shared_pick::pooled;
 
  public:
   using sparsify_policy = BasicSparsifyPolicy<Residual>;
-  using index_policy = SharedIndexPolicy;
+  using index_policy = BasicSharedIndexPolicy<Pick>;
   using values_policy = PackedValuesPolicy<Value>;
   using decode_policy = DecodePolicy<Mode>;
   using exec_space = Exec;
@@ -117,7 +122,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     counters_.assign(n_counters, 0ull);
     const auto initialize_stages = [&]() -> status {
       TAGC_TRY(agreement_.initialize(p, exec));
-      TAGC_TRY(selection_.initialize(p, capacity, exec));
+      TAGC_TRY(selection_.initialize(p, capacity, pooled, exec));
       // the statistics' counts (sums over the buffer and over the positions)
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, args.length, detail::above_threshold{}));
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, capacity, detail::above_at_shared{}));
@@ -139,7 +144,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
   // set_profiling, plan, arguments, name, sparsity, next_sparsity, output_size, steps:
   // reducer/reducer_core.hpp.
   bool exact_index() const { return true; }
-  // The leader of the next call.
+  // The leader of the next call (SharedIndexPolicy; a pooled index has none).
   int next_leader() const { return int(step_ % std::uint64_t(std::max(args_.world_size, 1))); }
   // The bytes initialize(args) allocates, before it does (see Reducer::workspace_bytes_for);
   // 0 for arguments can_implement refuses.
@@ -149,7 +154,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     const std::size_t capacity = capacity_for(args);
     return args.length * (sizeof(residual_t) + sizeof(float)) + capacity * sizeof(wire_t) +
            n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
-           selection_stage::workspace_bytes_for(p, capacity);
+           selection_stage::workspace_bytes_for(p, capacity, pooled);
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(residual_) + detail::buffer_bytes(acc_) + detail::buffer_bytes(values_) +
@@ -258,7 +263,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
       unsigned long long nonfinite = 0;
       TAGC_TRY(exec_.copy_to_host(counters, &nonfinite, 1));
       typename agreement_stage::contribution mine{grad.size(), out.size(), std::uint32_t(std::min<unsigned long long>(nonfinite, 0xffffffffull)),
-                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_), 0, 0};
+                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled), 0, 0};
       typename agreement_stage::verdict v;
       if (status s = agreement_.check(comm, mine, n, output_size(), 1, v); !s.ok()) {
         if (s.code() == errc::invalid_argument)  // a configuration mismatch: name what a shared index adds to it
@@ -268,17 +273,22 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
       clock.mark(&S::check);
     }
 
-    // The leader's positions, on every rank.
-    const int leader = int(step_ % std::uint64_t(args_.world_size));
-    TAGC_TRY(selection_.select(comm, acc, k, leader));
+    // The call's positions, on every rank: the leader's, or every rank's share pooled.
+    if constexpr (pooled) {
+      TAGC_TRY(selection_.pool(comm, acc, k));
+    } else {
+      const int leader = int(step_ % std::uint64_t(args_.world_size));
+      TAGC_TRY(selection_.select(comm, acc, k, leader));
+    }
     clock.mark(&S::index_exchange);
     const std::uint32_t* pos = selection_.positions();
+    const std::size_t slots = selection_.slots();
 
     // This rank's values there, summed over ranks.
     wire_t* values = detail::raw(values_);
-    launch_(k, detail::pack_shared<wire_t>{acc, pos, n, values});
+    launch_(slots, detail::pack_shared<wire_t>{acc, pos, n, values});
     clock.mark(&S::sketch);
-    TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const wire_t>(values, k), std::span<wire_t>(values, k)),
+    TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const wire_t>(values, slots), std::span<wire_t>(values, slots)),
                               "value exchange (all-reduce of the shared positions' values)"));
     clock.mark(&S::value_exchange);
     // From here on the call cannot fail.
@@ -287,14 +297,14 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     const std::size_t first = sharded ? plan_.own_shard * plan_.lay.shard_size : 0;
     std::size_t above = 0, above_shared = 0;
     if (stats) {
-      launch_(1, detail::count_positions{pos, k, first, first + out.size(), counters + 1});
+      launch_(1, detail::count_positions{pos, slots, first, first + out.size(), counters + 1});
       above = sums_.template sum<unsigned long long>(launch_, n, detail::above_threshold{acc, selection_.threshold_bits()});
       above_shared = sums_.template sum<unsigned long long>(
-          launch_, k, detail::above_at_shared{acc, pos, n, selection_.threshold_bits()});
+          launch_, slots, detail::above_at_shared{acc, pos, n, selection_.threshold_bits()});
     }
     thrust::fill(launch_.exec.policy(), out.data(), out.data() + out.size(), 0.0f);
     const float scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
-    launch_(k, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
+    launch_(slots, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
     clock.mark(&S::decode);
 
     // residual = acc, but acc - wire(acc) at the shared positions.
@@ -302,20 +312,21 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     if constexpr (std::is_same_v<residual_t, float>) {
       residual_.swap(acc_);  // the residual becomes this call's acc: no copy
       float* r = detail::raw(residual_);
-      launch_(k, detail::settle_shared<wire_t, float>{pos, r, r, n, seed});
+      launch_(slots, detail::settle_shared<wire_t, float>{pos, r, r, n, seed});
     } else {
       residual_t* r = detail::raw(residual_);
       launch_(n, detail::store_acc<residual_t>{acc, r, seed});
-      launch_(k, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed});
+      launch_(slots, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed});
     }
     clock.mark(&S::residual);
     ++step_;
 
-    if (stats) TAGC_TRY(fill_stats(*stats, theta, k, above, above_shared));
+    if (stats) TAGC_TRY(fill_stats(*stats, theta, k, slots, above, above_shared));
     return {};
   }
 
-  status fill_stats(reduce_stats& s, double theta, std::size_t k, std::size_t above, std::size_t above_shared) const {
+  status fill_stats(reduce_stats& s, double theta, std::size_t k, std::size_t slots, std::size_t above,
+                    std::size_t above_shared) const {
     unsigned long long counts[n_counters];
     std::uint32_t threshold = 0;
     TAGC_TRY(exec_.copy_to_host(detail::raw(counters_), counts, n_counters));
@@ -324,19 +335,20 @@ class Reducer<BasicSparsifyPolicy<Residual>, SharedIndexPolicy, PackedValuesPoli
     // the shared positions: every rank sends a value at each
     s = summary_stats({args_.length, theta, counts[1], threshold, seconds_});
     // Held back: this rank's entries above the leader's threshold that were not shared
-    // (they wait in its residual for a call that picks them).
+    // (they wait in its residual for a call that picks them); pooled, its own
+    // threshold, above which everything was shared.
     s.deferred = above - std::min(above, above_shared);
-    s.index_bits = selection_.sends_list(k) ? 32 : 1;  // bits per listed position, or per element of a bitmap
+    s.index_bits = pooled || selection_.sends_list(k) ? 32 : 1;  // bits per listed position, or per element of a bitmap
     s.exact_index = true;
     s.index_popcount = counts[1];
     s.support = counts[3] - counts[2];
     s.peeled = s.support;
-    s.packed_slots = k;
+    s.packed_slots = slots;
     s.value_type_bytes = int(sizeof(wire_t));
     s.residual_bytes = residual_bytes();
     s.control_bytes = agreement_bytes_sent(args_.check_inputs, agreement_stage::bytes_per_rank(), world);
-    s.index_bytes = ring_bytes_sent(collective::broadcast, double(selection_.broadcast_bytes(k)), world);
-    s.value_bytes = ring_bytes_sent(collective::all_reduce, double(k * sizeof(wire_t)), world);
+    s.index_bytes = selection_.index_bytes_sent(k, pooled);
+    s.value_bytes = ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
     return {};
   }
 

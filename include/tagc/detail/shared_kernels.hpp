@@ -1,7 +1,7 @@
 #pragma once
-// defines: the shared-index functors (SharedIndexPolicy): acc = g + residual, the
-//          leader's threshold histogram over acc, its bitmap, the bitmap's list of
-//          positions, packing / unpacking values at the positions, the residual's
+// defines: the shared-index functors (SharedIndexPolicy, PooledIndexPolicy): acc =
+//          g + residual, the picking rank's threshold histogram over acc, its bitmap,
+//          the pooled lists' bitmap, the bitmap's list of positions, packing / unpacking values at the positions, the residual's
 //          commit and the statistics' counts.
 //          Implementation detail of shared_reducer.hpp and stage/shared_selection.hpp;
 //          users read policy/shared_index.hpp, not this file.
@@ -74,6 +74,21 @@ struct mark_word {
       if (all || abs_bits(acc[i]) > t) bits |= 1u << b;
     }
     words[w] = bits;
+  }
+};
+
+// Pooled index: marks position list[i] in the bitmap `words` (several ranks may list
+// the same position, hence the atomic OR); free slots and positions >= length are
+// skipped, so a damaged list cannot write past the bitmap.
+struct pool_position {
+  const std::uint32_t* list;
+  std::size_t length;
+  std::uint32_t* words;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::uint32_t p = list[i];
+    if (p == no_position || std::size_t(p) >= length) return;
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(words[p / 32u])
+        .fetch_or(1u << (p % 32u), cuda::memory_order_relaxed);
   }
 };
 

@@ -32,11 +32,15 @@ inline std::uint64_t per_rank_config_hash(int index_bits, index_exchange exchang
 
 // The shared-index Reducer: the wire type, topology and op, and the call's k and
 // step (the step names the leader; ranks that disagree on it would broadcast from
-// different roots).
+// different roots) and, for a pooled index, that it pools (a rank that pools and one
+// that broadcasts would wait on different collectives; the rotating leader's
+// numbers stay what they were).
 template <class Wire>
-inline std::uint64_t shared_index_config_hash(topology topo, reduce_op op, std::size_t k, std::uint64_t step) {
+inline std::uint64_t shared_index_config_hash(topology topo, reduce_op op, std::size_t k, std::uint64_t step,
+                                              bool pooled = false) {
   return 0x5a4edull + std::uint64_t(wire_type_id<Wire>) * 50021u + std::uint64_t(topo) * 7u +
-         std::uint64_t(op) * 3u + std::uint64_t(k) * 1000003u + step * 0x9e3779b97f4a7c15ull;
+         std::uint64_t(op) * 3u + std::uint64_t(k) * 1000003u + step * 0x9e3779b97f4a7c15ull +
+         (pooled ? 0x7001ed00ull : 0ull);
 }
 
 TAGC_END_NAMESPACE

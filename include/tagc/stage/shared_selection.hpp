@@ -1,16 +1,20 @@
 #pragma once
 // defines: tagc::stage::SharedSelection<Exec> — the selection stage of a
-//          shared-index reducer (policy/shared_index.hpp): the leader's k
-//          largest |acc| (radix select, detail/select_kernels.hpp), broadcast to
-//          every rank as a sorted position list or a bitmap, whichever is
-//          smaller, and on every rank the same list of k slots (ascending
-//          positions, free slots last) that the values are packed by.
+//          shared-index reducer (policy/shared_index.hpp), on every rank the same
+//          list of slots (ascending positions, free slots last) that the values
+//          are packed by:
+//   select  the rotating leader's k largest |acc| (radix select,
+//           detail/select_kernels.hpp), broadcast as a sorted position list or a
+//           bitmap, whichever is smaller (SharedIndexPolicy)
+//   pool    every rank's share of k (k / N, the first k mod N ranks one more),
+//           all-gathered as lists, their union (PooledIndexPolicy)
 //
 // Sized at initialize for the largest k the reducer may ask for (`capacity`);
 // nothing is allocated per call. The threshold never leaves the execution
-// space's memory: the leader's radix select and its bitmap run back to back,
-// and the threshold travels with the positions (one trailing word), so every
-// rank can count what it holds back at the leader's threshold.
+// space's memory: the picking rank's radix select and its bitmap run back to
+// back, and the leader's threshold travels with its positions (one trailing
+// word), so every rank can count what it holds back at the leader's threshold;
+// a pooling rank counts at its own.
 
 #include <algorithm>
 #include <cstddef>
@@ -47,12 +51,16 @@ class SharedSelection {
     return {};
   }
 
-  // `capacity`: the largest k of any call (from the densest theta the schedule reaches).
-  status initialize(const reducer_plan& p, std::size_t capacity, Exec exec) {
+  // `capacity`: the largest k of any call (from the densest theta the schedule reaches);
+  // `pooled`: pool() is called (it needs the lists' exchange buffer), else select().
+  status initialize(const reducer_plan& p, std::size_t capacity, bool pooled, Exec exec) {
     launch_ = {exec};
     n_ = p.lay.length;
     rank_ = p.args.rank;
+    world_ = std::size_t(std::max(p.args.world_size, 1));
     capacity_ = std::min(capacity, n_);
+    // [this rank's share | every rank's share][its threshold]
+    if (pooled) pool_.assign(pool_words(capacity_, world_), detail::no_position);
     words_ = (n_ + 31) / 32;
     hist_.assign(std::size_t(detail::hist_copies) * detail::hist_bins, 0u);
     state_.resize(1);
@@ -75,14 +83,15 @@ class SharedSelection {
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(hist_) + detail::buffer_bytes(state_) + detail::buffer_bytes(wire_) +
            detail::buffer_bytes(bitmap_) + detail::buffer_bytes(offsets_) + detail::buffer_bytes(list_) +
-           detail::buffer_bytes(scan_temp_);
+           detail::buffer_bytes(pool_) + detail::buffer_bytes(scan_temp_);
   }
   // What initialize(p, capacity, ...) allocates, before it does (the reducers' workspace
   // query; on a device, but for CUB's scan temporary, a few KiB queried there).
-  static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity) {
+  static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity, bool pooled) {
     const std::size_t n = p.lay.length, cap = std::min(capacity, n), words = (n + 31) / 32;
+    const std::size_t pool = pooled ? pool_words(cap, std::size_t(std::max(p.args.world_size, 1))) : 0;
     return std::size_t(detail::hist_copies) * detail::hist_bins * sizeof(std::uint32_t) + sizeof(detail::select_state) +
-           (std::max(list_words(cap), words) + 1 + words + words + 1 + cap) * sizeof(std::uint32_t);
+           (std::max(list_words(cap), words) + 1 + words + words + 1 + cap + pool) * sizeof(std::uint32_t);
   }
   std::size_t capacity() const { return capacity_; }
 
@@ -92,6 +101,13 @@ class SharedSelection {
   // Bytes the broadcast carries for a call keeping k (the threshold word included).
   std::size_t broadcast_bytes(std::size_t k) const {
     return ((sends_list(k) ? list_words(k) : words_) + 1) * sizeof(std::uint32_t);
+  }
+  // Bytes this rank sends for the positions of a call keeping k.
+  double index_bytes_sent(std::size_t k, bool pooled) const {
+    const int n = int(world_);
+    if (!pooled) return ring_bytes_sent(collective::broadcast, double(broadcast_bytes(k)), n);
+    if (k >= n_) return 0.0;  // dense: every position, nothing to exchange
+    return ring_bytes_sent(collective::all_gather, double(world_ * block(k) * sizeof(std::uint32_t)), n);
   }
 
   // The call's selection: the leader picks, everyone receives. `acc` is this
@@ -117,16 +133,57 @@ class SharedSelection {
       threshold_ = wire + payload;
       positions_ = wire;
     }
+    slots_ = k;
     return {};
   }
 
-  // k slots: ascending positions, then detail::no_position.
+  // The call's selection pooled: this rank picks its share of k, the shares are
+  // all-gathered, and positions() holds their union (slots() <= k of them, the
+  // same on every rank). k >= length: every position, without an exchange.
+  template <communicator C>
+  status pool(C& comm, const float* acc, std::size_t k) {
+    const std::size_t b = block(k);
+    std::uint32_t* mine = detail::raw(pool_);
+    std::uint32_t* all = mine + b;
+    std::uint32_t* own_threshold = all + world_ * b;
+    std::uint32_t* bitmap = detail::raw(bitmap_);
+    const bool dense = k >= n_;
+    const std::size_t share = dense ? n_ : k / world_ + (std::size_t(rank_) < k % world_ ? 1 : 0);
+    threshold(acc, share);
+    launch_(words_, detail::mark_word{acc, state(), dense, n_, bitmap, own_threshold});
+    if (!dense && b > 0) {
+      to_list(bitmap, mine, b);  // its share (fewer on ties at the threshold), free slots last
+      TAGC_TRY(detail::in_phase(comm.all_gather(std::span<const std::uint32_t>(mine, b),
+                                                std::span<std::uint32_t>(all, world_ * b)),
+                                "pooled index (all-gather of every rank's positions)"));
+      thrust::fill(launch_.exec.policy(), bitmap_.begin(), bitmap_.end(), 0u);
+      launch_(world_ * b, detail::pool_position{all, n_, bitmap});
+    }
+    const std::size_t cap = std::min(k, n_);
+    to_list(bitmap, detail::raw(list_), cap);
+    std::uint32_t listed = 0;
+    TAGC_TRY(launch_.exec.copy_to_host(detail::raw(offsets_) + words_, &listed, 1));
+    slots_ = std::min<std::size_t>(listed, cap);
+    positions_ = detail::raw(list_);
+    threshold_ = own_threshold;
+    return {};
+  }
+
+  // slots() slots: ascending positions, then detail::no_position (select: k slots;
+  // pool: the union's size, which every rank computes alike).
   const std::uint32_t* positions() const { return positions_; }
+  std::size_t slots() const { return slots_; }
   // The leader's threshold (bits of |acc|; entries strictly above it were picked), in the space's memory.
   const std::uint32_t* threshold_bits() const { return threshold_; }
 
  private:
   static std::size_t list_words(std::size_t k) { return k; }
+  // A pooling rank's block of the all-gather: the largest share of k.
+  std::size_t block(std::size_t k) const { return std::min(k, n_) / world_ + (std::min(k, n_) % world_ ? 1 : 0); }
+  static std::size_t pool_words(std::size_t capacity, std::size_t world) {
+    const std::size_t b = capacity / world + (capacity % world ? 1 : 0);
+    return b + world * b + 1;
+  }
   detail::select_state* state() { return detail::raw(state_); }
 
   // The leader: the (k+1)-th largest |acc| into state()->threshold.
@@ -171,14 +228,15 @@ class SharedSelection {
   }
 
   detail::launcher<Exec> launch_{};
-  std::size_t n_ = 0, words_ = 0, capacity_ = 0;
+  std::size_t n_ = 0, words_ = 0, capacity_ = 0, world_ = 1, slots_ = 0;
   int rank_ = 0;
   vector<std::uint32_t> hist_;             // the leader's radix-select histograms
   vector<detail::select_state> state_;     // its threshold search
   vector<std::uint32_t> wire_;             // what is broadcast: [list | bitmap][threshold]
   vector<std::uint32_t> bitmap_;           // the leader's marks before they become a list
   vector<std::uint32_t> offsets_;          // scan of marks per bitmap word
-  vector<std::uint32_t> list_;             // the list expanded from a received bitmap
+  vector<std::uint32_t> list_;             // the list expanded from a received bitmap, or the pooled union
+  vector<std::uint32_t> pool_;             // pool(): [this rank's share | all ranks' shares][its threshold]
   vector<unsigned char> scan_temp_;        // CUB's scan workspace (CUDA only)
   const std::uint32_t* positions_ = nullptr;
   const std::uint32_t* threshold_ = nullptr;
