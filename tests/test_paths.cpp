@@ -537,3 +537,26 @@ TEST_CASE("paths: shared-index reducers end to end (fp32 and bf16 values, bf16 r
   compare_shared_paths<SparsifyBf16ResidualPolicy, PackedBf16Policy>(3, 40001, 0.9, 3, topology::replicated);
   compare_shared_paths<SparsifyPolicy, PackedBf16Policy>(2, 1001, 0.95, 2);  // below the sampled bracket
 }
+
+TEST_CASE("paths: a received bitmap with more marks than k lists its first k positions, nothing past them") {
+  // A damaged broadcast: the list holds k slots whatever the bitmap says.
+  const std::size_t n = 100003, k = 1000;
+  std::vector<std::uint32_t> words((n + 31) / 32);
+  for (std::size_t w = 0; w < words.size(); ++w)
+    words[w] = murmur3_32(std::uint32_t(w), 5u) & murmur3_32(std::uint32_t(w), 6u);  // ~1/4 of the positions
+  words.back() &= (1u << (n % 32)) - 1u;
+  std::vector<std::uint32_t> want;
+  for (std::size_t p = 0; p < n && want.size() < k; ++p)
+    if ((words[p / 32] >> (p % 32)) & 1u) want.push_back(std::uint32_t(p));
+  detail::host::shared_select host;
+  detail::portable_shared_select<exec::host_portable> portable;
+  REQUIRE(host.initialize(n, exec::host{}).ok());
+  REQUIRE(portable.initialize(n, exec::host_portable{}).ok());
+  constexpr std::uint32_t guard = 7u;  // slots past k must keep it
+  std::vector<std::uint32_t> a(k + 64, guard), b(k + 64, guard);
+  host.to_list(words.data(), a.data(), k);
+  portable.to_list(words.data(), b.data(), k);
+  CHECK(std::vector<std::uint32_t>(a.begin(), a.begin() + k) == want);
+  CHECK(a == b);
+  CHECK(std::all_of(a.begin() + k, a.end(), [](std::uint32_t x) { return x == guard; }));
+}

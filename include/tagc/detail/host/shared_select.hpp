@@ -83,10 +83,9 @@ class shared_select {
   // its first k positions are listed, as the portable path lists them.
   void to_list(const std::uint32_t* words, std::uint32_t* list, std::size_t k) {
     const auto* bytes = reinterpret_cast<const std::uint8_t*>(words);
-    std::size_t m = 0;
-    if (count_marks(bytes, bitmap_bytes(), 1, n_) <= k) {
-      m = list_.build(bytes, bitmap_bytes(), 1, n_, list);
-    } else {
+    std::size_t m = list_.build(bytes, bitmap_bytes(), 1, n_, list, k);
+    if (m > k) {  // nothing written: list the first k, one word at a time
+      m = 0;
       for (std::size_t w = 0; w < words_ && m < k; ++w)
         for (std::uint32_t b = words[w]; b != 0u && m < k; b &= b - 1u)
           list[m++] = std::uint32_t(w * 32 + std::size_t(std::countr_zero(b)));
