@@ -17,6 +17,10 @@
 // bitmap's own layout. A bitmap becomes a list as a reduced index becomes its
 // support (support_list.hpp: popcounts per chunk, a scan, each chunk writes its
 // positions), in parallel where the portable host path scans sequentially.
+// Measured (bench/bench_shared_select.cpp, callgrind, one thread, 6.7M entries at
+// theta 0.95): 36.9M instructions a leader select against the portable path's 658M
+// (its radix passes 520M, the bitmap's marking 97M); 10.5 against 86 ms median
+// side by side on a loaded 2-core machine.
 
 #include <algorithm>
 #include <bit>
