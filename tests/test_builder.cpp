@@ -53,6 +53,23 @@ TEST_CASE("index=shared: the shared-index reducer's description, parsed back; on
   CHECK(catalogue.contains(back));
 }
 
+TEST_CASE("index=pooled: the pooled-index reducer's description, parsed back; only packed fp32/bf16 values") {
+  using P = Reducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy>;
+  static_assert(description_of<P>().index_bits == index_pooled);
+  CHECK(description_text(description_of<P>()) == "values=packed index=pooled exchange=all-reduce residual=float");
+  reducer_description back;
+  REQUIRE(parse_reducer_description("values=packed-bf16 index=pooled theta=0.95", back).ok());
+  CHECK(back.index_bits == index_pooled);
+  CHECK(check_description(back).ok());
+  const auto catalogue = tagc_test::default_local_catalogue();
+  CHECK(catalogue.contains(back));
+  back.values = values_kind::packed;
+  CHECK(catalogue.contains(back));
+  back.values = values_kind::sketch;
+  const status s = check_description(back);
+  CHECK(contains(s.message(), "index=pooled sends packed fp32 or bf16 values"));
+}
+
 TEST_CASE("one name table per choice: every name parses back; a policy's kind is found by family and wire type") {
   for (const values_row& row : values_kinds) {
     values_kind back{};
@@ -90,12 +107,14 @@ constexpr std::size_t count_of(reducer_list<R...>) {
 
 TEST_CASE("reducer_list_where: a catalogue's subset by a rule on the descriptions, in the list's order") {
   using packed = reducer_list_where<default_catalogue<exec::host>, packed_only>;
-  static_assert(count_of(packed{}) == 5);  // fp32, bf16, fp16 with the exact index; fp32, bf16 with the shared one
+  // fp32, bf16, fp16 with the exact index; fp32, bf16 with the shared one; fp32, bf16 with the pooled one
+  static_assert(count_of(packed{}) == 7);
   const std::vector<reducer_description> d = descriptions_of(packed{});
-  REQUIRE(d.size() == 5);
+  REQUIRE(d.size() == 7);
   for (const reducer_description& x : d) CHECK(is_packed(x.values));
   CHECK(d.front().values == values_kind::packed);
-  CHECK(d.back().index_bits == index_shared);
+  CHECK(d[4].index_bits == index_shared);
+  CHECK(d.back().index_bits == index_pooled);
 }
 
 TEST_CASE("description_text prints only the fields that apply; parse reads it back") {
@@ -134,7 +153,7 @@ TEST_CASE("parse refuses unknown keys and values, naming them and the choices") 
 
 TEST_CASE("build_reducer refuses what no reducer can be, and what the catalogue lacks") {
   const auto catalogue = tagc_test::default_local_catalogue();
-  CHECK(catalogue.entries().size() == 33);
+  CHECK(catalogue.entries().size() == 35);
   any_local r;
   reducer_description d;
   d.ratio = 3;

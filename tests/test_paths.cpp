@@ -384,3 +384,184 @@ TEST_CASE("paths: the bracket's bounds from its sample (bins of the top bits, th
     }
   }
 }
+
+// ---- the shared selection (SharedIndexPolicy): the leader's marks and lists ----
+
+namespace {
+// What one leader select gives: the threshold and the k position slots.
+struct leader_pick {
+  std::uint32_t threshold = 0;
+  std::vector<std::uint32_t> positions;
+  bool operator==(const leader_pick&) const = default;
+};
+
+// The exact rule (stage/shared_selection.hpp): the (k+1)-th largest |acc| bits,
+// the positions strictly above it ascending, then free slots; k = 0 keeps nothing
+// (threshold inf), k >= n every position, zeros too (threshold 0).
+leader_pick reference_pick(const std::vector<float>& acc, std::size_t k) {
+  const std::size_t n = acc.size();
+  leader_pick r;
+  if (k >= n) {
+    for (std::size_t i = 0; i < n; ++i) r.positions.push_back(std::uint32_t(i));
+  } else {
+    r.threshold = inf_bits;
+    if (k > 0) {
+      std::vector<std::uint32_t> u(n);
+      for (std::size_t i = 0; i < n; ++i) u[i] = abs_bits(acc[i]);
+      std::nth_element(u.begin(), u.begin() + std::ptrdiff_t(k), u.end(), std::greater<std::uint32_t>());
+      r.threshold = u[k];
+      for (std::size_t i = 0; i < n; ++i)
+        if (abs_bits(acc[i]) > r.threshold) r.positions.push_back(std::uint32_t(i));
+    }
+  }
+  r.positions.resize(k, detail::no_position);
+  return r;
+}
+
+// One rank leading the stage on execution space Exec, several calls on one stage
+// (what an earlier call left in its buffers must not show in a later one).
+template <class Exec>
+std::vector<leader_pick> picks_on(const std::vector<float>& acc, const std::vector<std::size_t>& ks) {
+  stage::reducer_plan p;
+  p.args.length = acc.size();
+  p.lay.length = acc.size();
+  stage::SharedSelection<Exec> sel;
+  REQUIRE(sel.initialize(p, acc.size(), false, Exec{}).ok());
+  std::vector<leader_pick> out;
+  on_ranks(1, [&](local_communicator& comm) {
+    for (const std::size_t k : ks) {
+      REQUIRE(sel.select(comm, acc.data(), k, 0).ok());
+      out.push_back({*sel.threshold_bits(), {sel.positions(), sel.positions() + std::ptrdiff_t(k)}});
+    }
+  });
+  return out;
+}
+
+void check_shared_picks(const char* what, const std::vector<float>& acc) {
+  const std::size_t n = acc.size();
+  CAPTURE(what);
+  CAPTURE(n);
+  // nothing, a list (k < n / 32), the bitmap from just past the switch (theta 0.95, 0.5),
+  // everything but one, everything; and back to a list after the bitmap
+  std::vector<std::size_t> ks = {0, 1, n / 100, n / 32, n / 20, n / 2, n - 1, n, std::max<std::size_t>(n / 64, 1)};
+  for (auto& k : ks) k = std::min(k, n);
+  const auto host = picks_on<exec::host>(acc, ks), portable = picks_on<exec::host_portable>(acc, ks);
+  REQUIRE(host.size() == ks.size());
+  REQUIRE(portable.size() == ks.size());
+  for (std::size_t c = 0; c < ks.size(); ++c) {
+    CAPTURE(ks[c]);
+    const leader_pick want = reference_pick(acc, ks[c]);
+    CHECK(portable[c].threshold == want.threshold);
+    CHECK(portable[c].positions == want.positions);
+    CHECK(host[c].threshold == portable[c].threshold);
+    CHECK(host[c].positions == portable[c].positions);
+  }
+}
+}  // namespace
+
+TEST_CASE("paths: the shared selection's leader marks and lists (threshold and positions, bit for bit)") {
+  // Tiny lengths (a partial bitmap word, a partial index byte), the exact select
+  // (below the bracket's 32K), the sampled bracket, and one that misses.
+  for (const std::size_t n : {std::size_t(1), std::size_t(7), std::size_t(31), std::size_t(33), std::size_t(1000),
+                              std::size_t(40001), std::size_t(100003)})
+    check_shared_picks("gradient", gradient(n, 61, 0, 0, 0.7));
+  check_shared_picks("a handful of magnitudes (ties; the select's crowded bin)", crowded(40001, 0, 0));
+  check_shared_picks("bracket misses", off_sample(100003, 0, 0));
+  for (const std::size_t n : {std::size_t(5), std::size_t(40001)}) {
+    std::vector<float> same(n);
+    for (std::size_t i = 0; i < n; ++i) same[i] = i % 3 ? 0.25f : -0.25f;  // one magnitude, both signs
+    check_shared_picks("all equal", same);
+    auto zeros = gradient(n, 62, 0, 0, 0.3);  // most entries 0, half of those -0
+    for (std::size_t i = 0; i < n; ++i)
+      if (zeros[i] == 0.0f && i % 2) zeros[i] = -0.0f;
+    check_shared_picks("zeros and negative zeros", zeros);
+  }
+  auto wild = gradient(40001, 63, 0, 0);
+  for (std::size_t i = 0; i < wild.size(); i += 997) wild[i] = i % 2 ? INFINITY : -INFINITY;
+  wild[5] = std::nanf("");
+  check_shared_picks("Inf and NaN (a rank that does not check its inputs)", wild);
+  // the AVX2 and SSE2 marking loops too, where the CPU has wider ones
+  for (const auto simd : every_marking_loop) with_marking_limit(simd, [] {
+    check_shared_picks("gradient, each marking loop", gradient(100003, 64, 0, 0, 0.9));
+  });
+}
+
+namespace {
+// The shared-index reducer on both paths, several calls (the leader rotates, so
+// every rank leads and expands received bitmaps): outputs, residuals, the
+// statistics and the saved state bit for bit.
+template <class Sparsify, class Values, class Index = SharedIndexPolicy>
+void compare_shared_paths(int world, std::size_t n, double theta, int steps, topology topo = topology::sharded) {
+  using fast_t = Reducer<Sparsify, Index, Values, DecodePolicy<>, exec::host>;
+  using portable_t = Reducer<Sparsify, Index, Values, DecodePolicy<>, exec::host_portable>;
+  CAPTURE(world); CAPTURE(n); CAPTURE(theta); CAPTURE(int(topo));
+  std::mutex m;
+  std::vector<std::string> failures;
+  on_ranks(world, [&](local_communicator& comm) {
+    const auto fail = [&](const std::string& what, int step) {
+      std::lock_guard<std::mutex> lock(m);
+      failures.push_back("rank " + std::to_string(comm.rank()) + " step " + std::to_string(step) + ": " + what);
+    };
+    const reducer_arguments a{.length = n, .world_size = world, .rank = comm.rank(), .topo = topo, .sparsity = theta};
+    fast_t fast;
+    portable_t port;
+    if (!fast.initialize(a).ok() || !port.initialize(a).ok()) return fail("initialize", -1);
+    std::vector<float> out_f(fast.output_size()), out_p(port.output_size());
+    for (int t = 0; t < steps; ++t) {
+      const auto g = gradient(n, 4343, comm.rank(), t, 0.7);
+      reduce_stats sf, sp;
+      const status stf = topo == topology::sharded ? fast.reduce_scatter(comm, g, out_f, &sf)
+                                                   : fast.all_reduce(comm, g, out_f, &sf);
+      const status stp = topo == topology::sharded ? port.reduce_scatter(comm, g, out_p, &sp)
+                                                   : port.all_reduce(comm, g, out_p, &sp);
+      if (!stf.ok() || !stp.ok()) return fail("call failed: " + stf.what() + " / " + stp.what(), t);
+      if (sf.kept == 0) fail("nothing kept (the comparison would hold trivially)", t);
+      if (std::memcmp(&sf.threshold, &sp.threshold, sizeof(float)) != 0) fail("threshold", t);
+      if (sf.kept != sp.kept || sf.deferred != sp.deferred || sf.support != sp.support ||
+          sf.index_bits != sp.index_bits || sf.index_bytes != sp.index_bytes)
+        fail("statistics kept / deferred / support / index", t);
+      if (!same_bytes(out_f.data(), out_p.data(), out_f.size())) fail("output", t);
+      const auto rf = fast.residual_to_host(), rp = port.residual_to_host();
+      if (!same_bytes(rf.data(), rp.data(), rf.size())) fail("residual", t);
+    }
+    if (fast.save_state() != port.save_state()) fail("saved state", steps);
+  });
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+}
+}  // namespace
+
+TEST_CASE("paths: shared-index reducers end to end (fp32 and bf16 values, bf16 residual; list and bitmap; pooled)") {
+  compare_shared_paths<SparsifyPolicy, PackedPolicy>(3, 40001, 0.95, 4);       // a bitmap (k > n / 32)
+  compare_shared_paths<SparsifyPolicy, PackedBf16Policy>(2, 100003, 0.99, 3);  // a list
+  compare_shared_paths<SparsifyBf16ResidualPolicy, PackedBf16Policy>(3, 40001, 0.9, 3, topology::replicated);
+  compare_shared_paths<SparsifyPolicy, PackedBf16Policy>(2, 1001, 0.95, 2);  // below the sampled bracket
+  // pooled: every rank marks its share and lists it, and lists the union
+  compare_shared_paths<SparsifyPolicy, PackedPolicy, PooledIndexPolicy>(3, 40001, 0.95, 4);
+  compare_shared_paths<SparsifyBf16ResidualPolicy, PackedBf16Policy, PooledIndexPolicy>(4, 100003, 0.99, 3,
+                                                                                         topology::replicated);
+  compare_shared_paths<SparsifyPolicy, PackedPolicy, PooledIndexPolicy>(3, 1001, 0.0, 2);  // dense: no exchange
+}
+
+TEST_CASE("paths: a received bitmap with more marks than k lists its first k positions, nothing past them") {
+  // A damaged broadcast: the list holds k slots whatever the bitmap says.
+  const std::size_t n = 100003, k = 1000;
+  std::vector<std::uint32_t> words((n + 31) / 32);
+  for (std::size_t w = 0; w < words.size(); ++w)
+    words[w] = murmur3_32(std::uint32_t(w), 5u) & murmur3_32(std::uint32_t(w), 6u);  // ~1/4 of the positions
+  words.back() &= (1u << (n % 32)) - 1u;
+  std::vector<std::uint32_t> want;
+  for (std::size_t p = 0; p < n && want.size() < k; ++p)
+    if ((words[p / 32] >> (p % 32)) & 1u) want.push_back(std::uint32_t(p));
+  detail::host::shared_select host;
+  detail::portable_shared_select<exec::host_portable> portable;
+  REQUIRE(host.initialize(n, exec::host{}).ok());
+  REQUIRE(portable.initialize(n, exec::host_portable{}).ok());
+  constexpr std::uint32_t guard = 7u;  // slots past k must keep it
+  std::vector<std::uint32_t> a(k + 64, guard), b(k + 64, guard);
+  host.to_list(words.data(), a.data(), k);
+  portable.to_list(words.data(), b.data(), k);
+  CHECK(std::vector<std::uint32_t>(a.begin(), a.begin() + k) == want);
+  CHECK(a == b);
+  CHECK(std::all_of(a.begin() + k, a.end(), [](std::uint32_t x) { return x == guard; }));
+}

@@ -65,6 +65,8 @@ TEST_CASE("workspace query: packed and shared-index reducers") {
   check_query<PackedReducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy>>("shared index fp32");
   check_query<PackedReducer<SparsifyBf16ResidualPolicy, SharedIndexPolicy, PackedBf16Policy>>(
       "shared index bf16, bf16 residual");
+  check_query<PackedReducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy, exec::host_portable>>(
+      "shared index bf16, portable paths");
 }
 
 TEST_CASE("workspace query: plain reducers") {

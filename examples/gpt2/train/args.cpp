@@ -195,10 +195,13 @@ const std::map<std::string, Flag>& flags() {
       {"index-bits", {false, [](A& a, S v) {
          if (v == "exact") { a.index_bits = tagc::index_auto; return; }
          if (v == "shared") { a.index_bits = tagc::index_shared; return; }
+         if (v == "pooled") { a.index_bits = tagc::index_pooled; return; }
          a.index_bits = number<int>("index-bits", v);
-         if (a.index_bits != 1 && a.index_bits != 4) throw ArgsError("--index-bits: expected 1|4|exact|shared, got " + v);
-       }, "1|4|exact|shared (" + tagc::index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for the world "
-          "size; shared: one selection for all ranks (a rotating leader's top-k; --values packed|packed-bf16)"}},
+         if (a.index_bits != 1 && a.index_bits != 4)
+           throw ArgsError("--index-bits: expected 1|4|exact|shared|pooled, got " + v);
+       }, "1|4|exact|shared|pooled (" + tagc::index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for "
+          "the world size; shared: one selection for all ranks (a rotating leader's top-k); pooled: one selection for "
+          "all ranks (every rank's top k/N, their union) (shared and pooled: --values packed|packed-bf16)"}},
       {"values", {false, [](A& a, S v) {
          a.values = choice("values", v, compressed_values);
        }, choices_help(Args{}.values, compressed_values) + "; packed: exact values at the union positions"}},

@@ -9,7 +9,7 @@
 #pragma once
 
 // defines: tagc::values_kind, tagc::index_exchange, tagc::decode_mode, tagc::residual_kind,
-//          tagc::named, tagc::index_auto, tagc::index_shared
+//          tagc::named, tagc::index_auto, tagc::index_shared, tagc::index_pooled
 #include "tagc/builder/description.hpp"
 
 #include <cstdint>
@@ -31,8 +31,8 @@ enum class CompressMode { none, non_attention, all, automatic };
 enum class Schedule { constant, cosine };
 // The reducer's choices are the library's own types and names (tagc/builder/description.hpp:
 // tagc::values_kind, tagc::index_exchange, tagc::decode_mode, tagc::residual_kind,
-// tagc::schedule_shape; --index-bits exact and shared are tagc::index_auto and
-// tagc::index_shared): the flags spell them as the library's name tables do.
+// tagc::schedule_shape; --index-bits exact, shared and pooled are tagc::index_auto,
+// tagc::index_shared and tagc::index_pooled): the flags spell them as the library's name tables do.
 
 // One --unit-sparsity entry: `unit` names a unit ("embed", "mlp.1") or a kind ("mlp": every
 // layer's); theta in [0, 1].
@@ -82,8 +82,10 @@ struct Args {
   // the update (summed counters carry); refused unless this is set
   bool allow_index_carries = false;
   // index_bits: 1, 4, tagc::index_auto (--index-bits exact: the narrowest exact width for the
-  // world size) or tagc::index_shared (--index-bits shared: one selection for all ranks, a
-  // rotating leader's top-k; packed values only; bytes per rank independent of the world size)
+  // world size), tagc::index_shared (--index-bits shared: one selection for all ranks, a
+  // rotating leader's top-k) or tagc::index_pooled (--index-bits pooled: one selection for all
+  // ranks, every rank's top k/N pooled); these two: packed values only, bytes per rank
+  // independent of the world size
   int ratio = 10, index_bits = 4;
   // What a compressed segment sends for its kept entries (--values; not the plain kinds,
   // which are --baseline-dtype's), and how the index travels (the paper all-reduces it;

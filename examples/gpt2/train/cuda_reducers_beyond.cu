@@ -1,5 +1,5 @@
 // cuda_reducers_beyond.cu: tagc-gpt2-cuda's reducers on exec::cuda over NCCL —
-// the beyond-paper part (13 types: exact reduce-scattered index, 16-bit values, packed values, bf16 residual, plain fp32/bf16), and the whole CUDA catalogue.
+// the beyond-paper part (17 types: exact reduce-scattered index, 16-bit values, packed values, the shared and pooled selections, bf16 residual, plain fp32/bf16), and the whole CUDA catalogue.
 // Two translation units so nvcc builds them in parallel.
 // defines: train::reducer_catalogue_for(exec::cuda)
 // defines: train::reducer_catalogue_for(exec::cuda) (declared under nvcc)

@@ -1,6 +1,6 @@
 // host_reducers_beyond.cpp: the beyond-paper part of the trainers' catalogue on
-// exec::host over MPI (13 types: the exact reduce-scattered index, 16-bit values,
-// packed values, the bf16 residual, the plain fp32/bf16 baselines), and the whole
+// exec::host over MPI (17 types: the exact reduce-scattered index, 16-bit values,
+// packed values, the shared and pooled selections, the bf16 residual, the plain fp32/bf16 baselines), and the whole
 // host catalogue (both parts).
 // defines: train::reducer_catalogue_for(exec::host)
 #include "reducer_catalogue.hpp"

@@ -1,5 +1,5 @@
 // reducer_catalogue.hpp: the reducers the trainers can build — tagc's default catalogue
-// (include/tagc/builder/default_catalogue.hpp, 31 reducer types), compiled once per
+// (include/tagc/builder/default_catalogue.hpp, 35 reducer types), compiled once per
 // execution space: host_reducers_paper.cpp + host_reducers_beyond.cpp (library
 // gpt2_host_reducers) for exec::host + MPI; cuda_reducers_paper.cu + cuda_reducers_beyond.cu
 // (tagc-gpt2-cuda) for exec::cuda + NCCL. Nothing else instantiates a tagc::Reducer.

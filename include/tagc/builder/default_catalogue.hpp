@@ -8,10 +8,11 @@
 // Two parts, so a program can compile them in two translation units at once (each
 // Reducer costs several seconds of compile):
 //   paper  (18) sketch fp32 values, index 1|4 all-reduced, ratio 2|4|10, every decoder
-//   beyond (15) the exact index reduce-scattered (sketch ratio 4|10); 16-bit sketch
+//   beyond (17) the exact index reduce-scattered (sketch ratio 4|10); 16-bit sketch
 //               cells (bf16, fp16; ratio 10; paper index or exact reduce-scattered);
 //               packed values fp32|bf16|fp16 (exact index all-reduced); packed fp32|bf16
-//               with the shared index (no union, bytes independent of N); the bf16
+//               with the shared and the pooled index (no union, bytes independent
+//               of N); the bf16
 //               residual with the paper config and with the lean stack (bf16 cells,
 //               exact reduce-scattered index); the plain fp32 and bf16 baselines.
 // Left out on purpose: the exact index all-reduced with a sketch (at 2 ranks it is
@@ -89,6 +90,8 @@ using default_beyond_catalogue = reducer_list<
     PackedReducer<SparsifyPolicy, ExactIndexPolicy, PackedFp16Policy, E>,
     PackedReducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy, E>,
     PackedReducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy, E>,
+    PackedReducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy, E>,
+    PackedReducer<SparsifyPolicy, PooledIndexPolicy, PackedBf16Policy, E>,
     Reducer<SparsifyBf16ResidualPolicy, IndexPolicy<1>, SketchPolicy<10>, DecodePolicy<>, E>,
     Reducer<SparsifyBf16ResidualPolicy, catalogue_parts::exact_scattered, SketchBf16Policy<10>, DecodePolicy<>, E>,
     PlainReducer<float, E>,

@@ -139,14 +139,17 @@ static_assert(
       return true;
     }(),
     "tagc: values_kinds holds one row per values_kind, in the enum's order");
-// index=shared: SharedIndexPolicy (one selection for all ranks, no union; shared_reducer.hpp).
+// index=shared: SharedIndexPolicy (one selection for all ranks, no union; shared_reducer.hpp);
+// index=pooled: PooledIndexPolicy (the same, every rank's share of it pooled).
 inline constexpr int index_shared = -1;
+inline constexpr int index_pooled = -2;
+inline constexpr bool is_shared_selection(int index_bits) { return index_bits == index_shared || index_bits == index_pooled; }
 
 struct reducer_description {
   values_kind values = values_kind::sketch;
   int ratio = 10;                   // sketch values: SketchPolicy<ratio>
   int lanes = 1024;                 // sketch values: SketchPolicy<ratio, lanes> (printed only when not 1024)
-  int index_bits = 4;               // 1, 2, 4, 8, index_auto (0, "exact": ExactIndexPolicy) or index_shared (-1)
+  int index_bits = 4;               // 1, 2, 4, 8, index_auto (0, "exact": ExactIndexPolicy), index_shared (-1), index_pooled (-2)
   index_exchange exchange = index_exchange::all_reduce;
   decode_mode decoder = decode_mode::peel_then_estimate;  // sketch values
   residual_kind residual = residual_kind::fp32;
@@ -164,7 +167,10 @@ inline constexpr bool is_packed(values_kind v) { return family_of(v) == values_f
 inline constexpr bool is_plain(values_kind v) { return family_of(v) == values_family::plain; }
 
 inline std::string index_bits_name(int bits) {
-  return bits == index_auto ? "exact" : bits == index_shared ? "shared" : std::to_string(bits);
+  return bits == index_auto     ? "exact"
+         : bits == index_shared ? "shared"
+         : bits == index_pooled ? "pooled"
+                                : std::to_string(bits);
 }
 
 // The fields that do not apply to the values kind set to their defaults, so two
@@ -294,9 +300,10 @@ inline status parse_reducer_description(std::string_view text, reducer_descripti
     } else if (key == "index") {
       if (value == "exact") d.index_bits = index_auto;
       else if (value == "shared") d.index_bits = index_shared;
+      else if (value == "pooled") d.index_bits = index_pooled;
       else if (!detail::parse_int(value, d.index_bits) ||
                (d.index_bits != 1 && d.index_bits != 2 && d.index_bits != 4 && d.index_bits != 8))
-        return bad("1|2|4|8|exact|shared");
+        return bad("1|2|4|8|exact|shared|pooled");
     } else if (key == "exchange") {
       if (!parse_name(value, d.exchange)) return bad(name_choices<index_exchange>());
     } else if (key == "decoder") {
@@ -339,9 +346,9 @@ inline status check_description(const reducer_description& d) {
   if (d.exchange == index_exchange::reduce_scatter && d.index_bits != index_auto)
     return {errc::invalid_argument,
             description_text(d) + ": exchange=reduce-scatter needs an index exact at any world size (index=exact)"};
-  if (d.index_bits == index_shared && d.values != values_kind::packed && d.values != values_kind::packed_bf16)
-    return {errc::invalid_argument, description_text(d) + ": index=shared sends packed fp32 or bf16 values "
-                                                  "(values=packed|packed-bf16)"};
+  if (is_shared_selection(d.index_bits) && d.values != values_kind::packed && d.values != values_kind::packed_bf16)
+    return {errc::invalid_argument, description_text(d) + ": index=" + index_bits_name(d.index_bits) +
+                                        " sends packed fp32 or bf16 values (values=packed|packed-bf16)"};
   if (is_packed(d.values) && d.adapt.enabled)
     return {errc::invalid_argument, description_text(d) + ": adaptive theta steers the sketch load; packed values have none"};
   return {};

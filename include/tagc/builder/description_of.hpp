@@ -62,12 +62,12 @@ struct describes<Reducer<BasicSparsifyPolicy<Res>, IndexPolicy<Bits, IX>, Packed
     return d;
   }();
 };
-template <class Res, class T, decode_mode M, class E>
-struct describes<Reducer<BasicSparsifyPolicy<Res>, SharedIndexPolicy, PackedValuesPolicy<T>, DecodePolicy<M>, E>> {
+template <class Res, shared_pick P, class T, decode_mode M, class E>
+struct describes<Reducer<BasicSparsifyPolicy<Res>, BasicSharedIndexPolicy<P>, PackedValuesPolicy<T>, DecodePolicy<M>, E>> {
   static constexpr reducer_description value = [] {
     reducer_description d;
     d.values = kind_of<values_family::packed, T>();
-    d.index_bits = index_shared;
+    d.index_bits = P == shared_pick::pooled ? index_pooled : index_shared;
     d.residual = residual_of<Res>;
     return d;
   }();

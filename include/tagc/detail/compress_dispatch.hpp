@@ -1,6 +1,6 @@
 #pragma once
 // defines: tagc::detail::select_impl_t, residual_impl_t, packed_impl_t,
-//          sketch_builder_t and pair_repair_t — which implementation runs the compress side on an
+//          sketch_builder_t, pair_repair_t and shared_select_impl_t — which implementation runs the compress side on an
 //          execution space (dispatch per space, as shard_decoder.hpp does for
 //          decode, and Thrust and CUB do: one algorithm, one implementation per
 //          system). The stages (stage/select.hpp, index.hpp, residual.hpp,
@@ -27,6 +27,13 @@
 //                 over index bytes, a launch     runs)
 //                 per byte
 //
+//                 the shared selection's leader marks and position lists
+//   exec::host    host::shared_select (host/shared_select.hpp): the threshold
+//                 marker's sampled bracket on the bitmap as a 1-bit index; the
+//                 lists by support_list
+//   else          portable_shared_select (portable_shared_select.hpp): the radix
+//                 select's launches, a launch per bitmap word
+//
 // Both take the same arguments (detail/compress_handoff.hpp) and leave the same
 // threshold, marks, counts and residual, bit for bit (tests/test_paths.cpp holds
 // exec::host to exec::host_portable, the host system running the portable column).
@@ -37,12 +44,14 @@
 #include "../core/config.hpp"
 #include "host/packed_slots.hpp"
 #include "host/residual_store.hpp"
+#include "host/shared_select.hpp"
 #include "host/threshold_select.hpp"
 #include "host_compress.hpp"
 #include "host_paths.hpp"
 #include "portable_packed.hpp"
 #include "portable_residual.hpp"
 #include "portable_select.hpp"
+#include "portable_shared_select.hpp"
 
 TAGC_BEGIN_NAMESPACE
 namespace detail {
@@ -72,6 +81,9 @@ struct portable_pair_repair {
 };
 template <class Exec>
 using pair_repair_t = std::conditional_t<uses_host_paths<Exec>, host_pair_repair, portable_pair_repair>;
+
+template <class Exec>
+using shared_select_impl_t = std::conditional_t<uses_host_paths<Exec>, host::shared_select, portable_shared_select<Exec>>;
 
 template <class Exec>
 using sketch_builder_t = std::conditional_t<uses_host_paths<Exec>, host_sketch_builder, portable_sketch_builder>;

@@ -3,38 +3,31 @@
 //          shared-index reducer (policy/shared_index.hpp), on every rank the same
 //          list of slots (ascending positions, free slots last) that the values
 //          are packed by:
-//   select  the rotating leader's k largest |acc| (radix select,
-//           detail/select_kernels.hpp), broadcast as a sorted position list or a
-//           bitmap, whichever is smaller (SharedIndexPolicy)
+//   select  the rotating leader's k largest |acc|, broadcast as a sorted
+//           position list or a bitmap, whichever is smaller (SharedIndexPolicy)
 //   pool    every rank's share of k (k / N, the first k mod N ranks one more),
 //           all-gathered as lists, their union (PooledIndexPolicy)
 //
 // Sized at initialize for the largest k the reducer may ask for (`capacity`);
-// nothing is allocated per call. The threshold never leaves the execution
-// space's memory: the picking rank's radix select and its bitmap run back to
-// back, and the leader's threshold travels with its positions (one trailing
-// word), so every rank can count what it holds back at the leader's threshold;
-// a pooling rank counts at its own.
+// nothing is allocated per call. The execution space's own implementation marks
+// the leader's bitmap and turns bitmaps into lists (detail/compress_dispatch.hpp):
+// the radix select's launches, whose threshold never leaves the space's memory,
+// or on the host a sampled bracket and the marks in one pass. Both give the same
+// threshold and positions, bit for bit (tests/test_paths.cpp). The threshold
+// travels with the positions (one trailing word), so every rank can count what it
+// holds back at the leader's threshold; a pooling rank counts at its own.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
-#include <thrust/fill.h>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
-#if defined(__CUDACC__)
-#  include <cub/device/device_scan.cuh>
-
-#  include "../exec/cuda.hpp"  // TAGC_CUDA_TRY
-#endif
-
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
+#include "../detail/compress_dispatch.hpp"
 #include "../detail/launch.hpp"
-#include "../detail/select_kernels.hpp"
 #include "../detail/shared_kernels.hpp"
+#include <thrust/fill.h>
 #include "plan.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -61,37 +54,26 @@ class SharedSelection {
     capacity_ = std::min(capacity, n_);
     // [this rank's share | every rank's share][its threshold]
     if (pooled) pool_.assign(pool_words(capacity_, world_), detail::no_position);
+    listed_.assign(3, 0ull);
     words_ = (n_ + 31) / 32;
-    hist_.assign(std::size_t(detail::hist_copies) * detail::hist_bins, 0u);
-    state_.resize(1);
     // The broadcast buffer: the list (capacity) or the bitmap (words), whichever a call
     // uses, plus the leader's threshold.
     wire_.assign(std::max(list_words(capacity_), words_) + 1, detail::no_position);
     bitmap_.assign(words_, 0u);
-    offsets_.assign(words_ + 1, 0u);
     list_.assign(capacity_, detail::no_position);
-#if defined(__CUDACC__)
-    if constexpr (Exec::is_device) {
-      std::size_t bytes = 0;
-      TAGC_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, marks_of(nullptr), detail::raw(offsets_),
-                                                  int(words_ + 1), exec.stream));
-      scan_temp_.assign(bytes ? bytes : 1, 0);
-    }
-#endif
-    return {};
+    return impl_.initialize(n_, exec);
   }
   std::size_t workspace_bytes() const {
-    return detail::buffer_bytes(hist_) + detail::buffer_bytes(state_) + detail::buffer_bytes(wire_) +
-           detail::buffer_bytes(bitmap_) + detail::buffer_bytes(offsets_) + detail::buffer_bytes(list_) +
-           detail::buffer_bytes(pool_) + detail::buffer_bytes(scan_temp_);
+    return detail::buffer_bytes(wire_) + detail::buffer_bytes(bitmap_) + detail::buffer_bytes(list_) +
+           detail::buffer_bytes(pool_) + detail::buffer_bytes(listed_) + impl_.workspace_bytes();
   }
   // What initialize(p, capacity, ...) allocates, before it does (the reducers' workspace
   // query; on a device, but for CUB's scan temporary, a few KiB queried there).
   static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity, bool pooled) {
     const std::size_t n = p.lay.length, cap = std::min(capacity, n), words = (n + 31) / 32;
     const std::size_t pool = pooled ? pool_words(cap, std::size_t(std::max(p.args.world_size, 1))) : 0;
-    return std::size_t(detail::hist_copies) * detail::hist_bins * sizeof(std::uint32_t) + sizeof(detail::select_state) +
-           (std::max(list_words(cap), words) + 1 + words + words + 1 + cap + pool) * sizeof(std::uint32_t);
+    return (std::max(list_words(cap), words) + 1 + words + cap + pool) * sizeof(std::uint32_t) +
+           3 * sizeof(unsigned long long) + impl_t::workspace_bytes_for(n);
   }
   std::size_t capacity() const { return capacity_; }
 
@@ -118,20 +100,18 @@ class SharedSelection {
     std::uint32_t* wire = detail::raw(wire_);
     const std::size_t payload = list ? list_words(k) : words_;
     if (rank_ == leader) {
-      threshold(acc, k);
       std::uint32_t* marks = list ? detail::raw(bitmap_) : wire;
-      launch_(words_, detail::mark_word{acc, state(), k >= n_, n_, marks, wire + payload});
-      if (list) to_list(marks, wire, k);
+      impl_.mark(acc, k, marks, wire + payload);
+      if (list) impl_.to_list(marks, wire, k);
     }
     const std::span<std::uint8_t> bytes(reinterpret_cast<std::uint8_t*>(wire), (payload + 1) * sizeof(std::uint32_t));
     TAGC_TRY(detail::in_phase(comm.broadcast(bytes, leader), "shared index (broadcast of the leader's positions)"));
-    if (!list) {
-      threshold_ = wire + payload;
-      to_list(wire, detail::raw(list_), k);
-      positions_ = detail::raw(list_);
-    } else {
-      threshold_ = wire + payload;
+    threshold_ = wire + payload;
+    if (list) {
       positions_ = wire;
+    } else {
+      impl_.to_list(wire, detail::raw(list_), k);
+      positions_ = detail::raw(list_);
     }
     slots_ = k;
     return {};
@@ -149,10 +129,9 @@ class SharedSelection {
     std::uint32_t* bitmap = detail::raw(bitmap_);
     const bool dense = k >= n_;
     const std::size_t share = dense ? n_ : k / world_ + (std::size_t(rank_) < k % world_ ? 1 : 0);
-    threshold(acc, share);
-    launch_(words_, detail::mark_word{acc, state(), dense, n_, bitmap, own_threshold});
+    impl_.mark(acc, share, bitmap, own_threshold);
     if (!dense && b > 0) {
-      to_list(bitmap, mine, b);  // its share (fewer on ties at the threshold), free slots last
+      impl_.to_list(bitmap, mine, b);  // its share (fewer on ties at the threshold), free slots last
       TAGC_TRY(detail::in_phase(comm.all_gather(std::span<const std::uint32_t>(mine, b),
                                                 std::span<std::uint32_t>(all, world_ * b)),
                                 "pooled index (all-gather of every rank's positions)"));
@@ -160,11 +139,15 @@ class SharedSelection {
       launch_(world_ * b, detail::pool_position{all, n_, bitmap});
     }
     const std::size_t cap = std::min(k, n_);
-    to_list(bitmap, detail::raw(list_), cap);
-    std::uint32_t listed = 0;
-    TAGC_TRY(launch_.exec.copy_to_host(detail::raw(offsets_) + words_, &listed, 1));
-    slots_ = std::min<std::size_t>(listed, cap);
-    positions_ = detail::raw(list_);
+    std::uint32_t* list = detail::raw(list_);
+    impl_.to_list(bitmap, list, cap);
+    // how many: the union's size, the same on every rank (the values' count)
+    unsigned long long* listed = detail::raw(listed_);
+    launch_(1, detail::count_positions{list, cap, 0, 0, listed});
+    unsigned long long count = 0;
+    TAGC_TRY(launch_.exec.copy_to_host(listed, &count, 1));
+    slots_ = std::size_t(std::min<unsigned long long>(count, cap));
+    positions_ = list;
     threshold_ = own_threshold;
     return {};
   }
@@ -177,6 +160,7 @@ class SharedSelection {
   const std::uint32_t* threshold_bits() const { return threshold_; }
 
  private:
+  using impl_t = detail::shared_select_impl_t<Exec>;
   static std::size_t list_words(std::size_t k) { return k; }
   // A pooling rank's block of the all-gather: the largest share of k.
   std::size_t block(std::size_t k) const { return std::min(k, n_) / world_ + (std::min(k, n_) % world_ ? 1 : 0); }
@@ -184,60 +168,16 @@ class SharedSelection {
     const std::size_t b = capacity / world + (capacity % world ? 1 : 0);
     return b + world * b + 1;
   }
-  detail::select_state* state() { return detail::raw(state_); }
-
-  // The leader: the (k+1)-th largest |acc| into state()->threshold.
-  void threshold(const float* acc, std::size_t k) {
-    thrust::fill(launch_.exec.policy(), hist_.begin(), hist_.end(), 0u);
-    launch_(1, detail::init_select{state(), nullptr, 0, 0u, inf_bits});  // k = 0: keep nothing
-    if (k == 0 || k >= n_) return;  // k >= n: mark_word keeps everything
-    launch_(1, detail::start_select{state(), std::uint32_t(k + 1)});
-    for (int pass = 0; pass < detail::select_passes; ++pass) {
-      launch_(n_, detail::acc_histogram_pass{acc, detail::raw(hist_), state(), pass});
-      launch_(1, detail::select_digit{detail::raw(hist_), state(), pass});
-    }
-  }
-
-  // The bitmap `words` as k list slots: a scan of the words' marks, then each word
-  // writes its positions (at most k: a damaged bitmap cannot overrun the list).
-  void to_list(const std::uint32_t* words, std::uint32_t* list, std::size_t k) {
-    thrust::fill(launch_.exec.policy(), list, list + std::ptrdiff_t(k), detail::no_position);
-    std::uint32_t* offsets = detail::raw(offsets_);
-    if constexpr (Exec::is_device) {
-#if defined(__CUDACC__)
-      // CUB into scan_temp_ (thrust::exclusive_scan would cudaMalloc / cudaFree its
-      // temporaries on every call); an error shows at the space's synchronize().
-      std::size_t bytes = scan_temp_.size();
-      (void)cub::DeviceScan::ExclusiveSum(detail::raw(scan_temp_), bytes, marks_of(words), offsets, int(words_ + 1),
-                                          launch_.exec.stream);
-#endif
-    } else {
-      // The host: one sequential pass over n / 32 words (a popcount each).
-      const detail::bitmap_word_marks marks{words, words_};
-      std::uint32_t at = 0;
-      for (std::size_t w = 0; w <= words_; ++w) {
-        offsets[w] = at;
-        at += marks(w);
-      }
-    }
-    launch_(words_, detail::expand_word{words, offsets, list, k});
-  }
-
-  auto marks_of(const std::uint32_t* words) const {
-    return thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0), detail::bitmap_word_marks{words, words_});
-  }
 
   detail::launcher<Exec> launch_{};
   std::size_t n_ = 0, words_ = 0, capacity_ = 0, world_ = 1, slots_ = 0;
   int rank_ = 0;
-  vector<std::uint32_t> hist_;             // the leader's radix-select histograms
-  vector<detail::select_state> state_;     // its threshold search
-  vector<std::uint32_t> wire_;             // what is broadcast: [list | bitmap][threshold]
-  vector<std::uint32_t> bitmap_;           // the leader's marks before they become a list
-  vector<std::uint32_t> offsets_;          // scan of marks per bitmap word
-  vector<std::uint32_t> list_;             // the list expanded from a received bitmap, or the pooled union
-  vector<std::uint32_t> pool_;             // pool(): [this rank's share | all ranks' shares][its threshold]
-  vector<unsigned char> scan_temp_;        // CUB's scan workspace (CUDA only)
+  vector<std::uint32_t> wire_;    // what is broadcast: [list | bitmap][threshold]
+  vector<std::uint32_t> bitmap_;  // the leader's marks before they become a list
+  vector<std::uint32_t> list_;    // the list expanded from a received bitmap, or the pooled union
+  vector<std::uint32_t> pool_;    // pool(): [this rank's share | all ranks' shares][its threshold]
+  vector<unsigned long long> listed_;  // pool(): count_positions' counts of the union's list
+  impl_t impl_{};                 // the leader's marks and the lists, per execution space
   const std::uint32_t* positions_ = nullptr;
   const std::uint32_t* threshold_ = nullptr;
 };

@@ -8,8 +8,8 @@
 // That keeps the paper's configuration with its 2x/4x and 4-bit variants, the 16-bit
 // sketch cells, packed union values in fp32 (exact: at theta = 0 it equals a dense
 // all-reduce, the tests' anchor), bf16 (best measured on the GPT-2 trainer,
-// docs/results.md "Time to quality") and fp16, the shared selection (index_bits="shared"
-// with packed fp32 or bf16 values: no union, so what crosses the replicas of an HSDP job
+// docs/results.md "Time to quality") and fp16, the shared selections (index_bits="shared"
+// or "pooled" with packed fp32 or bf16 values: no union, so what crosses the replicas of an HSDP job
 // or the ranks of an FSDP2 one does not grow with their number; tested with apply_fsdp2
 // and apply_hsdp), and the plain reductions (units below TagcState's min_compress_numel
 // take the fp32 one). A reducer added to the default catalogue is offered here too.

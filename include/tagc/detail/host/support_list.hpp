@@ -61,8 +61,12 @@ class support_list {
   }
 
   // Writes the marked entries (< `entries`) of `index` ascending into `list` (room
-  // for `entries`), returns how many. `bytes` must not exceed what reserve() saw.
-  std::size_t build(const std::uint8_t* index, std::size_t bytes, int bits, std::size_t entries, std::uint32_t* list) {
+  // for `entries`, or for `room` when given), returns how many. When there are more
+  // than `room`, nothing is written: a damaged index (a received bitmap) cannot
+  // overrun a list sized for what it should hold, and the count comes from the
+  // same pass. `bytes` must not exceed what reserve() saw.
+  std::size_t build(const std::uint8_t* index, std::size_t bytes, int bits, std::size_t entries, std::uint32_t* list,
+                    std::size_t room = std::size_t(-1)) {
     const std::size_t words = index_words(bytes);
     const std::size_t chunks = (words + words_per_chunk - 1) / words_per_chunk;
     std::uint32_t* start = chunk_start_.data();
@@ -81,8 +85,9 @@ class support_list {
         start[0] = 0;
         for (std::size_t c = 0; c < chunks; ++c) start[c + 1] += start[c];
       }  // (implicit barrier)
+      const std::size_t writing = start[chunks] <= room ? chunks : 0;  // the same on every thread, after the barrier
 #pragma omp for schedule(static)
-      for (std::size_t c = 0; c < chunks; ++c) {
+      for (std::size_t c = 0; c < writing; ++c) {
         const std::size_t k1 = (c + 1) * words_per_chunk < words ? (c + 1) * words_per_chunk : words;
         // A word holds a few marks at the densities a sketch runs at (1-2 at ratio
         // 10), so a loop over its marks exits at a random count and mispredicts
