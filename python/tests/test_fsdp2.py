@@ -203,9 +203,10 @@ def case_foreign_state(rank, out):
     out["same_run_adopted"] = s.run_id == a["tagc"]["run_id"]
 
 
-def shared(values, theta):
-    """A TagcState with the shared selection (index_bits="shared")."""
-    return lambda m: tt.TagcState(values=values, index_bits="shared", sparsity=theta, module=m)
+def shared(values, theta, index="shared"):
+    """A TagcState with a shared selection (index_bits "shared": a rotating leader's; "pooled":
+    every rank's share)."""
+    return lambda m: tt.TagcState(values=values, index_bits=index, sparsity=theta, module=m)
 
 
 def case_shared(rank, out):
@@ -226,6 +227,12 @@ def case_shared(rank, out):
     out["shared_resume_equal"] = same(whole, resumed)
     out["shared_resume_maxdiff"] = maxdiff(whole, resumed)
     out["shared_without_state_differs"] = not same(whole, without)
+    # the pooled selection: the same contract
+    out["pooled_equal"], out["pooled_maxdiff"], _ = against_own(rank, shared("packed", 0.0, "pooled"))
+    model, opt, s = make(shared("packed-bf16", 0.9, "pooled"))
+    out["pooled_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
+    out["pooled_bytes"] = s.bytes_sent
+    out["pooled_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
 
 
 def case_refusals(rank, out):
@@ -311,6 +318,15 @@ def main():
         check(oo.get("shared_bytes", 0) > 0 and abs(oo.get("shared_counted", -1) - oo["shared_bytes"]) < 1e-6,
               "rank %d: shared selection, bytes counted at the process group (%s) == the reducer's account (%s)"
               % (r, oo.get("shared_counted"), oo.get("shared_bytes")))
+        check(oo.get("pooled_equal") is True, "rank %d: pooled selection at theta = 0 equals FSDP2's own "
+              "reduce-scatter exactly over 4 steps (max |diff| %s)" % (r, oo.get("pooled_maxdiff")))
+        ls = oo.get("pooled_losses") or [0.0]
+        head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
+        check(tail < 0.85 * head, "rank %d: pooled selection (packed-bf16, theta 0.9) loss falls %.3f -> %.3f"
+              % (r, head, tail))
+        check(oo.get("pooled_bytes", 0) > 0 and abs(oo.get("pooled_counted", -1) - oo["pooled_bytes"]) < 1e-6,
+              "rank %d: pooled selection, bytes counted at the process group (%s) == the reducer's account (%s)"
+              % (r, oo.get("pooled_counted"), oo.get("pooled_bytes")))
 
     check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
     check(all("different runs" in oo.get("foreign_run", "") for oo in outs),

@@ -29,11 +29,12 @@
 // PooledIndexPolicy: every rank picks its floor(k / N) largest |g + residual|
 // and the positions are pooled (an all-gather of N lists of k / N: about 4k bytes
 // per rank whatever N is); the sorted union, at most k positions, is the call's
-// selection. Every rank's view counts at every call, where the rotating leader
-// sees 1/N of the batch: at 16 ranks as 4 x 4 (GPT-2 d2, 2048 tokens a step) the
-// leader's own 5 % lost 1.5 % of validation loss by step 250 where the union of
-// the ranks' own 1.25 % lost 0.7 % (docs/results.md, Scaling). A rank's own picks
-// are always sent, so it holds nothing back above its own threshold.
+// selection. Every rank's view counts at every call, where the rotating leader's
+// picks see 1/N of the batch (what that costs in quality: docs/results.md,
+// Scaling). A rank's own picks
+// are always sent, so it holds nothing back above its own threshold. Where the
+// ranks' picks overlap the union holds fewer than k (theta sets each rank's
+// share: between k / N and k positions are sent, fewer the more the ranks agree).
 //
 // Composes with PackedPolicy / PackedBf16Policy (16-bit rounding fed back to the
 // residual, as for the per-rank packed reducer), the residual types of
