@@ -21,20 +21,6 @@ using pooled_f32 = Reducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy>;
 using pooled_bf16 = Reducer<SparsifyPolicy, PooledIndexPolicy, PackedBf16Policy>;
 using per_rank_f32 = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy>;
 
-input_fn random_input(std::size_t n, std::uint64_t seed) {
-  return [n, seed](int r, int t) { return gradient(n, seed, r, t); };
-}
-
-// Sum over ranks of what was delivered at `step`, the shards laid end to end.
-std::vector<double> delivered(const run_record& rec, int world, std::size_t n, int step) {
-  std::vector<double> d(n, 0.0);
-  for (int r = 0; r < world; ++r)
-    for (std::size_t e = 0; e < rec.lay.shard_size; ++e) {
-      const std::size_t i = std::size_t(r) * rec.lay.shard_size + e;
-      if (i < n) d[i] = rec.out[std::size_t(r)][std::size_t(step)][e];
-    }
-  return d;
-}
 }  // namespace
 
 TEST_CASE("pooled index: the union of every rank's share, every rank's value there, the rest kept") {
@@ -74,7 +60,7 @@ TEST_CASE("pooled index: the union of every rank's share, every rank's value the
       for (int r = 0; r < world; ++r) acc[std::size_t(r)][i] = 0.0f;
     }
     res = acc;
-    const auto got = delivered(pooled, world, n, t);
+    const auto got = delivered_at(pooled, world, n, t);
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < n; ++i) wrong += got[i] != want[i];
     CHECK(wrong == 0);
@@ -82,7 +68,7 @@ TEST_CASE("pooled index: the union of every rank's share, every rank's value the
     // reducer's at that share; it sends only each rank's own picks there, so the
     // residuals part after it.
     if (t == 0) {
-      const auto theirs = delivered(per_rank, world, n, t);
+      const auto theirs = delivered_at(per_rank, world, n, t);
       std::size_t other_support = 0;
       for (std::size_t i = 0; i < n; ++i) other_support += (theirs[i] != 0.0) != (got[i] != 0.0);
       CHECK(other_support == 0);
@@ -115,7 +101,7 @@ TEST_CASE("pooled index: every rank's hot entries are sent at every call") {
   std::set<std::size_t> hot;
   for (int r = 0; r < world; ++r) hot.insert({100 * std::size_t(r) + 1, 100 * std::size_t(r) + 8});
   for (int t = 0; t < 3; ++t) {
-    const auto d = delivered(rec, world, n, t);
+    const auto d = delivered_at(rec, world, n, t);
     std::set<std::size_t> got;
     for (std::size_t i = 0; i < n; ++i)
       if (d[i] != 0.0) got.insert(i);
@@ -157,7 +143,7 @@ TEST_CASE("pooled index: theta = 0 delivers exactly the dense sum without a posi
   const auto rec = simulate<pooled_f32>(world, n, 0.0, 2, random_input(n, 3));
   REQUIRE(rec.failures.empty());
   for (int t = 0; t < 2; ++t) {
-    const auto d = delivered(rec, world, n, t);
+    const auto d = delivered_at(rec, world, n, t);
     for (std::size_t i = 0; i < n; ++i) {
       float want = rec.in[0][std::size_t(t)][i];  // the communicator's order: rank 0, 1, 2
       for (int r = 1; r < world; ++r) want += rec.in[std::size_t(r)][std::size_t(t)][i];
@@ -182,7 +168,7 @@ TEST_CASE("pooled index: conservation, inputs = delivered + residuals; k smaller
     for (int t = 0; t < steps; ++t) {
       for (int r = 0; r < world; ++r)
         for (std::size_t i = 0; i < n; ++i) in[i] += rec.in[std::size_t(r)][std::size_t(t)][i];
-      const auto d = delivered(rec, world, n, t);
+      const auto d = delivered_at(rec, world, n, t);
       for (std::size_t i = 0; i < n; ++i) got[i] += d[i];
       kept += rec.stats[0][std::size_t(t)].kept;
     }

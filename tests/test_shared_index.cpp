@@ -19,26 +19,6 @@ using shared_bf16 = Reducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy>
 using shared_bf16_residual = Reducer<SparsifyBf16ResidualPolicy, SharedIndexPolicy, PackedBf16Policy>;
 using per_rank_bf16 = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedBf16Policy>;
 
-input_fn random_input(std::size_t n, std::uint64_t seed) {
-  return [n, seed](int r, int t) { return gradient(n, seed, r, t); };
-}
-
-
-// Sum over ranks of what was delivered, as the whole buffer (shards laid end to end).
-std::vector<double> delivered(const run_record& rec, int world, std::size_t n, int step, topology topo) {
-  std::vector<double> d(n, 0.0);
-  if (topo == topology::replicated) {
-    for (std::size_t i = 0; i < n; ++i) d[i] = rec.out[0][std::size_t(step)][i];
-    return d;
-  }
-  for (int r = 0; r < world; ++r)
-    for (std::size_t e = 0; e < rec.lay.shard_size; ++e) {
-      const std::size_t i = std::size_t(r) * rec.lay.shard_size + e;
-      if (i < n) d[i] = rec.out[std::size_t(r)][std::size_t(step)][e];
-    }
-  return d;
-}
-
 // Inputs over ranks and steps = delivered + residuals, per entry, to `rel` of the largest input sum.
 template <class R>
 void expect_conservation(int world, std::size_t n, double theta, int steps, double rel,
@@ -51,7 +31,7 @@ void expect_conservation(int world, std::size_t n, double theta, int steps, doub
       for (std::size_t i = 0; i < n; ++i) in[i] += rec.in[std::size_t(r)][std::size_t(t)][i];
   std::size_t kept = 0;
   for (int t = 0; t < steps; ++t) {
-    const auto d = delivered(rec, world, n, t, topo);
+    const auto d = delivered_at(rec, world, n, t, topo);
     for (std::size_t i = 0; i < n; ++i) got[i] += d[i];
     kept += rec.stats[0][std::size_t(t)].kept;
   }
@@ -129,7 +109,7 @@ TEST_CASE("shared index: theta = 0 delivers exactly the dense sum, nothing left 
     const auto rec = simulate<shared_f32>(world, n, 0.0, 2, random_input(n, 3), topo);
     REQUIRE(rec.failures.empty());
     for (int t = 0; t < 2; ++t) {
-      const auto d = delivered(rec, world, n, t, topo);
+      const auto d = delivered_at(rec, world, n, t, topo);
       for (std::size_t i = 0; i < n; ++i) {
         float want = rec.in[0][std::size_t(t)][i];  // the communicator's order: rank 0, 1, 2
         for (int r = 1; r < world; ++r) want += rec.in[std::size_t(r)][std::size_t(t)][i];
@@ -163,7 +143,7 @@ TEST_CASE("shared index: the delivered positions are the leader's top-k, and the
   const auto rec = simulate<shared_f32>(world, n, theta, steps, input);
   REQUIRE(rec.failures.empty());
   for (int t = 0; t < steps; ++t) {
-    const auto d = delivered(rec, world, n, t, topology::sharded);
+    const auto d = delivered_at(rec, world, n, t, topology::sharded);
     std::set<std::size_t> got;
     for (std::size_t i = 0; i < n; ++i)
       if (d[i] != 0.0) got.insert(i);

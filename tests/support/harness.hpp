@@ -142,6 +142,28 @@ struct dense_reference {
   }
 };
 
+// The gradient of `rank` at `step` from `seed` (gradient()), as simulate() takes it.
+inline input_fn random_input(std::size_t n, std::uint64_t seed) {
+  return [n, seed](int r, int t) { return gradient(n, seed, r, t); };
+}
+
+// Sum over ranks of what a simulate() run delivered at `step`, as the whole buffer
+// (sharded: the shards laid end to end; replicated: rank 0's output).
+inline std::vector<double> delivered_at(const run_record& rec, int world, std::size_t n, int step,
+                                        topology topo = topology::sharded) {
+  std::vector<double> d(n, 0.0);
+  if (topo == topology::replicated) {
+    for (std::size_t i = 0; i < n; ++i) d[i] = rec.out[0][std::size_t(step)][i];
+    return d;
+  }
+  for (int r = 0; r < world; ++r)
+    for (std::size_t e = 0; e < rec.lay.shard_size; ++e) {
+      const std::size_t i = std::size_t(r) * rec.lay.shard_size + e;
+      if (i < n) d[i] = rec.out[std::size_t(r)][std::size_t(step)][e];
+    }
+  return d;
+}
+
 inline double max_abs(const std::vector<double>& v) {
   double m = 0;
   for (double x : v) m = std::max(m, std::fabs(x));
