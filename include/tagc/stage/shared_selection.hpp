@@ -22,12 +22,13 @@
 #include <cstdint>
 #include <span>
 
+#include <thrust/fill.h>
+
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
 #include "../detail/compress_dispatch.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/shared_kernels.hpp"
-#include <thrust/fill.h>
 #include "plan.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -156,7 +157,8 @@ class SharedSelection {
   // pool: the union's size, which every rank computes alike).
   const std::uint32_t* positions() const { return positions_; }
   std::size_t slots() const { return slots_; }
-  // The leader's threshold (bits of |acc|; entries strictly above it were picked), in the space's memory.
+  // The leader's threshold (pooled: this rank's own) as bits of |acc|; entries strictly
+  // above it were picked. In the space's memory.
   const std::uint32_t* threshold_bits() const { return threshold_; }
 
  private:
