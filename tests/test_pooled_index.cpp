@@ -23,20 +23,13 @@ using per_rank_f32 = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy>;
 
 }  // namespace
 
-TEST_CASE("pooled index: the union of every rank's share, every rank's value there, the rest kept") {
-  // theta 0.5 keeps k = n / 2; with N = 4 each rank's share is n / 8, which the
-  // per-rank reducer keeps at theta 0.875 (both exact in binary, so floor() agrees).
-  const int world = 4;
-  const std::size_t n = 4000, share = n / 8;
-  REQUIRE(stage::ThresholdSelect<float, exec::host>::kept_at_most(0.5, n) == std::size_t(world) * share);
-  const int steps = 5;
-  const auto pooled = simulate<pooled_f32>(world, n, 0.5, steps, random_input(n, 17));
-  const auto per_rank = simulate<per_rank_f32>(world, n, 0.875, steps, random_input(n, 17));
-  REQUIRE(pooled.failures.empty());
-  REQUIRE(per_rank.failures.empty());
-  // The reference: acc = g + residual per rank; the union of the ranks' `share`
-  // largest |acc|; there the sum of every rank's acc (rank order, as the
-  // in-process communicator sums), the residual 0; elsewhere nothing, acc kept.
+namespace {
+// The reference, call by call: acc = g + residual per rank; rank r's share of k is
+// k / N, plus one for the k mod N ranks whose turn it is ((r - call) mod N < k mod
+// N); the union of the ranks' share largest |acc|; there the sum of every rank's
+// acc (rank order, as the in-process communicator sums) and the residual 0;
+// elsewhere nothing, acc kept. Bit for bit against what the reducer delivered.
+void expect_reference(const run_record& pooled, int world, std::size_t n, std::size_t k, int steps) {
   std::vector<std::vector<float>> res(world, std::vector<float>(n, 0.0f));
   for (int t = 0; t < steps; ++t) {
     CAPTURE(t);
@@ -45,6 +38,8 @@ TEST_CASE("pooled index: the union of every rank's share, every rank's value the
     for (int r = 0; r < world; ++r) {
       acc[std::size_t(r)] = pooled.in[std::size_t(r)][std::size_t(t)];
       for (std::size_t i = 0; i < n; ++i) acc[std::size_t(r)][i] += res[std::size_t(r)][i];
+      const std::size_t turn = std::size_t((r - t % world + world) % world);
+      const std::size_t share = k / std::size_t(world) + (turn < k % std::size_t(world) ? 1 : 0);
       std::vector<std::size_t> order(n);
       for (std::size_t i = 0; i < n; ++i) order[i] = i;
       const auto& a = acc[std::size_t(r)];
@@ -64,25 +59,48 @@ TEST_CASE("pooled index: the union of every rank's share, every rank's value the
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < n; ++i) wrong += got[i] != want[i];
     CHECK(wrong == 0);
-    // From the same residuals (the first call) the positions are the per-rank
-    // reducer's at that share; it sends only each rank's own picks there, so the
-    // residuals part after it.
-    if (t == 0) {
-      const auto theirs = delivered_at(per_rank, world, n, t);
-      std::size_t other_support = 0;
-      for (std::size_t i = 0; i < n; ++i) other_support += (theirs[i] != 0.0) != (got[i] != 0.0);
-      CHECK(other_support == 0);
-    }
     for (int r = 0; r < world; ++r) {
       CAPTURE(r);
       const reduce_stats& s = pooled.stats[std::size_t(r)][std::size_t(t)];
       CHECK(s.kept == pool.size());
-      CHECK(s.kept > share);  // more than one rank's share: the shares differ
+      CHECK(s.kept > k / std::size_t(world));  // more than one rank's share: the shares differ
       CHECK(s.packed_slots == s.kept);
       CHECK(s.deferred == 0);  // a rank's own picks are always sent
     }
   }
   for (int r = 0; r < world; ++r) CHECK(pooled.residual[std::size_t(r)] == res[std::size_t(r)]);
+}
+}  // namespace
+
+TEST_CASE("pooled index: the union of every rank's share, every rank's value there, the rest kept") {
+  // theta 0.5 keeps k = n / 2; with N = 4 each rank's share is n / 8, which the
+  // per-rank reducer keeps at theta 0.875 (both exact in binary, so floor() agrees).
+  const int world = 4, steps = 5;
+  const std::size_t n = 4000, k = n / 2;
+  REQUIRE(stage::ThresholdSelect<float, exec::host>::kept_at_most(0.5, n) == k);
+  REQUIRE(stage::ThresholdSelect<float, exec::host>::kept_at_most(0.875, n) == k / world);
+  const auto pooled = simulate<pooled_f32>(world, n, 0.5, steps, random_input(n, 17));
+  REQUIRE(pooled.failures.empty());
+  expect_reference(pooled, world, n, k, steps);
+  // From the same (zero) residuals, the first call's positions are the per-rank
+  // reducer's at that share; it sends only each rank's own picks there, so the
+  // residuals part after it.
+  const auto per_rank = simulate<per_rank_f32>(world, n, 0.875, 1, random_input(n, 17));
+  REQUIRE(per_rank.failures.empty());
+  const auto theirs = delivered_at(per_rank, world, n, 0), ours = delivered_at(pooled, world, n, 0);
+  std::size_t other_support = 0;
+  for (std::size_t i = 0; i < n; ++i) other_support += (theirs[i] != 0.0) != (ours[i] != 0.0);
+  CHECK(other_support == 0);
+}
+
+TEST_CASE("pooled index: shares that do not divide k rotate their extra pick with the call") {
+  const int world = 3, steps = 6;  // every rank takes the extra pick twice
+  const std::size_t n = 2000;
+  const std::size_t k = stage::ThresholdSelect<float, exec::host>::kept_at_most(0.9, n);
+  REQUIRE(k % world != 0);
+  const auto pooled = simulate<pooled_f32>(world, n, 0.9, steps, random_input(n, 29));
+  REQUIRE(pooled.failures.empty());
+  expect_reference(pooled, world, n, k, steps);
 }
 
 TEST_CASE("pooled index: every rank's hot entries are sent at every call") {

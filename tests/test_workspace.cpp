@@ -57,7 +57,7 @@ TEST_CASE("workspace query: sketch reducers") {
       "portable paths");
 }
 
-TEST_CASE("workspace query: packed and shared-index reducers") {
+TEST_CASE("workspace query: packed, shared- and pooled-index reducers") {
   check_query<PackedReducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy>>("packed fp32");
   check_query<PackedReducer<SparsifyBf16ResidualPolicy, ExactIndexPolicy, PackedBf16Policy>>("packed bf16, bf16 residual");
   check_query<PackedReducer<SparsifyPolicy, ExactIndexPolicy, PackedFp16Policy, exec::host_portable>>(
@@ -67,6 +67,9 @@ TEST_CASE("workspace query: packed and shared-index reducers") {
       "shared index bf16, bf16 residual");
   check_query<PackedReducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy, exec::host_portable>>(
       "shared index bf16, portable paths");
+  check_query<PackedReducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy>>("pooled index fp32");
+  check_query<PackedReducer<SparsifyBf16ResidualPolicy, PooledIndexPolicy, PackedBf16Policy, exec::host_portable>>(
+      "pooled index bf16, bf16 residual, portable paths");
 }
 
 TEST_CASE("workspace query: plain reducers") {

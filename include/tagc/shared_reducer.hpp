@@ -12,7 +12,7 @@
 //             names the leader); nobody has NaN/Inf               (all-gather, 48 B/rank)
 //   select    the leader, rank steps() mod N, takes its k largest |acc|; the
 //             positions are broadcast (sorted list or bitmap)  (stage/shared_selection.hpp)
-//             or, pooled, every rank takes its k / N largest; the lists are
+//             or, pooled, every rank takes its share of k (k / N); the lists are
 //             all-gathered and their union (at most k) is the selection
 //   values    every rank packs its acc at the selected positions (fp32 or bf16)
 //             and the values are summed by an all-reduce
@@ -267,7 +267,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       typename agreement_stage::verdict v;
       if (status s = agreement_.check(comm, mine, n, output_size(), 1, v); !s.ok()) {
         if (s.code() == errc::invalid_argument)  // a configuration mismatch: name what a shared index adds to it
-          return {s.code(), s.message() + "; a shared index also needs the same theta and step counter on every rank"};
+          return {s.code(), s.message() + "; a shared index also needs the same theta, step counter and pick "
+                                          "rule (shared or pooled) on every rank"};
         return s;
       }
       clock.mark(&S::check);
@@ -275,7 +276,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
 
     // The call's positions, on every rank: the leader's, or every rank's share pooled.
     if constexpr (pooled) {
-      TAGC_TRY(selection_.pool(comm, acc, k));
+      TAGC_TRY(selection_.pool(comm, acc, k, step_));
     } else {
       const int leader = int(step_ % std::uint64_t(args_.world_size));
       TAGC_TRY(selection_.select(comm, acc, k, leader));

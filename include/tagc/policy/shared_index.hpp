@@ -3,11 +3,12 @@
 //          tagc::SharedIndexPolicy (the rotating leader), tagc::PooledIndexPolicy
 //          (every rank's share) (the reducer: shared_reducer.hpp; functors:
 //          detail/shared_kernels.hpp) — one selection for all ranks, agreed
-//          before any value moves, so there is no union of supports.
+//          before any value moves, so there is no union of per-rank supports to
+//          grow with N.
 //
 // With a per-rank selection (IndexPolicy) every rank keeps its own top entries
 // and the exchanged support is the union of N supports: it grows with the
-// number of ranks (issue 33: union / kept 1.5x at 2 ranks, 4.1x at 16), and so
+// number of ranks (docs/results.md, Scaling), and so
 // do the packed values and the index width. SharedIndexPolicy follows
 // ScaleCom's cyclic local top-k (Chen et al., NeurIPS 2020): at call s the
 // leader, rank s mod N, picks the k = floor((1 - theta) n) largest |g + residual|
@@ -26,14 +27,14 @@
 // reduce_stats::deferred: its entries above the leader's threshold that were not
 // sent).
 //
-// PooledIndexPolicy: every rank picks its floor(k / N) largest |g + residual|
-// and the positions are pooled (an all-gather of N lists of k / N: about 4k bytes
-// per rank whatever N is); the sorted union, at most k positions, is the call's
-// selection. Every rank's view counts at every call, where the rotating leader's
-// picks see 1/N of the batch (what that costs in quality: docs/results.md,
-// Scaling). A rank's own picks
-// are always sent, so it holds nothing back above its own threshold. Where the
-// ranks' picks overlap the union holds fewer than k (theta sets each rank's
+// PooledIndexPolicy: every rank picks its share of k (k / N; k mod N of them,
+// rotating with the call, one more) largest |g + residual| and the positions are
+// pooled (an all-gather of N lists of about k / N: 4k bytes per rank whatever N
+// is); the sorted union, at most k positions, is the call's selection. Every
+// rank's view counts at every call, where the rotating leader's picks see 1/N of
+// the batch (what that costs in quality: docs/results.md, Scaling). A rank's own
+// picks are always sent, so it holds nothing back above its own threshold. Where
+// the ranks' picks overlap the union holds fewer than k (theta sets each rank's
 // share: between k / N and k positions are sent, fewer the more the ranks agree).
 //
 // Composes with PackedPolicy / PackedBf16Policy (16-bit rounding fed back to the

@@ -5,8 +5,8 @@
 //          are packed by:
 //   select  the rotating leader's k largest |acc|, broadcast as a sorted
 //           position list or a bitmap, whichever is smaller (SharedIndexPolicy)
-//   pool    every rank's share of k (k / N, the first k mod N ranks one more),
-//           all-gathered as lists, their union (PooledIndexPolicy)
+//   pool    every rank's share of k (k / N; k mod N ranks, rotating with the
+//           call, one more), all-gathered as lists, their union (PooledIndexPolicy)
 //
 // Sized at initialize for the largest k the reducer may ask for (`capacity`);
 // nothing is allocated per call. The execution space's own implementation marks
@@ -58,8 +58,8 @@ class SharedSelection {
     listed_.assign(3, 0ull);
     words_ = (n_ + 31) / 32;
     // The broadcast buffer: the list (capacity) or the bitmap (words), whichever a call
-    // uses, plus the leader's threshold.
-    wire_.assign(std::max(list_words(capacity_), words_) + 1, detail::no_position);
+    // uses, plus the leader's threshold (select() only).
+    if (!pooled) wire_.assign(wire_words(capacity_, words_), detail::no_position);
     bitmap_.assign(words_, 0u);
     list_.assign(capacity_, detail::no_position);
     return impl_.initialize(n_, exec);
@@ -73,7 +73,8 @@ class SharedSelection {
   static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity, bool pooled) {
     const std::size_t n = p.lay.length, cap = std::min(capacity, n), words = (n + 31) / 32;
     const std::size_t pool = pooled ? pool_words(cap, std::size_t(std::max(p.args.world_size, 1))) : 0;
-    return (std::max(list_words(cap), words) + 1 + words + cap + pool) * sizeof(std::uint32_t) +
+    const std::size_t wire = pooled ? 0 : wire_words(cap, words);
+    return (wire + words + cap + pool) * sizeof(std::uint32_t) +
            3 * sizeof(unsigned long long) + impl_t::workspace_bytes_for(n);
   }
   std::size_t capacity() const { return capacity_; }
@@ -120,16 +121,19 @@ class SharedSelection {
 
   // The call's selection pooled: this rank picks its share of k, the shares are
   // all-gathered, and positions() holds their union (slots() <= k of them, the
-  // same on every rank). k >= length: every position, without an exchange.
+  // same on every rank). k >= length: every position, without an exchange. `call`
+  // (the reducer's step, agreed) rotates which ranks pick the k mod N extra
+  // entries, so with k < N no rank is left out for good.
   template <communicator C>
-  status pool(C& comm, const float* acc, std::size_t k) {
+  status pool(C& comm, const float* acc, std::size_t k, std::uint64_t call) {
     const std::size_t b = block(k);
     std::uint32_t* mine = detail::raw(pool_);
     std::uint32_t* all = mine + b;
     std::uint32_t* own_threshold = all + world_ * b;
     std::uint32_t* bitmap = detail::raw(bitmap_);
     const bool dense = k >= n_;
-    const std::size_t share = dense ? n_ : k / world_ + (std::size_t(rank_) < k % world_ ? 1 : 0);
+    const std::size_t turn = (std::size_t(rank_) + world_ - std::size_t(call % world_)) % world_;
+    const std::size_t share = dense ? n_ : k / world_ + (turn < k % world_ ? 1 : 0);
     impl_.mark(acc, share, bitmap, own_threshold);
     if (!dense && b > 0) {
       impl_.to_list(bitmap, mine, b);  // its share (fewer on ties at the threshold), free slots last
@@ -142,7 +146,8 @@ class SharedSelection {
     const std::size_t cap = std::min(k, n_);
     std::uint32_t* list = detail::raw(list_);
     impl_.to_list(bitmap, list, cap);
-    // how many: the union's size, the same on every rank (the values' count)
+    // how many: the union's size, the same on every rank. The values' all-reduce is
+    // sized by it, so a device waits for it here (the leader's select does not).
     unsigned long long* listed = detail::raw(listed_);
     launch_(1, detail::count_positions{list, cap, 0, 0, listed});
     unsigned long long count = 0;
@@ -164,6 +169,9 @@ class SharedSelection {
  private:
   using impl_t = detail::shared_select_impl_t<Exec>;
   static std::size_t list_words(std::size_t k) { return k; }
+  static std::size_t wire_words(std::size_t capacity, std::size_t words) {
+    return std::max(list_words(capacity), words) + 1;
+  }
   // A pooling rank's block of the all-gather: the largest share of k.
   std::size_t block(std::size_t k) const { return std::min(k, n_) / world_ + (std::min(k, n_) % world_ ? 1 : 0); }
   static std::size_t pool_words(std::size_t capacity, std::size_t world) {

@@ -7,7 +7,7 @@
 // Why not the portable launches on a CPU: the radix select reads acc three times
 // and the marking a fourth, and its histogram increments chain through a few
 // counters (gradient magnitudes crowd a few bins); at 16 ranks the other ranks
-// wait for the leader (issue 33: ~150 ms a call at GPT-2 d2's 6.7M entries).
+// wait for the leader (docs/results.md, Scaling: the bed's exchange).
 // The per-rank Reducer's host select already does this job in one pass: a
 // sampled bracket, one marking pass that keeps everything above it and pools the
 // ~1 % inside, the exact threshold among those (threshold_marker.hpp). The
@@ -17,10 +17,7 @@
 // bitmap's own layout. A bitmap becomes a list as a reduced index becomes its
 // support (support_list.hpp: popcounts per chunk, a scan, each chunk writes its
 // positions), in parallel where the portable host path scans sequentially.
-// Measured (bench/bench_shared_select.cpp, callgrind, one thread, 6.7M entries at
-// theta 0.95): 36.9M instructions a leader select against the portable path's 658M
-// (its radix passes 520M, the bitmap's marking 97M); 10.5 against 86 ms median
-// side by side on a loaded 2-core machine.
+// What it saves: bench/bench_shared_select.cpp, figures in docs/results.md.
 
 #include <algorithm>
 #include <bit>
