@@ -18,6 +18,15 @@ using namespace tagc;
 using namespace tagc_test;
 
 namespace {
+// One call of `red` in the topology's collective (reduce-scatter or all-reduce).
+template <class R>
+status call_in(topology topo, R& red, local_communicator& comm, const std::vector<float>& g, std::vector<float>& out,
+               reduce_stats& st) {
+  return topo == topology::sharded ? red.reduce_scatter(comm, g, out, &st) : red.all_reduce(comm, g, out, &st);
+}
+}  // namespace
+
+namespace {
 
 template <class T>
 bool same_bytes(const T* a, const T* b, std::size_t n) {
@@ -131,10 +140,8 @@ int compare_paths(int world, std::size_t n, double theta, int steps, input kind 
                      : kind == input::two_ties    ? two_ties(n, comm.rank(), t)
                                                   : gradient(n, 4242, comm.rank(), t, 0.7);
       reduce_stats sf, sp;
-      const status stf = topo == topology::sharded ? fast.reduce_scatter(comm, g, out_f, &sf)
-                                                   : fast.all_reduce(comm, g, out_f, &sf);
-      const status stp = topo == topology::sharded ? port.reduce_scatter(comm, g, out_p, &sp)
-                                                   : port.all_reduce(comm, g, out_p, &sp);
+      const status stf = call_in(topo, fast, comm, g, out_f, sf);
+      const status stp = call_in(topo, port, comm, g, out_p, sp);
       if (!stf.ok() || !stp.ok()) return fail("call failed: " + stf.what() + " / " + stp.what(), t);
       if (std::memcmp(&sf.threshold, &sp.threshold, sizeof(float)) != 0) fail("threshold", t);
       if (sf.kept != sp.kept || sf.deferred != sp.deferred || sf.retransmitted != sp.retransmitted)
@@ -510,10 +517,8 @@ void compare_shared_paths(int world, std::size_t n, double theta, int steps, top
     for (int t = 0; t < steps; ++t) {
       const auto g = gradient(n, 4343, comm.rank(), t, 0.7);
       reduce_stats sf, sp;
-      const status stf = topo == topology::sharded ? fast.reduce_scatter(comm, g, out_f, &sf)
-                                                   : fast.all_reduce(comm, g, out_f, &sf);
-      const status stp = topo == topology::sharded ? port.reduce_scatter(comm, g, out_p, &sp)
-                                                   : port.all_reduce(comm, g, out_p, &sp);
+      const status stf = call_in(topo, fast, comm, g, out_f, sf);
+      const status stp = call_in(topo, port, comm, g, out_p, sp);
       if (!stf.ok() || !stp.ok()) return fail("call failed: " + stf.what() + " / " + stp.what(), t);
       if (sf.kept == 0) fail("nothing kept (the comparison would hold trivially)", t);
       if (std::memcmp(&sf.threshold, &sp.threshold, sizeof(float)) != 0) fail("threshold", t);
