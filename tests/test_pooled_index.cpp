@@ -1,14 +1,18 @@
 // PooledIndexPolicy (shared_reducer.hpp, stage/shared_selection.hpp): every rank
-// picks its share of k, the shares are all-gathered and their union is the
-// call's selection, at which every rank's value is summed (a reference
-// computed here, bit for bit; the positions are those of the per-rank packed
-// reducer keeping that share); its bytes per rank do not grow with N, theta = 0
-// is the dense sum, inputs = delivered + residuals, and a rank that pools beside
-// one that follows a leader is refused.
+// picks its share of the call's picks, the shares are all-gathered and their
+// union is the call's selection, at which every rank's value is summed (a
+// reference computed here, bit for bit; the first call's positions are those of
+// the per-rank packed reducer keeping that share); the picks follow the ranks'
+// overlap so that the union comes near k, and the overlap resumes from a saved
+// state; its bytes per rank do not grow with N, theta = 0 is the dense sum,
+// inputs = delivered + residuals, and a rank that pools beside one that follows a
+// leader is refused.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <mutex>
 #include <set>
 
 #include "support/harness.hpp"
@@ -24,22 +28,41 @@ using per_rank_f32 = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy>;
 }  // namespace
 
 namespace {
-// The reference, call by call: acc = g + residual per rank; rank r's share of k is
-// k / N, plus one for the k mod N ranks whose turn it is ((r - call) mod N < k mod
-// N); the union of the ranks' share largest |acc|; there the sum of every rank's
-// acc (rank order, as the in-process communicator sums) and the residual 0;
-// elsewhere nothing, acc kept. Bit for bit against what the reducer delivered.
-void expect_reference(const run_record& pooled, int world, std::size_t n, std::size_t k, int steps) {
+// The picks, as documented in shared_reducer.hpp: k times the overlap the last call
+// measured (its picks / its union; 1 at first), rounded up, between k and min(N, 4) k.
+struct overlap_reference {
+  double overlap = 1.0;
+  static double most(int world) { return double(std::min(world, 4)); }
+  std::size_t picks(std::size_t k, std::size_t n, int world) const {
+    if (k >= n) return k;
+    return std::clamp(std::size_t(std::ceil(double(k) * overlap)), k, k * std::size_t(most(world)));
+  }
+  void after(std::size_t k, std::size_t n, int world, std::size_t picks, std::size_t pooled) {
+    if (k < n && pooled > 0) overlap = std::clamp(double(picks) / double(pooled), 1.0, most(world));
+  }
+};
+
+// The reference, call by call: acc = g + residual per rank; the call's picks
+// (overlap_reference); rank r's share of them is picks / N, plus one for the picks
+// mod N ranks whose turn it is ((r - call) mod N < picks mod N); the union of the
+// ranks' share largest |acc|; there the sum of every rank's acc (rank order, as the
+// in-process communicator sums) and the residual 0; elsewhere nothing, acc kept.
+// Bit for bit against what the reducer delivered.
+// `distinct`: the ranks' gradients differ, so the union holds more than one share.
+void expect_reference(const run_record& pooled, int world, std::size_t n, std::size_t k, int steps,
+                      bool distinct = true) {
   std::vector<std::vector<float>> res(world, std::vector<float>(n, 0.0f));
+  overlap_reference overlap;
   for (int t = 0; t < steps; ++t) {
     CAPTURE(t);
     std::vector<std::vector<float>> acc(world);
     std::set<std::size_t> pool;
+    const std::size_t picks = overlap.picks(k, n, world);
     for (int r = 0; r < world; ++r) {
       acc[std::size_t(r)] = pooled.in[std::size_t(r)][std::size_t(t)];
       for (std::size_t i = 0; i < n; ++i) acc[std::size_t(r)][i] += res[std::size_t(r)][i];
       const std::size_t turn = std::size_t((r - t % world + world) % world);
-      const std::size_t share = k / std::size_t(world) + (turn < k % std::size_t(world) ? 1 : 0);
+      const std::size_t share = picks / std::size_t(world) + (turn < picks % std::size_t(world) ? 1 : 0);
       std::vector<std::size_t> order(n);
       for (std::size_t i = 0; i < n; ++i) order[i] = i;
       const auto& a = acc[std::size_t(r)];
@@ -47,6 +70,7 @@ void expect_reference(const run_record& pooled, int world, std::size_t n, std::s
                         [&](std::size_t x, std::size_t y) { return std::fabs(a[x]) > std::fabs(a[y]); });
       pool.insert(order.begin(), order.begin() + std::ptrdiff_t(share));
     }
+    overlap.after(k, n, world, picks, pool.size());
     std::vector<double> want(n, 0.0);
     for (std::size_t i : pool) {
       float sum = acc[0][i];
@@ -63,7 +87,7 @@ void expect_reference(const run_record& pooled, int world, std::size_t n, std::s
       CAPTURE(r);
       const reduce_stats& s = pooled.stats[std::size_t(r)][std::size_t(t)];
       CHECK(s.kept == pool.size());
-      CHECK(s.kept > k / std::size_t(world));  // more than one rank's share: the shares differ
+      if (distinct) CHECK(s.kept > picks / std::size_t(world));  // more than one rank's share
       CHECK(s.packed_slots == s.kept);
       CHECK(s.deferred == 0);  // a rank's own picks are always sent
     }
@@ -135,23 +159,31 @@ TEST_CASE("pooled index: bytes per rank per call do not grow with the number of 
   double bound = 0.0;
   for (int world : {2, 4, 8}) {
     CAPTURE(world);
-    const auto rec = simulate<pooled_bf16>(world, n, theta, 2, random_input(n, 7));
+    const int steps = 3;
+    const auto rec = simulate<pooled_bf16>(world, n, theta, steps, random_input(n, 7));
     REQUIRE(rec.failures.empty());
     const double ring = double(world - 1) / double(world);
-    for (int r = 0; r < world; ++r)
-      for (const auto& s : rec.stats[std::size_t(r)]) {
+    overlap_reference overlap;
+    for (int t = 0; t < steps; ++t) {
+      CAPTURE(t);
+      const std::size_t picks = overlap.picks(k, n, world);
+      overlap.after(k, n, world, picks, rec.stats[0][std::size_t(t)].kept);
+      for (int r = 0; r < world; ++r) {
+        const reduce_stats& s = rec.stats[std::size_t(r)][std::size_t(t)];
         CHECK(s.kept > 0);
-        CHECK(s.kept <= k);
-        // the lists: N blocks of ceil(k / N) positions, all-gathered; the values: the union, all-reduced
-        const std::size_t block = (k + std::size_t(world) - 1) / std::size_t(world);
+        CHECK(s.kept <= picks);
+        CHECK(s.index_bits == 32);  // shares of ~k / N < n / 32: lists
+        // the lists: N blocks of ceil(picks / N) positions, all-gathered; the values: the union, all-reduced
+        const std::size_t block = (picks + std::size_t(world) - 1) / std::size_t(world);
         CHECK(s.index_bytes == doctest::Approx(ring * double(std::size_t(world) * block * 4)));
         CHECK(s.value_bytes == doctest::Approx(2.0 * ring * double(s.kept * sizeof(bfloat16))));
-        // at most 4 bytes per position and 2 x 2 per value whatever N is (plus the ring factor)
+        // picks <= 4k: at most 4 bytes per pick and 2 x 2 per value whatever N is (plus the ring factor)
         const double core = s.index_bytes + s.value_bytes;
-        CHECK(core <= ring * (4.0 * double(k + std::size_t(world)) + 4.0 * double(k)));
+        CHECK(core <= ring * (4.0 * double(4 * k + std::size_t(world)) + 4.0 * double(4 * k)));
         if (world == 2) bound = std::max(bound, core);
-        CHECK(core <= 2.0 * bound);  // the ring factor, at most 2x from N = 2
+        CHECK(core <= 2.0 * 2.0 * bound);  // the ring factor and the picks' factor (2 at N = 2, 4 beyond)
       }
+    }
   }
 }
 
@@ -225,5 +257,73 @@ TEST_CASE("pooled index: a rank that pools beside one that follows a leader is r
   for (int r = 0; r < world; ++r) {
     CAPTURE(r);
     CHECK(got[std::size_t(r)].code() == errc::invalid_argument);
+  }
+}
+
+TEST_CASE("pooled index: where the ranks agree the picks grow until the union is k; the overlap resumes from a state") {
+  // Every rank sees the same gradient, so every rank's share is the same largest
+  // entries: k picks make a union of ceil(k / N). The next call picks k times that
+  // overlap (at most 4 k): at N = 4 every rank picks k and the union is k; at N = 8
+  // the picks' bound leaves it at k / 2.
+  const std::size_t n = 8192;
+  const double theta = 0.75;
+  const std::size_t k = stage::ThresholdSelect<float, exec::host>::kept_at_most(theta, n);
+  REQUIRE(k == n / 4);
+  const input_fn same = [&](int, int t) { return gradient(n, 41, 0, t); };
+  for (const auto& [world, settled] : {std::pair{4, k}, std::pair{8, k / 2}}) {
+    CAPTURE(world);
+    const auto rec = simulate<pooled_f32>(world, n, theta, 4, same);
+    REQUIRE(rec.failures.empty());
+    CHECK(rec.stats[0][0].kept == k / std::size_t(world));
+    for (int t = 1; t < 4; ++t) {
+      CAPTURE(t);
+      CHECK(rec.stats[0][std::size_t(t)].kept == settled);
+      CHECK(rec.stats[0][std::size_t(t)].index_bits == 1);  // shares of k / N or more: bitmaps beat lists
+    }
+    expect_reference(rec, world, n, k, 4, false);
+  }
+
+  // Saved after two calls and loaded into a fresh reducer, the third call is the
+  // uninterrupted one's (the union of k); without the state's overlap it would be k / 4.
+  // A version 1 state (before the overlap) loads with overlap 1.
+  const int world = 4;
+  std::mutex m;
+  std::vector<std::size_t> whole(world), resumed(world), from_v1(world);
+  std::vector<std::vector<float>> whole_out(world), resumed_out(world);
+  on_ranks(world, [&](local_communicator& comm) {
+    const int r = comm.rank();
+    const reducer_arguments args{.length = n, .world_size = world, .rank = r, .sparsity = theta};
+    pooled_f32 a, b, c, v1;
+    REQUIRE(a.initialize(args).ok());
+    REQUIRE(b.initialize(args).ok());
+    REQUIRE(c.initialize(args).ok());
+    REQUIRE(v1.initialize(args).ok());
+    std::vector<float> out(a.output_size()), out_c(a.output_size());
+    reduce_stats sa, sc, s1;
+    for (int t = 0; t < 3; ++t) REQUIRE(a.reduce_scatter(comm, same(r, t), out, &sa).ok());
+    for (int t = 0; t < 2; ++t) REQUIRE(b.reduce_scatter(comm, same(r, t), out_c).ok());
+    const auto state = b.save_state();
+    REQUIRE(c.load_state(state).ok());
+    REQUIRE(c.reduce_scatter(comm, same(r, 2), out_c, &sc).ok());
+    // version 1: the same words without the overlap after the step counter
+    auto old = state;
+    const std::uint64_t one = 1;
+    std::memcpy(old.data() + 8, &one, sizeof one);
+    old.erase(old.begin() + 8 * 8 + 16, old.begin() + 8 * 8 + 24);
+    REQUIRE(v1.load_state(old).ok());
+    REQUIRE(v1.reduce_scatter(comm, same(r, 2), std::span<float>(out.data(), out.size()), &s1).ok());
+    std::lock_guard lk(m);
+    whole[std::size_t(r)] = sa.kept;
+    resumed[std::size_t(r)] = sc.kept;
+    from_v1[std::size_t(r)] = s1.kept;
+    whole_out[std::size_t(r)] = a.residual_to_host();
+    resumed_out[std::size_t(r)] = c.residual_to_host();
+  });
+  for (int r = 0; r < world; ++r) {
+    CAPTURE(r);
+    CHECK(whole[std::size_t(r)] == k);
+    CHECK(resumed[std::size_t(r)] == k);
+    CHECK(from_v1[std::size_t(r)] == k / std::size_t(world));
+    CHECK(std::memcmp(whole_out[std::size_t(r)].data(), resumed_out[std::size_t(r)].data(), n * sizeof(float)) == 0);
   }
 }

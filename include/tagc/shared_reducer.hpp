@@ -118,7 +118,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const std::size_t capacity = capacity_for(args);
     residual_.assign(args.length, residual_t(0.0f));
     acc_.assign(args.length, 0.0f);
-    values_.assign(capacity, wire_t(0.0f));
+    values_.assign(selection_stage::slots_for(capacity, std::size_t(std::max(args.world_size, 1)), args.length, pooled), wire_t(0.0f));
     counters_.assign(n_counters, 0ull);
     const auto initialize_stages = [&]() -> status {
       TAGC_TRY(agreement_.initialize(p, exec));
@@ -130,6 +130,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     };
     if (status s = initialize_stages(); !s.ok()) return unit_(std::move(s));
     step_ = 0;
+    overlap_ = 1.0;
     initialized_ = true;
     return {};
   }
@@ -152,7 +153,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     if (!can_implement(args).ok()) return 0;
     const stage::reducer_plan p = plan_for(args);
     const std::size_t capacity = capacity_for(args);
-    return args.length * (sizeof(residual_t) + sizeof(float)) + capacity * sizeof(wire_t) +
+    const std::size_t slots =
+        selection_stage::slots_for(capacity, std::size_t(std::max(args.world_size, 1)), args.length, pooled);
+    return args.length * (sizeof(residual_t) + sizeof(float)) + slots * sizeof(wire_t) +
            n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
            selection_stage::workspace_bytes_for(p, capacity, pooled);
   }
@@ -184,7 +187,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   std::vector<std::byte> save_state() const {
     std::vector<residual_t> r(residual_.size());
     (void)exec_.copy_to_host(detail::raw(residual_), r.data(), r.size());
-    return state_format::save<residual_t>(state_header(), {theta_.sparsity(), 0, 0, step_}, r);
+    return state_format::save<residual_t>(state_header(), {theta_.sparsity(), 0, 0, step_, overlap_}, r);
   }
   // Range-checked first; a refused state leaves the reducer as it was, with a status naming the field.
   status load_state(std::span<const std::byte> in) {
@@ -196,9 +199,14 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       return {};
     };
     TAGC_TRY(unit_(state_format::load<residual_t>(in, state_header(), theta_fits, s, residual)));
+    if (s.overlap > most_overlap())
+      return unit_({errc::io, "reducer state holds pooled overlap " + std::to_string(s.overlap) + ", more than the " +
+                                  std::to_string(most_overlap()) + " a pooled index reaches at " +
+                                  std::to_string(args_.world_size) + " ranks (damaged state, or saved at another world size?)"});
     TAGC_TRY(unit_(exec_.copy_from_host(residual.data(), detail::raw(residual_), residual.size())));
     theta_.set(s.theta);
     step_ = s.step;
+    overlap_ = s.overlap;
     return {};
   }
 
@@ -225,6 +233,27 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const double densest = args.schedule.enabled() ? std::min(args.schedule.start, theta) : theta;
     return stage::ThresholdSelect<residual_t, Exec>::kept_at_most(densest, args.length);
   }
+  // Pooled: how many positions the ranks pick together for a call keeping k. Where
+  // their picks overlap, k picks make a union under k (at 4 ranks on GPT-2, half of
+  // it: docs/results.md, Scaling), so the picks are k times the overlap the last
+  // call measured (picks / union), at most selection_stage::max_picks(k, N). Every
+  // rank computes it alike from the same numbers.
+  std::size_t picks_for(std::size_t k) const {
+    if (k >= args_.length) return k;
+    const double want = std::ceil(double(k) * overlap_);
+    return std::clamp(std::size_t(want), k, selection_stage::max_picks(k, std::size_t(args_.world_size)));
+  }
+  // The overlap after a call that picked `picks` for k and pooled a union of `slots`:
+  // unchanged when the call was dense or pooled nothing.
+  double next_overlap(std::size_t k, std::size_t picks, std::size_t slots) const {
+    if (k >= args_.length || slots == 0) return overlap_;
+    return std::clamp(double(picks) / double(slots), 1.0, most_overlap());
+  }
+  // The most picks per union position: N ranks picking the same, at most the picks' bound.
+  double most_overlap() const {
+    if constexpr (!pooled) return 1.0;
+    return double(std::min<std::size_t>(std::size_t(args_.world_size), selection_stage::pooled_picks_factor));
+  }
   std::string capacity_message(double theta) const {
     return "theta " + std::to_string(theta) + " keeps " + std::to_string(kept_at_most(theta)) +
            " positions, more than the " + std::to_string(selection_.capacity()) +
@@ -250,6 +279,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const double theta = current_sparsity();
     const std::size_t k = kept_at_most(theta);
     if (k > selection_.capacity()) return {errc::invalid_argument, capacity_message(theta)};
+    const std::size_t picks = pooled ? picks_for(k) : k;
     using S = reduce_stats::stage_seconds;
     seconds_ = {};
     stage_clock<Exec> clock{exec_, profiling_, seconds_};
@@ -263,12 +293,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       unsigned long long nonfinite = 0;
       TAGC_TRY(exec_.copy_to_host(counters, &nonfinite, 1));
       typename agreement_stage::contribution mine{grad.size(), out.size(), std::uint32_t(std::min<unsigned long long>(nonfinite, 0xffffffffull)),
-                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled), 0, 0};
+                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled, picks), 0, 0};
       typename agreement_stage::verdict v;
       if (status s = agreement_.check(comm, mine, n, output_size(), 1, v); !s.ok()) {
         if (s.code() == errc::invalid_argument)  // a configuration mismatch: name what a shared index adds to it
           return {s.code(), s.message() + "; a shared index also needs the same theta, step counter and pick "
-                                          "rule (shared or pooled) on every rank"};
+                                          "rule (shared or pooled; pooled, the same overlap from a saved state) "
+                                          "on every rank"};
         return s;
       }
       clock.mark(&S::check);
@@ -276,7 +307,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
 
     // The call's positions, on every rank: the leader's, or every rank's share pooled.
     if constexpr (pooled) {
-      TAGC_TRY(selection_.pool(comm, acc, k, step_));
+      TAGC_TRY(selection_.pool(comm, acc, k, picks, step_));
     } else {
       const int leader = int(step_ % std::uint64_t(args_.world_size));
       TAGC_TRY(selection_.select(comm, acc, k, leader));
@@ -321,12 +352,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     }
     clock.mark(&S::residual);
     ++step_;
+    if constexpr (pooled) overlap_ = next_overlap(k, picks, slots);
 
-    if (stats) TAGC_TRY(fill_stats(*stats, theta, k, slots, above, above_shared));
+    if (stats) TAGC_TRY(fill_stats(*stats, theta, k, picks, slots, above, above_shared));
     return {};
   }
 
-  status fill_stats(reduce_stats& s, double theta, std::size_t k, std::size_t slots, std::size_t above,
+  status fill_stats(reduce_stats& s, double theta, std::size_t k, std::size_t picks, std::size_t slots, std::size_t above,
                     std::size_t above_shared) const {
     unsigned long long counts[n_counters];
     std::uint32_t threshold = 0;
@@ -339,7 +371,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     // (they wait in its residual for a call that picks them); pooled, its own
     // threshold, above which everything was shared.
     s.deferred = above - std::min(above, above_shared);
-    s.index_bits = pooled || selection_.sends_list(k) ? 32 : 1;  // bits per listed position, or per element of a bitmap
+    // bits per listed position, or per element of a bitmap
+    s.index_bits = (pooled ? selection_.pools_lists(picks) : selection_.sends_list(k)) ? 32 : 1;
     s.exact_index = true;
     s.index_popcount = counts[1];
     s.support = counts[3] - counts[2];
@@ -348,7 +381,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     s.value_type_bytes = int(sizeof(wire_t));
     s.residual_bytes = residual_bytes();
     s.control_bytes = agreement_bytes_sent(args_.check_inputs, agreement_stage::bytes_per_rank(), world);
-    s.index_bytes = selection_.index_bytes_sent(k, pooled);
+    s.index_bytes = selection_.index_bytes_sent(k, pooled, picks);
     s.value_bytes = ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
     return {};
   }
@@ -358,6 +391,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   Exec exec_{};
   detail::launcher<Exec> launch_{};
 
+  double overlap_ = 1.0;               // pooled: the last call's picks / union (the state; 1 for a leader)
   vector<residual_t> residual_;       // [length] error feedback (the state)
   vector<float> acc_;                 // [length] g + residual of the current call
   vector<wire_t> values_;             // [capacity] this rank's values at the positions, then their sums

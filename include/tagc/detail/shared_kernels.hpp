@@ -1,7 +1,7 @@
 #pragma once
 // defines: the shared-index functors (SharedIndexPolicy, PooledIndexPolicy): acc =
 //          g + residual, the picking rank's threshold histogram over acc, its bitmap,
-//          the pooled lists' bitmap, the bitmap's list of positions, packing / unpacking values at the positions, the residual's
+//          the pooled lists' or bitmaps' union, the bitmap's list of positions, packing / unpacking values at the positions, the residual's
 //          commit and the statistics' counts.
 //          Implementation detail of shared_reducer.hpp and stage/shared_selection.hpp;
 //          users read policy/shared_index.hpp, not this file.
@@ -89,6 +89,22 @@ struct pool_position {
     if (p == no_position || std::size_t(p) >= length) return;
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(words[p / 32u])
         .fetch_or(1u << (p % 32u), cuda::memory_order_relaxed);
+  }
+};
+
+// Pooled index, shares sent as bitmaps: word w of the union is the OR of every
+// rank's word w (`all` holds `world` bitmaps of `words` words each, rank by rank).
+// Bits past `length` are cleared, so a damaged bitmap cannot name a position outside.
+struct pool_bitmaps {
+  const std::uint32_t* all;
+  std::size_t world, words, length;
+  std::uint32_t* out;
+  TAGC_HOST_DEVICE void operator()(std::size_t w) const {
+    std::uint32_t bits = 0;
+    for (std::size_t r = 0; r < world; ++r) bits |= all[r * words + w];
+    const std::size_t past = (w + 1) * 32;
+    if (past > length) bits &= (1u << (32 - (past - length))) - 1u;
+    out[w] = bits;
   }
 };
 

@@ -27,15 +27,23 @@
 // reduce_stats::deferred: its entries above the leader's threshold that were not
 // sent).
 //
-// PooledIndexPolicy: every rank picks its share of k (k / N; k mod N of them,
-// rotating with the call, one more) largest |g + residual| and the positions are
-// pooled (an all-gather of N lists of about k / N: 4k bytes per rank whatever N
-// is); the sorted union, at most k positions, is the call's selection. Every
-// rank's view counts at every call, where the rotating leader's picks see 1/N of
-// the batch (what that costs in quality: docs/results.md, Scaling). A rank's own
-// picks are always sent, so it holds nothing back above its own threshold. Where
-// the ranks' picks overlap the union holds fewer than k (theta sets each rank's
-// share: between k / N and k positions are sent, fewer the more the ranks agree).
+// PooledIndexPolicy: the ranks pick `picks` positions together: every rank its
+// share (picks / N; picks mod N of them, rotating with the call, one more) of
+// largest |g + residual|, and the positions are pooled (an all-gather of N lists of
+// about picks / N, or of N bitmaps when a share is n / 32 or more, whichever is
+// smaller); the sorted union is the call's selection. Every rank's view counts at
+// every call, where the rotating leader's picks see 1/N of the batch (what that
+// costs in quality: docs/results.md, Scaling). A rank's own picks are always sent,
+// so it holds nothing back above its own threshold.
+//
+// The ranks' picks overlap (their largest gradients are largely the same entries),
+// so k picks would make a union under k: half of it at 4 ranks on GPT-2, and
+// during a dense-start warm-up far less than the schedule asks for. The picks
+// therefore follow the overlap the last call measured, picks / union (the
+// reducer's state, saved with the residual): picks = k x overlap, between k and
+// min(N, 4) k, so that the union comes near k. The bound keeps the lists at most
+// 16k bytes per rank whatever N is; where the ranks agree more than 4-fold the
+// union stays under k.
 //
 // Composes with PackedPolicy / PackedBf16Policy (16-bit rounding fed back to the
 // residual, as for the per-rank packed reducer), the residual types of

@@ -2,7 +2,8 @@
 // defines: the reducers' checkpoint formats, as save/load pairs:
 //            tagc::per_rank_state_format      Reducer<..., IndexPolicy, ...>: "tagc", version 4
 //                                             (version 3, before bf16 residuals, still loads)
-//            tagc::shared_index_state_format  Reducer<..., SharedIndexPolicy, ...>: "tags", version 1
+//            tagc::shared_index_state_format  Reducer<..., SharedIndexPolicy, ...>: "tags", version 2
+//                                             (version 1, before the pooled overlap, still loads)
 //          and tagc::saved_reducer_state, what either restores besides the residual.
 //
 // Both formats are little-endian words: a header that names the format and the
@@ -32,6 +33,7 @@ struct saved_reducer_state {
   double theta = 0.0;
   std::int64_t last_load_ppm = 0, last_unresolved = 0;  // adaptive theta's feedback (per-rank format)
   std::uint64_t step = 0;                               // successful calls
+  double overlap = 1.0;  // a pooled index's picks per position of its last union (shared format, version 2)
 };
 
 namespace state_codec {
@@ -166,10 +168,12 @@ struct per_rank_state_format {
   }
 };
 
-// The shared-index Reducer's state (no adaptive theta: no feedback).
+// The shared-index Reducer's state (no adaptive theta: no feedback; version 2 adds a
+// pooled index's overlap after the step, version 1 states load with overlap 1).
 struct shared_index_state_format {
   static constexpr std::uint32_t magic = 0x74616773;  // "tags"
-  static constexpr std::uint32_t version = 1;
+  static constexpr std::uint32_t version = 2;
+  static constexpr std::uint32_t oldest_version = 1;
   static constexpr std::size_t header_words = 8;
   using header = std::array<std::uint64_t, header_words>;
 
@@ -185,6 +189,7 @@ struct shared_index_state_format {
     state_codec::append(out, h.data(), h.size());
     state_codec::append(out, &s.theta, 1);
     state_codec::append(out, &s.step, 1);
+    state_codec::append(out, &s.overlap, 1);
     state_codec::append(out, residual.data(), residual.size());
     return out;
   }
@@ -200,9 +205,10 @@ struct shared_index_state_format {
     if (h[0] == per_rank_state_format::magic)
       return {errc::invalid_argument, "this state was saved by a per-rank selection Reducer (IndexPolicy); a "
                                       "shared-index reducer's residual is not interchangeable with it"};
-    if (h[0] != magic || h[1] != version)
-      return {errc::io, "not a tagc shared-index reducer state of version " + std::to_string(version) +
-                            " (bad magic or version)"};
+    if (h[0] != magic || h[1] < oldest_version || h[1] > version)
+      return {errc::io, "not a tagc shared-index reducer state of version " + std::to_string(oldest_version) + " to " +
+                            std::to_string(version) + " (bad magic or version)"};
+    const std::uint64_t saved_version = h[1];
     if (in.size() < sizeof h)
       return {errc::io, "shared-index reducer state truncated: " + std::to_string(in.size()) + " bytes"};
     std::memcpy(h, in.data(), sizeof h);
@@ -216,13 +222,19 @@ struct shared_index_state_format {
                                           wire_type_name(std::int64_t(want[i])));
       return state_codec::field_differs(names[i], std::to_string(h[i]), std::to_string(want[i]));
     }
-    TAGC_TRY(state_codec::check_size(in.size(),
-                                     sizeof h + sizeof(double) + sizeof(std::uint64_t) + residual.size() * sizeof(Residual)));
+    const bool has_overlap = saved_version >= 2;
+    TAGC_TRY(state_codec::check_size(in.size(), sizeof h + sizeof(double) + sizeof(std::uint64_t) +
+                                                    (has_overlap ? sizeof(double) : 0) +
+                                                    residual.size() * sizeof(Residual)));
     saved_reducer_state s;
     const std::byte* p = in.data() + sizeof h;
     p = state_codec::take(p, &s.theta);
     p = state_codec::take(p, &s.step);
+    if (has_overlap) p = state_codec::take(p, &s.overlap);
     TAGC_TRY(state_codec::check_theta(s.theta));
+    if (!(s.overlap >= 1.0 && s.overlap < 1e9))  // the reducer checks its own bound
+      return {errc::io, "reducer state holds pooled overlap " + std::to_string(s.overlap) +
+                            ", not a number >= 1 (damaged state?)"};
     TAGC_TRY(theta_fits(s.theta));
     TAGC_TRY(state_codec::check_step(s.step));
     TAGC_TRY(state_codec::read_residual(p, residual));

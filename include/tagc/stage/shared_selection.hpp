@@ -5,8 +5,11 @@
 //          are packed by:
 //   select  the rotating leader's k largest |acc|, broadcast as a sorted
 //           position list or a bitmap, whichever is smaller (SharedIndexPolicy)
-//   pool    every rank's share of k (k / N; k mod N ranks, rotating with the
-//           call, one more), all-gathered as lists, their union (PooledIndexPolicy)
+//   pool    every rank's share of the call's picks (picks / N; picks mod N ranks,
+//           rotating with the call, one more), all-gathered as lists or, when a
+//           share is n / 32 or more, as bitmaps; their union (PooledIndexPolicy).
+//           The reducer sizes the picks so that the union comes out near k
+//           (between k and pooled_picks_factor k picks)
 //
 // Sized at initialize for the largest k the reducer may ask for (`capacity`);
 // nothing is allocated per call. The execution space's own implementation marks
@@ -46,22 +49,22 @@ class SharedSelection {
   }
 
   // `capacity`: the largest k of any call (from the densest theta the schedule reaches);
-  // `pooled`: pool() is called (it needs the lists' exchange buffer), else select().
+  // `pooled`: pool() is called (it needs the shares' exchange buffer), else select().
   status initialize(const reducer_plan& p, std::size_t capacity, bool pooled, Exec exec) {
     launch_ = {exec};
     n_ = p.lay.length;
     rank_ = p.args.rank;
     world_ = std::size_t(std::max(p.args.world_size, 1));
     capacity_ = std::min(capacity, n_);
-    // [this rank's share | every rank's share][its threshold]
-    if (pooled) pool_.assign(pool_words(capacity_, world_), detail::no_position);
-    listed_.assign(3, 0ull);
     words_ = (n_ + 31) / 32;
+    // [this rank's share | every rank's share][its threshold]
+    if (pooled) pool_.assign(pool_words(capacity_, world_, n_), detail::no_position);
+    listed_.assign(3, 0ull);
     // The broadcast buffer: the list (capacity) or the bitmap (words), whichever a call
     // uses, plus the leader's threshold (select() only).
     if (!pooled) wire_.assign(wire_words(capacity_, words_), detail::no_position);
     bitmap_.assign(words_, 0u);
-    list_.assign(capacity_, detail::no_position);
+    list_.assign(slots_for(capacity_, world_, n_, pooled), detail::no_position);
     return impl_.initialize(n_, exec);
   }
   std::size_t workspace_bytes() const {
@@ -72,12 +75,25 @@ class SharedSelection {
   // query; on a device, but for CUB's scan temporary, a few KiB queried there).
   static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity, bool pooled) {
     const std::size_t n = p.lay.length, cap = std::min(capacity, n), words = (n + 31) / 32;
-    const std::size_t pool = pooled ? pool_words(cap, std::size_t(std::max(p.args.world_size, 1))) : 0;
+    const std::size_t world = std::size_t(std::max(p.args.world_size, 1));
+    const std::size_t pool = pooled ? pool_words(cap, world, n) : 0;
     const std::size_t wire = pooled ? 0 : wire_words(cap, words);
-    return (wire + words + cap + pool) * sizeof(std::uint32_t) +
+    return (wire + words + slots_for(cap, world, n, pooled) + pool) * sizeof(std::uint32_t) +
            3 * sizeof(unsigned long long) + impl_t::workspace_bytes_for(n);
   }
   std::size_t capacity() const { return capacity_; }
+  // The most slots a call's selection may hold: k (select), the union of the picks (pool).
+  static std::size_t slots_for(std::size_t capacity, std::size_t world, std::size_t n, bool pooled) {
+    return pooled ? std::min(max_picks(capacity, world), n) : std::min(capacity, n);
+  }
+
+  // Pooled: a call keeping k picks between k and pooled_picks_factor k positions (at
+  // most k from each rank), so that where the ranks' picks overlap the union still
+  // comes near k. The factor bounds the lists' bytes (4 bytes a pick) whatever N is.
+  static constexpr std::size_t pooled_picks_factor = 4;
+  static std::size_t max_picks(std::size_t k, std::size_t world) {
+    return k * std::min(world, pooled_picks_factor);
+  }
 
   // A list of k positions is sent when it is smaller than the bitmap (k < n / 32);
   // every rank decides alike from k.
@@ -86,12 +102,15 @@ class SharedSelection {
   std::size_t broadcast_bytes(std::size_t k) const {
     return ((sends_list(k) ? list_words(k) : words_) + 1) * sizeof(std::uint32_t);
   }
-  // Bytes this rank sends for the positions of a call keeping k.
-  double index_bytes_sent(std::size_t k, bool pooled) const {
+  // Pooled: a rank's share goes as a list of positions while that is smaller than its
+  // bitmap (a share under n / 32); every rank decides alike from the picks.
+  bool pools_lists(std::size_t picks) const { return block(picks) < words_; }
+  // Bytes this rank sends for the positions of a call keeping k (pooled: with `picks`).
+  double index_bytes_sent(std::size_t k, bool pooled, std::size_t picks = 0) const {
     const int n = int(world_);
     if (!pooled) return ring_bytes_sent(collective::broadcast, double(broadcast_bytes(k)), n);
     if (k >= n_) return 0.0;  // dense: every position, nothing to exchange
-    return ring_bytes_sent(collective::all_gather, double(world_ * block(k) * sizeof(std::uint32_t)), n);
+    return ring_bytes_sent(collective::all_gather, double(world_ * pool_block(picks) * sizeof(std::uint32_t)), n);
   }
 
   // The call's selection: the leader picks, everyone receives. `acc` is this
@@ -119,31 +138,37 @@ class SharedSelection {
     return {};
   }
 
-  // The call's selection pooled: this rank picks its share of k, the shares are
-  // all-gathered, and positions() holds their union (slots() <= k of them, the
-  // same on every rank). k >= length: every position, without an exchange. `call`
-  // (the reducer's step, agreed) rotates which ranks pick the k mod N extra
-  // entries, so with k < N no rank is left out for good.
+  // The call's selection pooled: this rank picks its share of `picks` (k <= picks <=
+  // max_picks(k, N)), the shares are all-gathered, and positions() holds their union
+  // (slots() <= picks of them, the same on every rank). k >= length: every position,
+  // without an exchange. `call` (the reducer's step, agreed) rotates which ranks pick
+  // the picks mod N extra entries, so with picks < N no rank is left out for good.
   template <communicator C>
-  status pool(C& comm, const float* acc, std::size_t k, std::uint64_t call) {
-    const std::size_t b = block(k);
+  status pool(C& comm, const float* acc, std::size_t k, std::size_t picks, std::uint64_t call) {
+    const bool dense = k >= n_;
+    if (dense) picks = n_;
+    const std::size_t b = pool_block(picks);
+    const bool lists = pools_lists(picks);
     std::uint32_t* mine = detail::raw(pool_);
     std::uint32_t* all = mine + b;
     std::uint32_t* own_threshold = all + world_ * b;
     std::uint32_t* bitmap = detail::raw(bitmap_);
-    const bool dense = k >= n_;
     const std::size_t turn = (std::size_t(rank_) + world_ - std::size_t(call % world_)) % world_;
-    const std::size_t share = dense ? n_ : k / world_ + (turn < k % world_ ? 1 : 0);
-    impl_.mark(acc, share, bitmap, own_threshold);
+    const std::size_t share = dense ? n_ : picks / world_ + (turn < picks % world_ ? 1 : 0);
+    impl_.mark(acc, share, dense || lists ? bitmap : mine, own_threshold);
     if (!dense && b > 0) {
-      impl_.to_list(bitmap, mine, b);  // its share (fewer on ties at the threshold), free slots last
+      if (lists) impl_.to_list(bitmap, mine, b);  // its share (fewer on ties at the threshold), free slots last
       TAGC_TRY(detail::in_phase(comm.all_gather(std::span<const std::uint32_t>(mine, b),
                                                 std::span<std::uint32_t>(all, world_ * b)),
                                 "pooled index (all-gather of every rank's positions)"));
-      thrust::fill(launch_.exec.policy(), bitmap_.begin(), bitmap_.end(), 0u);
-      launch_(world_ * b, detail::pool_position{all, n_, bitmap});
+      if (lists) {
+        thrust::fill(launch_.exec.policy(), bitmap_.begin(), bitmap_.end(), 0u);
+        launch_(world_ * b, detail::pool_position{all, n_, bitmap});
+      } else {
+        launch_(words_, detail::pool_bitmaps{all, world_, words_, n_, bitmap});
+      }
     }
-    const std::size_t cap = std::min(k, n_);
+    const std::size_t cap = std::min(picks, n_);
     std::uint32_t* list = detail::raw(list_);
     impl_.to_list(bitmap, list, cap);
     // how many: the union's size, the same on every rank. The values' all-reduce is
@@ -172,10 +197,16 @@ class SharedSelection {
   static std::size_t wire_words(std::size_t capacity, std::size_t words) {
     return std::max(list_words(capacity), words) + 1;
   }
-  // A pooling rank's block of the all-gather: the largest share of k.
-  std::size_t block(std::size_t k) const { return std::min(k, n_) / world_ + (std::min(k, n_) % world_ ? 1 : 0); }
-  static std::size_t pool_words(std::size_t capacity, std::size_t world) {
-    const std::size_t b = capacity / world + (capacity % world ? 1 : 0);
+  // A pooling rank's largest share of `picks`.
+  std::size_t block(std::size_t picks) const {
+    const std::size_t p = std::min(picks, world_ * n_);
+    return p / world_ + (p % world_ ? 1 : 0);
+  }
+  // A pooling rank's block of the all-gather: its list, or its bitmap when that is smaller.
+  std::size_t pool_block(std::size_t picks) const { return std::min(block(picks), words_); }
+  static std::size_t pool_words(std::size_t capacity, std::size_t world, std::size_t n) {
+    const std::size_t picks = max_picks(capacity, world);
+    const std::size_t b = std::min(picks / world + (picks % world ? 1 : 0), (n + 31) / 32);
     return b + world * b + 1;
   }
 
