@@ -47,22 +47,15 @@
 #include <barrier>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <tagc/tagc.hpp>
 
-namespace {
+#include "support/gradient.hpp"
 
-std::vector<float> make_gradient(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::student_t_distribution<float> t(3.0f);
-  std::vector<float> g(n);
-  for (auto& x : g) x = 1e-3f * t(rng);
-  return g;
-}
+namespace {
 
 using clock_type = std::chrono::steady_clock;
 constexpr int memcpy_reps = 4;
@@ -117,7 +110,7 @@ void codec(benchmark::State& state) {
       return;
     }
     red[std::size_t(r)].set_profiling(true);
-    grads.push_back(make_gradient(n, 1 + std::uint64_t(r)));
+    grads.push_back(tagc_bench::heavy_tailed_gradient(n, 1 + std::uint64_t(r)));
     outs.emplace_back(red[std::size_t(r)].output_size());
   }
   const std::size_t shard = red[0].output_size();

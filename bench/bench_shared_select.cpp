@@ -23,13 +23,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <tagc/tagc.hpp>
+
+#include "support/gradient.hpp"
 
 namespace {
 
@@ -42,15 +43,6 @@ std::string text_flag(int argc, char** argv, const char* name, const char* fallb
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
   return fallback;
-}
-
-// Heavy-tailed, sign-symmetric, like bench_codec's gradients.
-std::vector<float> make_gradient(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::student_t_distribution<float> t(3.0f);
-  std::vector<float> g(n);
-  for (auto& x : g) x = 1e-3f * t(rng);
-  return g;
 }
 
 using clock_type = std::chrono::steady_clock;
@@ -91,7 +83,7 @@ int main(int argc, char** argv) {
   const std::string which = text_flag(argc, argv, "--path", "both");
   const bool run_host = which != "portable", run_portable = which != "host";
   const std::size_t k = tagc::stage::ThresholdSelect<float, tagc::exec::host>::kept_at_most(theta, n);
-  const std::vector<float> acc = make_gradient(n, 1);
+  const std::vector<float> acc = tagc_bench::heavy_tailed_gradient(n, 1);
 
   tagc::local_world world(1, std::chrono::seconds(600));
   auto comm = world.communicator(0);
