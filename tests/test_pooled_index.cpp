@@ -201,6 +201,7 @@ TEST_CASE("pooled index: theta = 0 delivers exactly the dense sum without a posi
     }
     CHECK(rec.stats[0][std::size_t(t)].kept == n);
     CHECK(rec.stats[0][std::size_t(t)].index_bytes == 0.0);
+    CHECK(rec.stats[0][std::size_t(t)].index_bits == 0);
   }
   for (int r = 0; r < world; ++r) CHECK(rec.residual[std::size_t(r)] == std::vector<float>(n, 0.0f));
 }

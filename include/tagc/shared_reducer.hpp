@@ -12,8 +12,9 @@
 //             names the leader); nobody has NaN/Inf               (all-gather, 48 B/rank)
 //   select    the leader, rank steps() mod N, takes its k largest |acc|; the
 //             positions are broadcast (sorted list or bitmap)  (stage/shared_selection.hpp)
-//             or, pooled, every rank takes its share of k (k / N); the lists are
-//             all-gathered and their union (at most k) is the selection
+//             or, pooled, every rank takes its share of the picks (k times the
+//             last call's overlap, so that the union comes near k); the shares
+//             are all-gathered and their union is the selection
 //   values    every rank packs its acc at the selected positions (fp32 or bf16)
 //             and the values are summed by an all-reduce
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
@@ -371,8 +372,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     // (they wait in its residual for a call that picks them); pooled, its own
     // threshold, above which everything was shared.
     s.deferred = above - std::min(above, above_shared);
-    // bits per listed position, or per element of a bitmap
+    // bits per listed position, or per element of a bitmap; 0 when a pooled call is
+    // dense (every position, nothing exchanged)
     s.index_bits = (pooled ? selection_.pools_lists(picks) : selection_.sends_list(k)) ? 32 : 1;
+    if (pooled && k >= args_.length) s.index_bits = 0;
     s.exact_index = true;
     s.index_popcount = counts[1];
     s.support = counts[3] - counts[2];

@@ -162,8 +162,8 @@ class TagcState:
       paper's configuration; also index_bits 4, ratio 2 or 4), "sketch-bf16" or
       "sketch-fp16" (16-bit cells; ratio 10), "packed-bf16", "packed-fp16" or "packed"
       (fp32) with index_bits="exact"; "packed-bf16" or "packed" with index_bits="pooled"
-      (one selection for every rank, the union of each rank's top k/N: no union of
-      per-rank supports, so the bytes do not grow with the ranks or replicas; the choice
+      (one selection for every rank, the union of each rank's largest entries, sized to
+      about k: no union of per-rank supports, so the bytes do not grow with the ranks or replicas; the choice
       for many of them) or index_bits="shared" (the same, a rotating leader's top-k);
       "dense" is an uncompressed fp32 all-reduce through the hook's machinery (to
       measure the hook's own cost).

@@ -201,7 +201,7 @@ const std::map<std::string, Flag>& flags() {
            throw ArgsError("--index-bits: expected 1|4|exact|shared|pooled, got " + v);
        }, "1|4|exact|shared|pooled (" + tagc::index_bits_name(Args{}.index_bits) + "); exact: the narrowest exact width for "
           "the world size; shared: one selection for all ranks (a rotating leader's top-k); pooled: one selection for "
-          "all ranks (every rank's top k/N, their union) (shared and pooled: --values packed|packed-bf16)"}},
+          "all ranks (the union of every rank's largest, about k) (shared and pooled: --values packed|packed-bf16)"}},
       {"values", {false, [](A& a, S v) {
          a.values = choice("values", v, compressed_values);
        }, choices_help(Args{}.values, compressed_values) + "; packed: exact values at the union positions"}},

@@ -84,7 +84,7 @@ struct Args {
   // index_bits: 1, 4, tagc::index_auto (--index-bits exact: the narrowest exact width for the
   // world size), tagc::index_shared (--index-bits shared: one selection for all ranks, a
   // rotating leader's top-k) or tagc::index_pooled (--index-bits pooled: one selection for all
-  // ranks, every rank's top k/N pooled); these two: packed values only, bytes per rank
+  // ranks, the union of every rank's largest, about k); these two: packed values only, bytes per rank
   // independent of the world size
   int ratio = 10, index_bits = 4;
   // What a compressed segment sends for its kept entries (--values; not the plain kinds,

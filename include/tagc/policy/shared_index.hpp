@@ -56,14 +56,14 @@ TAGC_BEGIN_NAMESPACE
 // Who picks a call's positions.
 enum class shared_pick {
   rotating_leader,  // rank (call mod N) its k largest, broadcast
-  pooled,           // every rank its k / N largest, all-gathered, the union
+  pooled,           // every rank its share of the picks, all-gathered, the union (about k)
 };
 
 template <shared_pick Pick>
 struct BasicSharedIndexPolicy {
   static constexpr shared_pick pick = Pick;
   static constexpr const char* name = Pick == shared_pick::pooled
-                                          ? "pooled index (every rank's top k/N, all-gathered, their union)"
+                                          ? "pooled index (every rank's share of the picks, all-gathered, their union)"
                                           : "shared index (cyclic leader's top-k, broadcast)";
 };
 using SharedIndexPolicy = BasicSharedIndexPolicy<shared_pick::rotating_leader>;
