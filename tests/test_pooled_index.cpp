@@ -45,9 +45,10 @@ struct overlap_reference {
 // The reference, call by call: acc = g + residual per rank; the call's picks
 // (overlap_reference); rank r's share of them is picks / N, plus one for the picks
 // mod N ranks whose turn it is ((r - call) mod N < picks mod N); the union of the
-// ranks' share largest |acc|; there the sum of every rank's acc (rank order, as the
-// in-process communicator sums) and the residual 0; elsewhere nothing, acc kept.
-// Bit for bit against what the reducer delivered.
+// ranks' share largest |acc|, or every position when the union holds over half the
+// padded buffer (sent whole, reduce-scattered); there the sum of every rank's acc
+// (rank order, as the in-process communicator sums) and the residual 0; elsewhere
+// nothing, acc kept. Bit for bit against what the reducer delivered.
 // `distinct`: the ranks' gradients differ, so the union holds more than one share.
 void expect_reference(const run_record& pooled, int world, std::size_t n, std::size_t k, int steps,
                       bool distinct = true) {
@@ -71,6 +72,9 @@ void expect_reference(const run_record& pooled, int world, std::size_t n, std::s
       pool.insert(order.begin(), order.begin() + std::ptrdiff_t(share));
     }
     overlap.after(k, n, world, picks, pool.size());
+    const std::size_t padded = std::size_t(world) * ((n + std::size_t(world) - 1) / std::size_t(world));
+    if (2 * pool.size() > padded)
+      for (std::size_t i = 0; i < n; ++i) pool.insert(i);
     std::vector<double> want(n, 0.0);
     for (std::size_t i : pool) {
       float sum = acc[0][i];
@@ -88,6 +92,7 @@ void expect_reference(const run_record& pooled, int world, std::size_t n, std::s
       const reduce_stats& s = pooled.stats[std::size_t(r)][std::size_t(t)];
       CHECK(s.kept == pool.size());
       if (distinct) CHECK(s.kept > picks / std::size_t(world));  // more than one rank's share
+      CHECK(s.index_bits > 0);
       CHECK(s.packed_slots == s.kept);
       CHECK(s.deferred == 0);  // a rank's own picks are always sent
     }
@@ -202,6 +207,9 @@ TEST_CASE("pooled index: theta = 0 delivers exactly the dense sum without a posi
     CHECK(rec.stats[0][std::size_t(t)].kept == n);
     CHECK(rec.stats[0][std::size_t(t)].index_bytes == 0.0);
     CHECK(rec.stats[0][std::size_t(t)].index_bits == 0);
+    // every value reduce-scattered (the padded buffer's ring share), not all-reduced
+    const double padded = double(world * ((n + world - 1) / world));
+    CHECK(rec.stats[0][std::size_t(t)].value_bytes == doctest::Approx(padded * 4.0 * (world - 1) / world));
   }
   for (int r = 0; r < world; ++r) CHECK(rec.residual[std::size_t(r)] == std::vector<float>(n, 0.0f));
 }
@@ -327,4 +335,42 @@ TEST_CASE("pooled index: where the ranks agree the picks grow until the union is
     CHECK(from_v1[std::size_t(r)] == k / std::size_t(world));
     CHECK(std::memcmp(whole_out[std::size_t(r)].data(), resumed_out[std::size_t(r)].data(), n * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("shared and pooled index: a selection of over half the buffer sends every value reduce-scattered") {
+  // theta 0.3 keeps k = 0.7 n: the leader's k (or the ranks' union) is over half the
+  // buffer, so a sharded call reduce-scatters every value ((N - 1) / N of the buffer
+  // per rank, where an all-reduce of k would send 1.4 (N - 1) / N) and holds nothing back.
+  const int world = 3;
+  const std::size_t n = 3000;
+  const auto check_whole = [&](const run_record& rec, const char* what) {
+    CAPTURE(what);
+    REQUIRE(rec.failures.empty());
+    for (int t = 0; t < 2; ++t) {
+      const auto d = delivered_at(rec, world, n, t);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        float want = rec.in[0][std::size_t(t)][i];
+        for (int r = 1; r < world; ++r) want += rec.in[std::size_t(r)][std::size_t(t)][i];
+        wrong += float(d[i]) != want;
+      }
+      CHECK(wrong == 0);
+      const reduce_stats& s = rec.stats[1][std::size_t(t)];
+      CHECK(s.kept == n);
+      CHECK(s.support == n / world);
+      CHECK(s.deferred == 0);
+      CHECK(s.value_bytes == doctest::Approx(double(n) * 4.0 * (world - 1) / world));
+    }
+    for (int r = 0; r < world; ++r) CHECK(rec.residual[std::size_t(r)] == std::vector<float>(n, 0.0f));
+  };
+  check_whole(simulate<pooled_f32>(world, n, 0.3, 2, random_input(n, 51)), "pooled");
+  check_whole(simulate<Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy>>(world, n, 0.3, 2, random_input(n, 51)),
+              "rotating leader");
+  // Replicated (an all-reduce of the buffer would cost more than k's): only the k positions.
+  const auto rep = simulate<Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy>>(
+      world, n, 0.3, 1, random_input(n, 51), topology::replicated);
+  REQUIRE(rep.failures.empty());
+  const std::size_t k = stage::ThresholdSelect<float, exec::host>::kept_at_most(0.3, n);
+  CHECK(rep.stats[0][0].kept == k);
+  CHECK(rep.stats[0][0].value_bytes == doctest::Approx(2.0 * double(k) * 4.0 * (world - 1) / world));
 }

@@ -16,7 +16,9 @@
 //             last call's overlap, so that the union comes near k); the shares
 //             are all-gathered and their union is the selection
 //   values    every rank packs its acc at the selected positions (fp32 or bf16)
-//             and the values are summed by an all-reduce
+//             and the values are summed by an all-reduce; a sharded call whose
+//             selection holds over half the buffer sends every value instead,
+//             reduce-scattered (fewer bytes, nothing held back: sends_whole)
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
 //   residual  residual = acc, except at the shared positions: acc - wire(acc)
 //
@@ -119,14 +121,16 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const std::size_t capacity = capacity_for(args);
     residual_.assign(args.length, residual_t(0.0f));
     acc_.assign(args.length, 0.0f);
-    values_.assign(selection_stage::slots_for(capacity, std::size_t(std::max(args.world_size, 1)), args.length, pooled), wire_t(0.0f));
+    const std::size_t slots = most_slots(args, capacity);
+    values_.assign(value_words(p, slots), wire_t(0.0f));
+    shard_sums_.assign(may_send_whole(p, slots) ? p.lay.shard_size : 0, wire_t(0.0f));
     counters_.assign(n_counters, 0ull);
     const auto initialize_stages = [&]() -> status {
       TAGC_TRY(agreement_.initialize(p, exec));
       TAGC_TRY(selection_.initialize(p, capacity, pooled, exec));
       // the statistics' counts (sums over the buffer and over the positions)
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, args.length, detail::above_threshold{}));
-      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, capacity, detail::above_at_shared{}));
+      TAGC_TRY(sums_.template reserve<unsigned long long>(exec, slots, detail::above_at_shared{}));
       return {};
     };
     if (status s = initialize_stages(); !s.ok()) return unit_(std::move(s));
@@ -154,15 +158,15 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     if (!can_implement(args).ok()) return 0;
     const stage::reducer_plan p = plan_for(args);
     const std::size_t capacity = capacity_for(args);
-    const std::size_t slots =
-        selection_stage::slots_for(capacity, std::size_t(std::max(args.world_size, 1)), args.length, pooled);
-    return args.length * (sizeof(residual_t) + sizeof(float)) + slots * sizeof(wire_t) +
+    const std::size_t slots = most_slots(args, capacity);
+    const std::size_t sums = may_send_whole(p, slots) ? p.lay.shard_size : 0;
+    return args.length * (sizeof(residual_t) + sizeof(float)) + (value_words(p, slots) + sums) * sizeof(wire_t) +
            n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
            selection_stage::workspace_bytes_for(p, capacity, pooled);
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(residual_) + detail::buffer_bytes(acc_) + detail::buffer_bytes(values_) +
-           detail::buffer_bytes(counters_) + agreement_.workspace_bytes() + selection_.workspace_bytes() +
+           detail::buffer_bytes(shard_sums_) + detail::buffer_bytes(counters_) + agreement_.workspace_bytes() + selection_.workspace_bytes() +
            sums_.workspace_bytes();
   }
 
@@ -233,6 +237,26 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const double theta = theta_controller::configured(args, default_theta);
     const double densest = args.schedule.enabled() ? std::min(args.schedule.start, theta) : theta;
     return stage::ThresholdSelect<residual_t, Exec>::kept_at_most(densest, args.length);
+  }
+  // The most slots any call's selection holds (k, or a pooled union).
+  static std::size_t most_slots(const reducer_arguments& args, std::size_t capacity) {
+    return selection_stage::slots_for(capacity, std::size_t(std::max(args.world_size, 1)), args.length, pooled);
+  }
+  // The reduce-scatter's buffer: every shard's extent, the last one padded.
+  static std::size_t padded_length(const stage::reducer_plan& p) { return p.lay.shard_size * std::size_t(p.shards); }
+  // A sharded call whose selection holds more than half the padded buffer sends every
+  // position instead, reduce-scattered: (N - 1) / N of the buffer per rank, where the
+  // selection's all-reduce would send 2 (N - 1) / N of it, and nothing stays behind (but
+  // a bf16 value's rounding). Every rank decides alike from the selection's size. (An
+  // all-reduce of the whole buffer would cost more than the selection's: replicated
+  // calls never do it.)
+  static bool sends_whole(const stage::reducer_plan& p, std::size_t slots) {
+    return p.args.topo == topology::sharded && 2 * slots > padded_length(p);
+  }
+  static bool may_send_whole(const stage::reducer_plan& p, std::size_t most) { return sends_whole(p, most); }
+  // values_: the selection's values, or the padded buffer's when a call may send it whole.
+  static std::size_t value_words(const stage::reducer_plan& p, std::size_t most) {
+    return may_send_whole(p, most) ? std::max(most, padded_length(p)) : most;
   }
   // Pooled: how many positions the ranks pick together for a call keeping k. Where
   // their picks overlap, k picks make a union under k (at 4 ranks on GPT-2, half of
@@ -317,53 +341,82 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const std::uint32_t* pos = selection_.positions();
     const std::size_t slots = selection_.slots();
 
-    // This rank's values there, summed over ranks.
+    // This rank's values there, summed over ranks (or every value, reduce-scattered).
+    const bool whole = sends_whole(plan_, slots);
     wire_t* values = detail::raw(values_);
-    launch_(slots, detail::pack_shared<wire_t>{acc, pos, n, values});
-    clock.mark(&S::sketch);
-    TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const wire_t>(values, slots), std::span<wire_t>(values, slots)),
-                              "value exchange (all-reduce of the shared positions' values)"));
+    if (whole) {
+      const std::size_t padded = padded_length(plan_);
+      launch_(padded, detail::pack_whole<wire_t>{acc, n, values});
+      clock.mark(&S::sketch);
+      TAGC_TRY(detail::in_phase(comm.reduce_scatter(std::span<const wire_t>(values, padded),
+                                                    std::span<wire_t>(detail::raw(shard_sums_), shard_sums_.size())),
+                                "value exchange (reduce-scatter of every value: the selection held over half the buffer)"));
+    } else {
+      launch_(slots, detail::pack_shared<wire_t>{acc, pos, n, values});
+      clock.mark(&S::sketch);
+      TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const wire_t>(values, slots), std::span<wire_t>(values, slots)),
+                                "value exchange (all-reduce of the shared positions' values)"));
+    }
     clock.mark(&S::value_exchange);
     // From here on the call cannot fail.
 
     const bool sharded = args_.topo == topology::sharded;
     const std::size_t first = sharded ? plan_.own_shard * plan_.lay.shard_size : 0;
     std::size_t above = 0, above_shared = 0;
-    if (stats) {
+    if (stats && !whole) {  // sent whole, nothing is held back
       launch_(1, detail::count_positions{pos, slots, first, first + out.size(), counters + 1});
       above = sums_.template sum<unsigned long long>(launch_, n, detail::above_threshold{acc, selection_.threshold_bits()});
       above_shared = sums_.template sum<unsigned long long>(
           launch_, slots, detail::above_at_shared{acc, pos, n, selection_.threshold_bits()});
     }
-    thrust::fill(launch_.exec.policy(), out.data(), out.data() + out.size(), 0.0f);
     const float scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
-    launch_(slots, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
+    if (whole) {
+      launch_(out.size(), detail::unpack_whole<wire_t>{detail::raw(shard_sums_), scale, out.data()});
+    } else {
+      thrust::fill(launch_.exec.policy(), out.data(), out.data() + out.size(), 0.0f);
+      launch_(slots, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
+    }
     clock.mark(&S::decode);
 
-    // residual = acc, but acc - wire(acc) at the shared positions.
+    // residual = acc, but acc - wire(acc) at the shared positions (whole: everywhere).
     const std::uint32_t seed = detail::residual_seed(step_, args_.rank);
     if constexpr (std::is_same_v<residual_t, float>) {
       residual_.swap(acc_);  // the residual becomes this call's acc: no copy
       float* r = detail::raw(residual_);
-      launch_(slots, detail::settle_shared<wire_t, float>{pos, r, r, n, seed});
+      if (whole)
+        launch_(n, detail::settle_whole<wire_t, float>{r, r, seed});
+      else
+        launch_(slots, detail::settle_shared<wire_t, float>{pos, r, r, n, seed});
     } else {
       residual_t* r = detail::raw(residual_);
-      launch_(n, detail::store_acc<residual_t>{acc, r, seed});
-      launch_(slots, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed});
+      if (whole) {
+        launch_(n, detail::settle_whole<wire_t, residual_t>{acc, r, seed});
+      } else {
+        launch_(n, detail::store_acc<residual_t>{acc, r, seed});
+        launch_(slots, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed});
+      }
     }
     clock.mark(&S::residual);
     ++step_;
     if constexpr (pooled) overlap_ = next_overlap(k, picks, slots);
 
-    if (stats) TAGC_TRY(fill_stats(*stats, theta, k, picks, slots, above, above_shared));
+    if (stats) TAGC_TRY(fill_stats(*stats, theta, k, picks, slots, whole, first, out.size(), above, above_shared));
     return {};
   }
 
-  status fill_stats(reduce_stats& s, double theta, std::size_t k, std::size_t picks, std::size_t slots, std::size_t above,
-                    std::size_t above_shared) const {
+  // `whole`: every position was sent (sends_whole), so the counts are the buffer's and
+  // this rank's extent [first, first + extent), not the selection's.
+  status fill_stats(reduce_stats& s, double theta, std::size_t k, std::size_t picks, std::size_t slots, bool whole,
+                    std::size_t first, std::size_t extent, std::size_t above, std::size_t above_shared) const {
     unsigned long long counts[n_counters];
     std::uint32_t threshold = 0;
     TAGC_TRY(exec_.copy_to_host(detail::raw(counters_), counts, n_counters));
+    if (whole) {
+      const std::size_t n = args_.length;
+      counts[1] = n;
+      counts[2] = std::min(first, n);
+      counts[3] = std::min(first + extent, n);
+    }
     TAGC_TRY(exec_.copy_to_host(selection_.threshold_bits(), &threshold, 1));
     const int world = args_.world_size;
     // the shared positions: every rank sends a value at each
@@ -380,12 +433,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     s.index_popcount = counts[1];
     s.support = counts[3] - counts[2];
     s.peeled = s.support;
-    s.packed_slots = slots;
+    s.packed_slots = whole ? args_.length : slots;
     s.value_type_bytes = int(sizeof(wire_t));
     s.residual_bytes = residual_bytes();
     s.control_bytes = agreement_bytes_sent(args_.check_inputs, agreement_stage::bytes_per_rank(), world);
     s.index_bytes = selection_.index_bytes_sent(k, pooled, picks);
-    s.value_bytes = ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
+    s.value_bytes = whole ? ring_bytes_sent(collective::reduce_scatter, double(padded_length(plan_) * sizeof(wire_t)), world)
+                          : ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
     return {};
   }
 
@@ -397,7 +451,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   double overlap_ = 1.0;               // pooled: the last call's picks / union (the state; 1 for a leader)
   vector<residual_t> residual_;       // [length] error feedback (the state)
   vector<float> acc_;                 // [length] g + residual of the current call
-  vector<wire_t> values_;             // [capacity] this rank's values at the positions, then their sums
+  vector<wire_t> values_;             // [most slots] this rank's values at the positions, then their sums
+                                      // ([padded length] when a call may send every value: sends_whole)
+  vector<wire_t> shard_sums_;         // [shard] the own shard's sums of a call sent whole (else empty)
   vector<unsigned long long> counters_;
   agreement_stage agreement_;
   selection_stage selection_;

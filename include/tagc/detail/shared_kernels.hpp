@@ -202,6 +202,34 @@ struct settle_shared {
   }
 };
 
+// A call that sends every position (over half the buffer selected, sharded):
+// values[i] = wire(acc[i]) over the padded buffer (0 past the length), the own
+// shard's sums back as floats, and the residual everywhere acc - wire(acc).
+template <class Value>
+struct pack_whole {
+  const float* acc;
+  std::size_t length;
+  Value* values;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const { values[i] = i < length ? Value(acc[i]) : Value(0.0f); }
+};
+template <class Value>
+struct unpack_whole {
+  const Value* sums;
+  float scale;  // the op's: 1/N for mean
+  float* out;
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const { out[j] = float(sums[j]) * scale; }
+};
+template <class Value, class R>
+struct settle_whole {
+  const float* from;  // acc (for a float residual: the residual itself, which became the acc buffer)
+  R* residual;
+  std::uint32_t seed;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    const float a = from[i];
+    residual_store(residual, i, a - float(Value(a)), seed, residual_site::update);
+  }
+};
+
 // A stored (bf16) residual: residual = acc everywhere first (settle_shared then
 // overwrites the shared positions).
 template <class R>
