@@ -93,7 +93,7 @@ void expect_reference(const run_record& pooled, int world, std::size_t n, std::s
       CHECK(s.kept == pool.size());
       if (distinct) CHECK(s.kept > picks / std::size_t(world));  // more than one rank's share
       CHECK(s.index_bits > 0);
-      CHECK(s.packed_slots == s.kept);
+      CHECK(s.packed_slots == (pool.size() == n ? padded : s.kept));  // whole: the padded buffer
       CHECK(s.deferred == 0);  // a rank's own picks are always sent
     }
   }
@@ -297,7 +297,7 @@ TEST_CASE("pooled index: where the ranks agree the picks grow until the union is
   // A version 1 state (before the overlap) loads with overlap 1.
   const int world = 4;
   std::mutex m;
-  std::vector<std::size_t> whole(world), resumed(world), from_v1(world);
+  std::vector<std::size_t> whole(world), resumed(world), from_v1(world), from_beyond(world);
   std::vector<std::vector<float>> whole_out(world), resumed_out(world);
   on_ranks(world, [&](local_communicator& comm) {
     const int r = comm.rank();
@@ -321,10 +321,34 @@ TEST_CASE("pooled index: where the ranks agree the picks grow until the union is
     old.erase(old.begin() + 8 * 8 + 16, old.begin() + 8 * 8 + 24);
     REQUIRE(v1.load_state(old).ok());
     REQUIRE(v1.reduce_scatter(comm, same(r, 2), std::span<float>(out.data(), out.size()), &s1).ok());
+    // a damaged overlap (NaN, under 1) is refused and changes nothing; one beyond what N
+    // ranks reach is taken as that most (4 here)
+    const std::size_t overlap_at = 8 * 8 + 16;
+    for (double bad : {std::nan(""), 0.5}) {
+      auto damaged = state;
+      std::memcpy(damaged.data() + overlap_at, &bad, sizeof bad);
+      pooled_f32 d;
+      REQUIRE(d.initialize(args).ok());
+      const status st = d.load_state(damaged);
+      CHECK(st.code() == errc::io);
+      CHECK(st.message().find("pooled overlap") != std::string::npos);
+      pooled_f32 fresh;
+      REQUIRE(fresh.initialize(args).ok());
+      CHECK(d.save_state() == fresh.save_state());
+    }
+    auto beyond = state;
+    const double hundred = 100.0;
+    std::memcpy(beyond.data() + overlap_at, &hundred, sizeof hundred);
+    pooled_f32 e;
+    REQUIRE(e.initialize(args).ok());
+    REQUIRE(e.load_state(beyond).ok());
+    reduce_stats se;
+    REQUIRE(e.reduce_scatter(comm, same(r, 2), std::span<float>(out.data(), out.size()), &se).ok());
     std::lock_guard lk(m);
     whole[std::size_t(r)] = sa.kept;
     resumed[std::size_t(r)] = sc.kept;
     from_v1[std::size_t(r)] = s1.kept;
+    from_beyond[std::size_t(r)] = se.kept;
     whole_out[std::size_t(r)] = a.residual_to_host();
     resumed_out[std::size_t(r)] = c.residual_to_host();
   });
@@ -333,17 +357,20 @@ TEST_CASE("pooled index: where the ranks agree the picks grow until the union is
     CHECK(whole[std::size_t(r)] == k);
     CHECK(resumed[std::size_t(r)] == k);
     CHECK(from_v1[std::size_t(r)] == k / std::size_t(world));
+    CHECK(from_beyond[std::size_t(r)] == k);  // overlap 4: every rank picks k
     CHECK(std::memcmp(whole_out[std::size_t(r)].data(), resumed_out[std::size_t(r)].data(), n * sizeof(float)) == 0);
   }
 }
 
 TEST_CASE("shared and pooled index: a selection of over half the buffer sends every value reduce-scattered") {
   // theta 0.3 keeps k = 0.7 n: the leader's k (or the ranks' union) is over half the
-  // buffer, so a sharded call reduce-scatters every value ((N - 1) / N of the buffer
-  // per rank, where an all-reduce of k would send 1.4 (N - 1) / N) and holds nothing back.
+  // buffer, so a sharded call reduce-scatters every value ((N - 1) / N of the padded
+  // buffer per rank, where an all-reduce of k would send 1.4 (N - 1) / N) and holds
+  // nothing back. The leader knows it from k and selects nothing; the pooled ranks
+  // learn it from their union, after the exchange.
   const int world = 3;
-  const std::size_t n = 3000;
-  const auto check_whole = [&](const run_record& rec, const char* what) {
+  const std::size_t n = 3001, padded = 3003;
+  const auto check_whole = [&](const run_record& rec, const char* what, bool selects) {
     CAPTURE(what);
     REQUIRE(rec.failures.empty());
     for (int t = 0; t < 2; ++t) {
@@ -357,15 +384,36 @@ TEST_CASE("shared and pooled index: a selection of over half the buffer sends ev
       CHECK(wrong == 0);
       const reduce_stats& s = rec.stats[1][std::size_t(t)];
       CHECK(s.kept == n);
-      CHECK(s.support == n / world);
+      CHECK(s.support == padded / world);
       CHECK(s.deferred == 0);
-      CHECK(s.value_bytes == doctest::Approx(double(n) * 4.0 * (world - 1) / world));
+      CHECK(s.packed_slots == padded);
+      CHECK(s.value_bytes == doctest::Approx(double(padded) * 4.0 * (world - 1) / world));
+      CHECK((s.index_bytes > 0.0) == selects);
     }
     for (int r = 0; r < world; ++r) CHECK(rec.residual[std::size_t(r)] == std::vector<float>(n, 0.0f));
   };
-  check_whole(simulate<pooled_f32>(world, n, 0.3, 2, random_input(n, 51)), "pooled");
+  check_whole(simulate<pooled_f32>(world, n, 0.3, 2, random_input(n, 51)), "pooled", true);
   check_whole(simulate<Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy>>(world, n, 0.3, 2, random_input(n, 51)),
-              "rotating leader");
+              "rotating leader", false);
+  // bf16 values and residual: the residual holds each value's rounding, nothing else.
+  const auto bf = simulate<Reducer<SparsifyBf16ResidualPolicy, PooledIndexPolicy, PackedBf16Policy>>(
+      world, n, 0.3, 3, random_input(n, 52));
+  REQUIRE(bf.failures.empty());
+  std::vector<double> in(n, 0.0), got(n, 0.0);
+  for (int t = 0; t < 3; ++t) {
+    CHECK(bf.stats[0][std::size_t(t)].kept == n);
+    const auto d = delivered_at(bf, world, n, t);
+    for (std::size_t i = 0; i < n; ++i) {
+      got[i] += d[i];
+      for (int r = 0; r < world; ++r) in[i] += bf.in[std::size_t(r)][std::size_t(t)][i];
+    }
+  }
+  for (int r = 0; r < world; ++r)
+    for (std::size_t i = 0; i < n; ++i) got[i] += bf.residual[std::size_t(r)][i];
+  const double tol = 0.02 * max_abs(in);  // the collective's bf16 rounding of the sums, which no rank sees
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += std::fabs(got[i] - in[i]) > tol;
+  CHECK(bad == 0);
   // Replicated (an all-reduce of the buffer would cost more than k's): only the k positions.
   const auto rep = simulate<Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy>>(
       world, n, 0.3, 1, random_input(n, 51), topology::replicated);

@@ -116,7 +116,9 @@ TEST_CASE("shared index: theta = 0 delivers exactly the dense sum, nothing left 
         if (float(d[i]) != want) FAIL("step " << t << " entry " << i << ": " << d[i] << " vs " << want);
       }
       CHECK(rec.stats[0][std::size_t(t)].kept == n);
-      CHECK(rec.stats[0][std::size_t(t)].index_bits == 1);  // all n positions: the bitmap is smaller
+      // sharded: sent whole, no positions; replicated: all n positions, the bitmap is smaller
+      CHECK(rec.stats[0][std::size_t(t)].index_bits == (topo == topology::sharded ? 0 : 1));
+      CHECK((rec.stats[0][std::size_t(t)].index_bytes == 0.0) == (topo == topology::sharded));
     }
     for (int r = 0; r < world; ++r) CHECK(rec.residual[std::size_t(r)] == std::vector<float>(n, 0.0f));
   }

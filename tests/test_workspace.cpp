@@ -93,6 +93,35 @@ TEST_CASE("workspace query: the shared index is sized for the densest theta of i
   CHECK(ramped == r.workspace_bytes());
 }
 
+TEST_CASE("workspace query: shared and pooled indexes that may send a call whole (a dense-start schedule)") {
+  // From theta 0 a call keeps every position: the padded buffer's values and the own
+  // shard's sums are allocated too; a pooled index also sizes for min(N, 4) k picks.
+  const auto check = [](auto reducer, const char* what) {
+    using R = decltype(reducer);
+    for (int world : {2, 3, 5})
+      for (topology topo : {topology::sharded, topology::replicated}) {
+        CAPTURE(what);
+        CAPTURE(world);
+        CAPTURE(int(topo));
+        reducer_arguments a;
+        a.length = 100003;
+        a.world_size = world;
+        a.rank = world - 1;
+        a.topo = topo;
+        a.sparsity = 0.95;
+        a.schedule.warmup_steps = 10;
+        a.schedule.start = 0.0;
+        const std::size_t queried = R::workspace_bytes_for(a);
+        R r;
+        REQUIRE(r.initialize(a).ok());
+        CHECK(queried == r.workspace_bytes());
+      }
+  };
+  check(PackedReducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy>{}, "shared fp32");
+  check(PackedReducer<SparsifyBf16ResidualPolicy, PooledIndexPolicy, PackedBf16Policy>{}, "pooled bf16");
+  check(PackedReducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy, exec::host_portable>{}, "pooled portable");
+}
+
 TEST_CASE("workspace query: refused arguments are sized 0") {
   reducer_arguments a;
   a.length = 1000;

@@ -20,14 +20,17 @@
 //             selection holds over half the buffer sends every value instead,
 //             reduce-scattered (fewer bytes, nothing held back: sends_whole)
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
-//   residual  residual = acc, except at the shared positions: acc - wire(acc)
+//   residual  residual = acc, except at the shared positions (a call sent whole:
+//             everywhere): acc - wire(acc)
 //
-// Why an all-reduce of k values and not a reduce-scatter: the positions are not
-// spread evenly over the shards (the largest embedding gradients all fall into
-// one "hot" shard, issue 33), so a reduce-scatter would pad every shard's block
-// to the fullest shard's count, up to k each, N k values in all; the all-reduce
-// sends 2k (N-1)/N values per rank whatever the spread, and each rank keeps the
-// part that falls into its shard.
+// Why an all-reduce of the selection's values and not a reduce-scatter: the
+// positions are not spread evenly over the shards (the largest embedding
+// gradients all fall into one "hot" shard, issue 33), so a reduce-scatter would
+// pad every shard's block to the fullest shard's count, up to k each, N k values
+// in all; the all-reduce sends 2 (N-1)/N values per rank and selected position
+// whatever the spread, and each rank keeps the part that falls into its shard.
+// Once the selection holds over half the buffer, the whole buffer reduce-scattered
+// costs less than that (sends_whole), spread or not.
 //
 // The same contract as every Reducer: can_implement, initialize(args, exec)
 // allocates every workspace once (workspace_bytes()), the call allocates
@@ -204,14 +207,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       return {};
     };
     TAGC_TRY(unit_(state_format::load<residual_t>(in, state_header(), theta_fits, s, residual)));
-    if (s.overlap > most_overlap())
-      return unit_({errc::io, "reducer state holds pooled overlap " + std::to_string(s.overlap) + ", more than the " +
-                                  std::to_string(most_overlap()) + " a pooled index reaches at " +
-                                  std::to_string(args_.world_size) + " ranks (damaged state, or saved at another world size?)"});
     TAGC_TRY(unit_(exec_.copy_from_host(residual.data(), detail::raw(residual_), residual.size())));
     theta_.set(s.theta);
     step_ = s.step;
-    overlap_ = s.overlap;
+    overlap_ = std::min(s.overlap, most_overlap());  // a leader has none; fewer ranks reach less
     return {};
   }
 
@@ -254,6 +253,12 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     return p.args.topo == topology::sharded && 2 * slots > padded_length(p);
   }
   static bool may_send_whole(const stage::reducer_plan& p, std::size_t most) { return sends_whole(p, most); }
+  // A call keeping k that goes whole before any selection: the leader's k alone decides
+  // (no select, no broadcast); a pooled union is known only after its exchange, but for
+  // k >= n (every position).
+  bool whole_before_selection(std::size_t k) const {
+    return sends_whole(plan_, pooled && k < args_.length ? 0 : k);
+  }
   // values_: the selection's values, or the padded buffer's when a call may send it whole.
   static std::size_t value_words(const stage::reducer_plan& p, std::size_t most) {
     return may_send_whole(p, most) ? std::max(most, padded_length(p)) : most;
@@ -268,11 +273,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const double want = std::ceil(double(k) * overlap_);
     return std::clamp(std::size_t(want), k, selection_stage::max_picks(k, std::size_t(args_.world_size)));
   }
-  // The overlap after a call that picked `picks` for k and pooled a union of `slots`:
-  // unchanged when the call was dense or pooled nothing.
-  double next_overlap(std::size_t k, std::size_t picks, std::size_t slots) const {
+  // The overlap after a call for k whose ranks picked `picked` positions in all (fewer
+  // than asked where a rank had fewer nonzero entries: counting what was asked would
+  // read those as overlap) and pooled a union of `slots`: unchanged when the call was
+  // dense or pooled nothing.
+  double next_overlap(std::size_t k, std::size_t picked, std::size_t slots) const {
     if (k >= args_.length || slots == 0) return overlap_;
-    return std::clamp(double(picks) / double(slots), 1.0, most_overlap());
+    return std::clamp(double(picked) / double(slots), 1.0, most_overlap());
   }
   // The most picks per union position: N ranks picking the same, at most the picks' bound.
   double most_overlap() const {
@@ -330,19 +337,23 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       clock.mark(&S::check);
     }
 
-    // The call's positions, on every rank: the leader's, or every rank's share pooled.
-    if constexpr (pooled) {
-      TAGC_TRY(selection_.pool(comm, acc, k, picks, step_));
-    } else {
-      const int leader = int(step_ % std::uint64_t(args_.world_size));
-      TAGC_TRY(selection_.select(comm, acc, k, leader));
+    // The call's positions, on every rank: the leader's, or every rank's share pooled;
+    // none where the call is known to go whole before any selection.
+    const bool unselected = whole_before_selection(k);
+    if (!unselected) {
+      if constexpr (pooled) {
+        TAGC_TRY(selection_.pool(comm, acc, k, picks, step_));
+      } else {
+        const int leader = int(step_ % std::uint64_t(args_.world_size));
+        TAGC_TRY(selection_.select(comm, acc, k, leader));
+      }
     }
     clock.mark(&S::index_exchange);
-    const std::uint32_t* pos = selection_.positions();
-    const std::size_t slots = selection_.slots();
+    const std::uint32_t* pos = unselected ? nullptr : selection_.positions();
+    const std::size_t slots = unselected ? n : selection_.slots();
 
     // This rank's values there, summed over ranks (or every value, reduce-scattered).
-    const bool whole = sends_whole(plan_, slots);
+    const bool whole = unselected || sends_whole(plan_, slots);
     wire_t* values = detail::raw(values_);
     if (whole) {
       const std::size_t padded = padded_length(plan_);
@@ -398,16 +409,25 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     }
     clock.mark(&S::residual);
     ++step_;
-    if constexpr (pooled) overlap_ = next_overlap(k, picks, slots);
+    if constexpr (pooled)
+      if (!unselected) overlap_ = next_overlap(k, selection_.picked(), slots);
 
-    if (stats) TAGC_TRY(fill_stats(*stats, theta, k, picks, slots, whole, first, out.size(), above, above_shared));
+    if (stats)
+      TAGC_TRY(fill_stats(*stats, {theta, k, picks, slots, !unselected, whole, first, out.size(), above, above_shared}));
     return {};
   }
 
-  // `whole`: every position was sent (sends_whole), so the counts are the buffer's and
-  // this rank's extent [first, first + extent), not the selection's.
-  status fill_stats(reduce_stats& s, double theta, std::size_t k, std::size_t picks, std::size_t slots, bool whole,
-                    std::size_t first, std::size_t extent, std::size_t above, std::size_t above_shared) const {
+  // What run() knows of a committed call that the statistics report.
+  struct call_facts {
+    double theta;
+    std::size_t k, picks, slots;  // slots: the selection's positions
+    bool selected;                // false: sent whole before any selection (whole_before_selection)
+    bool whole;                   // every position sent (sends_whole): the counts are the buffer's and
+    std::size_t first, extent;    // this rank's extent [first, first + extent), not the selection's
+    std::size_t above, above_shared;
+  };
+  status fill_stats(reduce_stats& s, const call_facts& c) const {
+    const auto [theta, k, picks, slots, selected, whole, first, extent, above, above_shared] = c;
     unsigned long long counts[n_counters];
     std::uint32_t threshold = 0;
     TAGC_TRY(exec_.copy_to_host(detail::raw(counters_), counts, n_counters));
@@ -417,7 +437,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       counts[2] = std::min(first, n);
       counts[3] = std::min(first + extent, n);
     }
-    TAGC_TRY(exec_.copy_to_host(selection_.threshold_bits(), &threshold, 1));
+    if (selected) TAGC_TRY(exec_.copy_to_host(selection_.threshold_bits(), &threshold, 1));
     const int world = args_.world_size;
     // the shared positions: every rank sends a value at each
     s = summary_stats({args_.length, theta, counts[1], threshold, seconds_});
@@ -425,19 +445,17 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     // (they wait in its residual for a call that picks them); pooled, its own
     // threshold, above which everything was shared.
     s.deferred = above - std::min(above, above_shared);
-    // bits per listed position, or per element of a bitmap; 0 when a pooled call is
-    // dense (every position, nothing exchanged)
-    s.index_bits = (pooled ? selection_.pools_lists(picks) : selection_.sends_list(k)) ? 32 : 1;
-    if (pooled && k >= args_.length) s.index_bits = 0;
+    // bits per listed position, or per element of a bitmap; 0 without a selection
+    s.index_bits = !selected ? 0 : (pooled ? selection_.pools_lists(picks) : selection_.sends_list(k)) ? 32 : 1;
     s.exact_index = true;
-    s.index_popcount = counts[1];
+    s.index_popcount = whole ? (selected ? slots : 0) : counts[1];  // the positions the selection named
     s.support = counts[3] - counts[2];
     s.peeled = s.support;
-    s.packed_slots = whole ? args_.length : slots;
+    s.packed_slots = whole ? padded_length(plan_) : slots;
     s.value_type_bytes = int(sizeof(wire_t));
     s.residual_bytes = residual_bytes();
     s.control_bytes = agreement_bytes_sent(args_.check_inputs, agreement_stage::bytes_per_rank(), world);
-    s.index_bytes = selection_.index_bytes_sent(k, pooled, picks);
+    s.index_bytes = selected ? selection_.index_bytes_sent(k, pooled, picks) : 0.0;
     s.value_bytes = whole ? ring_bytes_sent(collective::reduce_scatter, double(padded_length(plan_) * sizeof(wire_t)), world)
                           : ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
     return {};

@@ -108,6 +108,17 @@ struct pool_bitmaps {
   }
 };
 
+// Pooled index: the positions the ranks actually picked, over the all-gathered
+// shares (lists: slots that are not free; bitmaps: set bits). A rank picks fewer
+// than its share where it holds fewer nonzero entries (or ties at its threshold).
+struct pooled_picks {
+  const std::uint32_t* all;
+  bool lists;
+  TAGC_HOST_DEVICE unsigned long long operator()(std::size_t i) const {
+    return lists ? (all[i] != no_position ? 1ull : 0ull) : (unsigned long long)cuda::std::popcount(all[i]);
+  }
+};
+
 // Set bits of word w (0 past the end): the scan's input.
 struct bitmap_word_marks {
   const std::uint32_t* words;

@@ -11,8 +11,8 @@
 //           The reducer sizes the picks so that the union comes out near k
 //           (between k and pooled_picks_factor k picks)
 //
-// Sized at initialize for the largest k the reducer may ask for (`capacity`);
-// nothing is allocated per call. The execution space's own implementation marks
+// Sized at initialize for the largest k the reducer may ask for (`capacity`; pooled,
+// for min(N, 4) x capacity picks and their union); nothing is allocated per call. The execution space's own implementation marks
 // the leader's bitmap and turns bitmaps into lists (detail/compress_dispatch.hpp):
 // the radix select's launches, whose threshold never leaves the space's memory,
 // or on the host a sampled bracket and the marks in one pass. Both give the same
@@ -65,11 +65,16 @@ class SharedSelection {
     if (!pooled) wire_.assign(wire_words(capacity_, words_), detail::no_position);
     bitmap_.assign(words_, 0u);
     list_.assign(slots_for(capacity_, world_, n_, pooled), detail::no_position);
+    if (pooled) {  // the count of the gathered shares' picks
+      const std::size_t b = largest_pool_block(capacity_, world_, n_);
+      TAGC_TRY(picks_sum_.template reserve<unsigned long long>(exec, world_ * b, detail::pooled_picks{}));
+    }
     return impl_.initialize(n_, exec);
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(wire_) + detail::buffer_bytes(bitmap_) + detail::buffer_bytes(list_) +
-           detail::buffer_bytes(pool_) + detail::buffer_bytes(listed_) + impl_.workspace_bytes();
+           detail::buffer_bytes(pool_) + detail::buffer_bytes(listed_) + picks_sum_.workspace_bytes() +
+           impl_.workspace_bytes();
   }
   // What initialize(p, capacity, ...) allocates, before it does (the reducers' workspace
   // query; on a device, but for CUB's scan temporary, a few KiB queried there).
@@ -155,6 +160,7 @@ class SharedSelection {
     std::uint32_t* bitmap = detail::raw(bitmap_);
     const std::size_t turn = (std::size_t(rank_) + world_ - std::size_t(call % world_)) % world_;
     const std::size_t share = dense ? n_ : picks / world_ + (turn < picks % world_ ? 1 : 0);
+    unsigned long long picked = n_;
     impl_.mark(acc, share, dense || lists ? bitmap : mine, own_threshold);
     if (!dense && b > 0) {
       if (lists) impl_.to_list(bitmap, mine, b);  // its share (fewer on ties at the threshold), free slots last
@@ -167,6 +173,7 @@ class SharedSelection {
       } else {
         launch_(words_, detail::pool_bitmaps{all, world_, words_, n_, bitmap});
       }
+      TAGC_TRY(picks_sum_.template sum<unsigned long long>(launch_, world_ * b, detail::pooled_picks{all, lists}, picked));
     }
     const std::size_t cap = std::min(picks, n_);
     std::uint32_t* list = detail::raw(list_);
@@ -178,10 +185,15 @@ class SharedSelection {
     unsigned long long count = 0;
     TAGC_TRY(launch_.exec.copy_to_host(listed, &count, 1));
     slots_ = std::size_t(std::min<unsigned long long>(count, cap));
+    picked_ = std::size_t(picked);
     positions_ = list;
     threshold_ = own_threshold;
     return {};
   }
+  // Pooled: how many positions the ranks picked in all for the last pool() (at most
+  // its picks; fewer where a rank held fewer nonzero entries than its share, or had
+  // ties at its threshold), the same on every rank.
+  std::size_t picked() const { return picked_; }
 
   // slots() slots: ascending positions, then detail::no_position (select: k slots;
   // pool: the union's size, which every rank computes alike).
@@ -204,14 +216,18 @@ class SharedSelection {
   }
   // A pooling rank's block of the all-gather: its list, or its bitmap when that is smaller.
   std::size_t pool_block(std::size_t picks) const { return std::min(block(picks), words_); }
-  static std::size_t pool_words(std::size_t capacity, std::size_t world, std::size_t n) {
+  // The largest block any call of a reducer sized for `capacity` gathers per rank.
+  static std::size_t largest_pool_block(std::size_t capacity, std::size_t world, std::size_t n) {
     const std::size_t picks = max_picks(capacity, world);
-    const std::size_t b = std::min(picks / world + (picks % world ? 1 : 0), (n + 31) / 32);
+    return std::min(picks / world + (picks % world ? 1 : 0), (n + 31) / 32);
+  }
+  static std::size_t pool_words(std::size_t capacity, std::size_t world, std::size_t n) {
+    const std::size_t b = largest_pool_block(capacity, world, n);
     return b + world * b + 1;
   }
 
   detail::launcher<Exec> launch_{};
-  std::size_t n_ = 0, words_ = 0, capacity_ = 0, world_ = 1, slots_ = 0;
+  std::size_t n_ = 0, words_ = 0, capacity_ = 0, world_ = 1, slots_ = 0, picked_ = 0;
   int rank_ = 0;
   vector<std::uint32_t> wire_;    // what is broadcast: [list | bitmap][threshold]
   vector<std::uint32_t> bitmap_;  // the leader's marks before they become a list
@@ -219,6 +235,7 @@ class SharedSelection {
   vector<std::uint32_t> pool_;    // pool(): [this rank's share | all ranks' shares][its threshold]
   vector<unsigned long long> listed_;  // pool(): count_positions' counts of the union's list
   impl_t impl_{};                 // the leader's marks and the lists, per execution space
+  detail::sum_workspace<Exec> picks_sum_;  // pool(): the count of the gathered shares' picks
   const std::uint32_t* positions_ = nullptr;
   const std::uint32_t* threshold_ = nullptr;
 };
