@@ -8,7 +8,8 @@
 // sends far fewer internode bytes than its flat twin; the parameters gather in two levels
 // (tagc::TwoLevelAllGather) into exactly the flat gather's values (fp32 and bf16), with a
 // third of its bytes crossing nodes per rank ((M-1)/(W-1): flat sends W-1 shards, the
-// cross level M-1); a checkpoint of a two-level run (bf16 gathers) resumes bit for bit; a
+// cross level M-1); a checkpoint of a two-level run (bf16 gathers, or the pooled selection
+// from a dense start) resumes bit for bit; a
 // resume with another --ranks-per-node is refused by name; a count that does not divide
 // the world is refused on every rank.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -114,6 +115,18 @@ TEST_CASE("two levels: a checkpoint resumes bit for bit; another --ranks-per-nod
   check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
   CHECK_THROWS_WITH(run(nodes_of(a, 1), MPI_COMM_WORLD, 1, "", dir),
                     doctest::Contains("--ranks-per-node: 2 in the checkpoint, 1 in this run"));
+}
+
+TEST_CASE("two levels, the pooled selection across nodes from dense: a checkpoint resumes bit for bit") {
+  // The warm-up from theta 0 sends its first calls whole and moves the pooled picks'
+  // overlap from call to call: the checkpoint must carry it (reducer state version 2).
+  Args a = nodes_of(packed(tiny(2, 6)), 2);
+  a.index_bits = tagc::index_pooled;
+  a.sparsity = 0.9;
+  a.sparsity_warmup = 4;
+  a.sparsity_start = 0.0;
+  const std::string dir = (scratch() / "ckpt_two_level_pooled").string();
+  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
 }
 
 TEST_CASE("two levels: a count that does not divide the world is refused on every rank") {
