@@ -548,7 +548,7 @@ TEST_CASE("paths: shared-index reducers end to end (fp32 and bf16 values, bf16 r
   compare_shared_paths<SparsifyPolicy, PackedPolicy, PooledIndexPolicy>(3, 1001, 0.0, 2);  // dense: no exchange
   // shares over n / 32: every rank marks its bitmap and the bitmaps are OR-ed
   compare_shared_paths<SparsifyBf16ResidualPolicy, PackedBf16Policy, PooledIndexPolicy>(4, 40001, 0.75, 4);
-  // a union over half the buffer: every value reduce-scattered (sent whole)
+  // a union over half the buffer: the values travel in it, reduce-scattered
   compare_shared_paths<SparsifyPolicy, PackedBf16Policy, PooledIndexPolicy>(3, 40001, 0.3, 3);
   compare_shared_paths<SparsifyBf16ResidualPolicy, PackedBf16Policy>(3, 40001, 0.3, 2);
 }

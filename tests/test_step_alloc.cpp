@@ -187,12 +187,12 @@ TEST_CASE("step path: a shared index allocates nothing (list and bitmap, fp32 an
   CHECK(step_allocations<shared_f32>(3, 200003, 0.999, true) == 0);
   CHECK(step_allocations<shared_f32>(2, 200003, 0.9, false) == 0);
   CHECK(step_allocations<shared_bf16>(3, 200003, 0.9, true, topology::replicated) == 0);
-  CHECK(step_allocations<shared_f32>(3, 200003, 0.3, true) == 0);  // over half the buffer: sent whole
+  CHECK(step_allocations<shared_f32>(3, 200003, 0.3, true) == 0);  // over half the buffer: exchanged in it
 }
 
 // PooledIndexPolicy: the shares' lists (theta 0.999) or bitmaps (0.9: shares over n / 32),
-// the union, and a union over half the buffer sent whole (0.3).
-TEST_CASE("step path: a pooled index allocates nothing (lists, bitmaps, sent whole)") {
+// the union, and a union over half the buffer exchanged in the buffer (0.3).
+TEST_CASE("step path: a pooled index allocates nothing (lists, bitmaps, the buffer exchange)") {
   using pooled_f32 = Reducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy>;
   using pooled_bf16 = Reducer<SparsifyBf16ResidualPolicy, PooledIndexPolicy, PackedBf16Policy>;
   CHECK(step_allocations<pooled_f32>(3, 200003, 0.999, true) == 0);

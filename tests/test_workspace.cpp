@@ -93,7 +93,7 @@ TEST_CASE("workspace query: the shared index is sized for the densest theta of i
   CHECK(ramped == r.workspace_bytes());
 }
 
-TEST_CASE("workspace query: shared and pooled indexes that may send a call whole (a dense-start schedule)") {
+TEST_CASE("workspace query: shared and pooled indexes that may exchange the buffer (a dense-start schedule)") {
   // From theta 0 a call keeps every position: the padded buffer's values and the own
   // shard's sums are allocated too; a pooled index also sizes for min(N, 4) k picks.
   const auto check = [](auto reducer, const char* what) {

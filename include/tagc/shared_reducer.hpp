@@ -17,11 +17,11 @@
 //             are all-gathered and their union is the selection
 //   values    every rank packs its acc at the selected positions (fp32 or bf16)
 //             and the values are summed by an all-reduce; a sharded call whose
-//             selection holds over half the buffer sends every value instead,
-//             reduce-scattered (fewer bytes, nothing held back: sends_whole)
+//             selection holds over half the buffer lays them out in the buffer and
+//             reduce-scatters it instead (fewer bytes, the same sums: buffer_exchange)
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
-//   residual  residual = acc, except at the shared positions (a call sent whole:
-//             everywhere): acc - wire(acc)
+//   residual  residual = acc, except at the shared positions (theta 0: everywhere):
+//             acc - wire(acc)
 //
 // Why an all-reduce of the selection's values and not a reduce-scatter: the
 // positions are not spread evenly over the shards (the largest embedding
@@ -29,8 +29,8 @@
 // pad every shard's block to the fullest shard's count, up to k each, N k values
 // in all; the all-reduce sends 2 (N-1)/N values per rank and selected position
 // whatever the spread, and each rank keeps the part that falls into its shard.
-// Once the selection holds over half the buffer, the whole buffer reduce-scattered
-// costs less than that (sends_whole), spread or not.
+// Once the selection holds over half the buffer, the buffer reduce-scattered costs
+// less than that (buffer_exchange), spread or not.
 //
 // The same contract as every Reducer: can_implement, initialize(args, exec)
 // allocates every workspace once (workspace_bytes()), the call allocates
@@ -126,7 +126,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     acc_.assign(args.length, 0.0f);
     const std::size_t slots = most_slots(args, capacity);
     values_.assign(value_words(p, slots), wire_t(0.0f));
-    shard_sums_.assign(may_send_whole(p, slots) ? p.lay.shard_size : 0, wire_t(0.0f));
+    shard_sums_.assign(buffer_exchange(p, slots) ? p.lay.shard_size : 0, wire_t(0.0f));
     counters_.assign(n_counters, 0ull);
     const auto initialize_stages = [&]() -> status {
       TAGC_TRY(agreement_.initialize(p, exec));
@@ -162,7 +162,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const stage::reducer_plan p = plan_for(args);
     const std::size_t capacity = capacity_for(args);
     const std::size_t slots = most_slots(args, capacity);
-    const std::size_t sums = may_send_whole(p, slots) ? p.lay.shard_size : 0;
+    const std::size_t sums = buffer_exchange(p, slots) ? p.lay.shard_size : 0;
     return args.length * (sizeof(residual_t) + sizeof(float)) + (value_words(p, slots) + sums) * sizeof(wire_t) +
            n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
            selection_stage::workspace_bytes_for(p, capacity, pooled);
@@ -243,25 +243,23 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   }
   // The reduce-scatter's buffer: every shard's extent, the last one padded.
   static std::size_t padded_length(const stage::reducer_plan& p) { return p.lay.shard_size * std::size_t(p.shards); }
-  // A sharded call whose selection holds more than half the padded buffer sends every
-  // position instead, reduce-scattered: (N - 1) / N of the buffer per rank, where the
-  // selection's all-reduce would send 2 (N - 1) / N of it, and nothing stays behind (but
-  // a bf16 value's rounding). Every rank decides alike from the selection's size. (An
-  // all-reduce of the whole buffer would cost more than the selection's: replicated
-  // calls never do it.)
-  static bool sends_whole(const stage::reducer_plan& p, std::size_t slots) {
+  // A sharded call whose selection holds more than half the padded buffer sends its
+  // values laid out in the buffer (zeros where nothing is selected: the selection is the
+  // same on every rank, so those sums are zero) and reduce-scatters it: (N - 1) / N of
+  // the buffer per rank, where the selection's all-reduce would send 2 (N - 1) / N of the
+  // selection. What is delivered and held back does not change, only the transport
+  // (measured: sending every position instead, nothing held back, made the transition
+  // out of a dense-start warm-up cost quality, docs/results.md, Scaling). Every rank
+  // decides alike from the selection's size. (An all-reduce of the buffer would cost
+  // more than the selection's: replicated calls never do it.)
+  static bool buffer_exchange(const stage::reducer_plan& p, std::size_t slots) {
     return p.args.topo == topology::sharded && 2 * slots > padded_length(p);
   }
-  static bool may_send_whole(const stage::reducer_plan& p, std::size_t most) { return sends_whole(p, most); }
-  // A call keeping k that goes whole before any selection: the leader's k alone decides
-  // (no select, no broadcast); a pooled union is known only after its exchange, but for
-  // k >= n (every position).
-  bool whole_before_selection(std::size_t k) const {
-    return sends_whole(plan_, pooled && k < args_.length ? 0 : k);
-  }
-  // values_: the selection's values, or the padded buffer's when a call may send it whole.
+  // A call keeping k >= n selects every position: a sharded one needs no selection at all.
+  bool dense_buffer_call(std::size_t k) const { return k >= args_.length && buffer_exchange(plan_, args_.length); }
+  // values_: the selection's values, or the padded buffer when a call may exchange it.
   static std::size_t value_words(const stage::reducer_plan& p, std::size_t most) {
-    return may_send_whole(p, most) ? std::max(most, padded_length(p)) : most;
+    return buffer_exchange(p, most) ? std::max(most, padded_length(p)) : most;
   }
   // Pooled: how many positions the ranks pick together for a call keeping k. Where
   // their picks overlap, k picks make a union under k (at 4 ranks on GPT-2, half of
@@ -338,9 +336,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     }
 
     // The call's positions, on every rank: the leader's, or every rank's share pooled;
-    // none where the call is known to go whole before any selection.
-    const bool unselected = whole_before_selection(k);
-    if (!unselected) {
+    // none for a sharded call that keeps every position.
+    const bool dense = dense_buffer_call(k);
+    if (!dense) {
       if constexpr (pooled) {
         TAGC_TRY(selection_.pool(comm, acc, k, picks, step_));
       } else {
@@ -349,19 +347,25 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       }
     }
     clock.mark(&S::index_exchange);
-    const std::uint32_t* pos = unselected ? nullptr : selection_.positions();
-    const std::size_t slots = unselected ? n : selection_.slots();
+    const std::uint32_t* pos = dense ? nullptr : selection_.positions();
+    const std::size_t slots = dense ? n : selection_.slots();
 
-    // This rank's values there, summed over ranks (or every value, reduce-scattered).
-    const bool whole = unselected || sends_whole(plan_, slots);
+    // This rank's values there, summed over ranks: all-reduced, or laid out in the
+    // padded buffer and reduce-scattered (buffer_exchange).
+    const bool in_buffer = buffer_exchange(plan_, slots);
     wire_t* values = detail::raw(values_);
-    if (whole) {
+    if (in_buffer) {
       const std::size_t padded = padded_length(plan_);
-      launch_(padded, detail::pack_whole<wire_t>{acc, n, values});
+      if (dense) {
+        launch_(padded, detail::pack_whole<wire_t>{acc, n, values});
+      } else {
+        thrust::fill(launch_.exec.policy(), values, values + padded, wire_t(0.0f));
+        launch_(slots, detail::pack_in_buffer<wire_t>{acc, pos, n, values});
+      }
       clock.mark(&S::sketch);
       TAGC_TRY(detail::in_phase(comm.reduce_scatter(std::span<const wire_t>(values, padded),
                                                     std::span<wire_t>(detail::raw(shard_sums_), shard_sums_.size())),
-                                "value exchange (reduce-scatter of every value: the selection held over half the buffer)"));
+                                "value exchange (reduce-scatter of the buffer: the selection held over half of it)"));
     } else {
       launch_(slots, detail::pack_shared<wire_t>{acc, pos, n, values});
       clock.mark(&S::sketch);
@@ -374,33 +378,33 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const bool sharded = args_.topo == topology::sharded;
     const std::size_t first = sharded ? plan_.own_shard * plan_.lay.shard_size : 0;
     std::size_t above = 0, above_shared = 0;
-    if (stats && !whole) {  // sent whole, nothing is held back
+    if (stats && !dense) {  // dense: every position sent, nothing held back
       launch_(1, detail::count_positions{pos, slots, first, first + out.size(), counters + 1});
       above = sums_.template sum<unsigned long long>(launch_, n, detail::above_threshold{acc, selection_.threshold_bits()});
       above_shared = sums_.template sum<unsigned long long>(
           launch_, slots, detail::above_at_shared{acc, pos, n, selection_.threshold_bits()});
     }
     const float scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
-    if (whole) {
-      launch_(out.size(), detail::unpack_whole<wire_t>{detail::raw(shard_sums_), scale, out.data()});
+    if (in_buffer) {
+      launch_(out.size(), detail::unpack_buffer<wire_t>{detail::raw(shard_sums_), scale, out.data()});
     } else {
       thrust::fill(launch_.exec.policy(), out.data(), out.data() + out.size(), 0.0f);
       launch_(slots, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
     }
     clock.mark(&S::decode);
 
-    // residual = acc, but acc - wire(acc) at the shared positions (whole: everywhere).
+    // residual = acc, but acc - wire(acc) at the shared positions (dense: everywhere).
     const std::uint32_t seed = detail::residual_seed(step_, args_.rank);
     if constexpr (std::is_same_v<residual_t, float>) {
       residual_.swap(acc_);  // the residual becomes this call's acc: no copy
       float* r = detail::raw(residual_);
-      if (whole)
+      if (dense)
         launch_(n, detail::settle_whole<wire_t, float>{r, r, seed});
       else
         launch_(slots, detail::settle_shared<wire_t, float>{pos, r, r, n, seed});
     } else {
       residual_t* r = detail::raw(residual_);
-      if (whole) {
+      if (dense) {
         launch_(n, detail::settle_whole<wire_t, residual_t>{acc, r, seed});
       } else {
         launch_(n, detail::store_acc<residual_t>{acc, r, seed});
@@ -410,10 +414,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     clock.mark(&S::residual);
     ++step_;
     if constexpr (pooled)
-      if (!unselected) overlap_ = next_overlap(k, selection_.picked(), slots);
+      if (!dense) overlap_ = next_overlap(k, selection_.picked(), slots);
 
     if (stats)
-      TAGC_TRY(fill_stats(*stats, {theta, k, picks, slots, !unselected, whole, first, out.size(), above, above_shared}));
+      TAGC_TRY(fill_stats(*stats, {theta, k, picks, slots, dense, in_buffer, first, out.size(), above, above_shared}));
     return {};
   }
 
@@ -421,17 +425,19 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   struct call_facts {
     double theta;
     std::size_t k, picks, slots;  // slots: the selection's positions
-    bool selected;                // false: sent whole before any selection (whole_before_selection)
-    bool whole;                   // every position sent (sends_whole): the counts are the buffer's and
-    std::size_t first, extent;    // this rank's extent [first, first + extent), not the selection's
+    bool dense;                   // every position, no selection (dense_buffer_call): the counts are
+                                  // the buffer's and this rank's extent [first, first + extent)
+    bool in_buffer;               // the values reduce-scattered in the padded buffer (buffer_exchange)
+    std::size_t first, extent;
     std::size_t above, above_shared;
   };
   status fill_stats(reduce_stats& s, const call_facts& c) const {
-    const auto [theta, k, picks, slots, selected, whole, first, extent, above, above_shared] = c;
+    const auto [theta, k, picks, slots, dense, in_buffer, first, extent, above, above_shared] = c;
+    const bool selected = !dense;
     unsigned long long counts[n_counters];
     std::uint32_t threshold = 0;
     TAGC_TRY(exec_.copy_to_host(detail::raw(counters_), counts, n_counters));
-    if (whole) {
+    if (dense) {
       const std::size_t n = args_.length;
       counts[1] = n;
       counts[2] = std::min(first, n);
@@ -448,15 +454,15 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     // bits per listed position, or per element of a bitmap; 0 without a selection
     s.index_bits = !selected ? 0 : (pooled ? selection_.pools_lists(picks) : selection_.sends_list(k)) ? 32 : 1;
     s.exact_index = true;
-    s.index_popcount = whole ? (selected ? slots : 0) : counts[1];  // the positions the selection named
+    s.index_popcount = dense ? 0 : counts[1];  // the positions the selection named
     s.support = counts[3] - counts[2];
     s.peeled = s.support;
-    s.packed_slots = whole ? padded_length(plan_) : slots;
+    s.packed_slots = in_buffer ? padded_length(plan_) : slots;
     s.value_type_bytes = int(sizeof(wire_t));
     s.residual_bytes = residual_bytes();
     s.control_bytes = agreement_bytes_sent(args_.check_inputs, agreement_stage::bytes_per_rank(), world);
     s.index_bytes = selected ? selection_.index_bytes_sent(k, pooled, picks) : 0.0;
-    s.value_bytes = whole ? ring_bytes_sent(collective::reduce_scatter, double(padded_length(plan_) * sizeof(wire_t)), world)
+    s.value_bytes = in_buffer ? ring_bytes_sent(collective::reduce_scatter, double(padded_length(plan_) * sizeof(wire_t)), world)
                           : ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
     return {};
   }
@@ -470,8 +476,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   vector<residual_t> residual_;       // [length] error feedback (the state)
   vector<float> acc_;                 // [length] g + residual of the current call
   vector<wire_t> values_;             // [most slots] this rank's values at the positions, then their sums
-                                      // ([padded length] when a call may send every value: sends_whole)
-  vector<wire_t> shard_sums_;         // [shard] the own shard's sums of a call sent whole (else empty)
+                                      // ([padded length] when a call may exchange the buffer: buffer_exchange)
+  vector<wire_t> shard_sums_;         // [shard] the own shard's sums of a buffer exchange (else empty)
   vector<unsigned long long> counters_;
   agreement_stage agreement_;
   selection_stage selection_;

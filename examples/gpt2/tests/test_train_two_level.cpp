@@ -118,8 +118,8 @@ TEST_CASE("two levels: a checkpoint resumes bit for bit; another --ranks-per-nod
 }
 
 TEST_CASE("two levels, the pooled selection across nodes from dense: a checkpoint resumes bit for bit") {
-  // The warm-up from theta 0 sends its first calls whole and moves the pooled picks'
-  // overlap from call to call: the checkpoint must carry it (reducer state version 2).
+  // The warm-up from theta 0 exchanges its first calls in the buffer and moves the pooled
+  // picks' overlap from call to call: the checkpoint must carry it (reducer state version 2).
   Args a = nodes_of(packed(tiny(2, 6)), 2);
   a.index_bits = tagc::index_pooled;
   a.sparsity = 0.9;

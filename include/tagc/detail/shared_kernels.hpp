@@ -213,9 +213,11 @@ struct settle_shared {
   }
 };
 
-// A call that sends every position (over half the buffer selected, sharded):
-// values[i] = wire(acc[i]) over the padded buffer (0 past the length), the own
-// shard's sums back as floats, and the residual everywhere acc - wire(acc).
+// A sharded call whose values travel in the padded buffer (buffer_exchange): every
+// position's value (theta 0: pack_whole, 0 past the length) or the selection's at
+// their positions (pack_in_buffer, into a zeroed buffer); the own shard's sums back
+// as floats (unpack_buffer); at theta 0 the residual everywhere acc - wire(acc)
+// (settle_whole).
 template <class Value>
 struct pack_whole {
   const float* acc;
@@ -224,7 +226,18 @@ struct pack_whole {
   TAGC_HOST_DEVICE void operator()(std::size_t i) const { values[i] = i < length ? Value(acc[i]) : Value(0.0f); }
 };
 template <class Value>
-struct unpack_whole {
+struct pack_in_buffer {
+  const float* acc;
+  const std::uint32_t* list;
+  std::size_t length;
+  Value* values;  // [padded length], zeroed
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::uint32_t p = list[j];
+    if (p < length) values[p] = Value(acc[p]);
+  }
+};
+template <class Value>
+struct unpack_buffer {
   const Value* sums;
   float scale;  // the op's: 1/N for mean
   float* out;

@@ -20,8 +20,8 @@
 //   positions  broadcast, a sorted uint32 list (4k bytes) or a bitmap (n / 8
 //              bytes), whichever is smaller for the call's k (every rank knows k)
 //   values     all-reduce of k packed values (fp32 or bf16), 2k (N-1)/N per rank
-//              (a sharded call with k over half the buffer: every value,
-//              reduce-scattered, n (N-1)/N per rank, with no positions sent)
+//              (a sharded call with k over half the buffer: the values laid out
+//              in the buffer, reduce-scattered, n (N-1)/N per rank)
 //
 // so bytes per rank per call are bounded by 4k + 2k * sizeof(value), not N times
 // anything. The rotation lets each rank's largest entries lead in turn; a rank's
