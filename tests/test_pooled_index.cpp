@@ -210,6 +210,12 @@ TEST_CASE("pooled index: theta = 0 delivers exactly the dense sum without a posi
     CHECK(rec.stats[0][std::size_t(t)].value_bytes == doctest::Approx(padded * 4.0 * (world - 1) / world));
   }
   for (int r = 0; r < world; ++r) CHECK(rec.residual[std::size_t(r)] == std::vector<float>(n, 0.0f));
+  // replicated: every position selected and all-reduced, still no positions sent
+  const auto rep = simulate<pooled_f32>(world, n, 0.0, 1, random_input(n, 3), topology::replicated);
+  REQUIRE(rep.failures.empty());
+  CHECK(rep.stats[0][0].kept == n);
+  CHECK(rep.stats[0][0].index_bits == 0);
+  CHECK(rep.stats[0][0].index_bytes == 0.0);
 }
 
 TEST_CASE("pooled index: conservation, inputs = delivered + residuals; k smaller than N") {
