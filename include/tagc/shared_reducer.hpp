@@ -282,7 +282,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   // The most picks per union position: N ranks picking the same, at most the picks' bound.
   double most_overlap() const {
     if constexpr (!pooled) return 1.0;
-    return double(std::min<std::size_t>(std::size_t(args_.world_size), selection_stage::pooled_picks_factor));
+    return double(selection_stage::max_picks(1, std::size_t(args_.world_size)));
   }
   std::string capacity_message(double theta) const {
     return "theta " + std::to_string(theta) + " keeps " + std::to_string(kept_at_most(theta)) +
