@@ -32,6 +32,7 @@
 #include "../detail/compress_dispatch.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/shared_kernels.hpp"
+#include "../shard/layout.hpp"
 #include "plan.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -56,7 +57,7 @@ class SharedSelection {
     rank_ = p.args.rank;
     world_ = std::size_t(std::max(p.args.world_size, 1));
     capacity_ = std::min(capacity, n_);
-    words_ = (n_ + 31) / 32;
+    words_ = ceil_div(n_, 32);
     // [this rank's share | every rank's share][its threshold]
     if (pooled) pool_.assign(pool_words(capacity_, world_, n_), detail::no_position);
     listed_.assign(3, 0ull);
@@ -211,15 +212,14 @@ class SharedSelection {
   }
   // A pooling rank's largest share of `picks`.
   std::size_t block(std::size_t picks) const {
-    const std::size_t p = std::min(picks, world_ * n_);
-    return p / world_ + (p % world_ ? 1 : 0);
+    return ceil_div(std::min(picks, world_ * n_), world_);
   }
   // A pooling rank's block of the all-gather: its list, or its bitmap when that is smaller.
   std::size_t pool_block(std::size_t picks) const { return std::min(block(picks), words_); }
   // The largest block any call of a reducer sized for `capacity` gathers per rank.
   static std::size_t largest_pool_block(std::size_t capacity, std::size_t world, std::size_t n) {
     const std::size_t picks = max_picks(capacity, world);
-    return std::min(picks / world + (picks % world ? 1 : 0), (n + 31) / 32);
+    return std::min(ceil_div(picks, world), ceil_div(n, 32));
   }
   static std::size_t pool_words(std::size_t capacity, std::size_t world, std::size_t n) {
     const std::size_t b = largest_pool_block(capacity, world, n);
