@@ -53,6 +53,19 @@ TEST_CASE("index=shared: the shared-index reducer's description, parsed back; on
   CHECK(catalogue.contains(back));
 }
 
+TEST_CASE("index=pooled-own: the pooled union with each rank's own values, described and parsed back") {
+  using P = Reducer<SparsifyPolicy, PooledOwnIndexPolicy, PackedBf16Policy>;
+  static_assert(description_of<P>().index_bits == index_pooled_own);
+  CHECK(description_text(description_of<P>()) == "values=packed-bf16 index=pooled-own exchange=all-reduce residual=float");
+  reducer_description back;
+  REQUIRE(parse_reducer_description("values=packed-bf16 index=pooled-own theta=0.95", back).ok());
+  CHECK(back.index_bits == index_pooled_own);
+  CHECK(check_description(back).ok());
+  CHECK(tagc_test::default_local_catalogue().contains(back));
+  back.values = values_kind::sketch;
+  CHECK(!check_description(back).ok());
+}
+
 TEST_CASE("index=pooled: the pooled-index reducer's description, parsed back; only packed fp32/bf16 values") {
   using P = Reducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy>;
   static_assert(description_of<P>().index_bits == index_pooled);
@@ -107,14 +120,16 @@ constexpr std::size_t count_of(reducer_list<R...>) {
 
 TEST_CASE("reducer_list_where: a catalogue's subset by a rule on the descriptions, in the list's order") {
   using packed = reducer_list_where<default_catalogue<exec::host>, packed_only>;
-  // fp32, bf16, fp16 with the exact index; fp32, bf16 with the shared one; fp32, bf16 with the pooled one
-  static_assert(count_of(packed{}) == 7);
+  // fp32, bf16, fp16 with the exact index; fp32, bf16 with the shared one, the pooled one and
+  // the pooled one with own values
+  static_assert(count_of(packed{}) == 9);
   const std::vector<reducer_description> d = descriptions_of(packed{});
-  REQUIRE(d.size() == 7);
+  REQUIRE(d.size() == 9);
   for (const reducer_description& x : d) CHECK(is_packed(x.values));
   CHECK(d.front().values == values_kind::packed);
   CHECK(d[4].index_bits == index_shared);
-  CHECK(d.back().index_bits == index_pooled);
+  CHECK(d[6].index_bits == index_pooled);
+  CHECK(d.back().index_bits == index_pooled_own);
 }
 
 TEST_CASE("description_text prints only the fields that apply; parse reads it back") {
@@ -153,7 +168,7 @@ TEST_CASE("parse refuses unknown keys and values, naming them and the choices") 
 
 TEST_CASE("build_reducer refuses what no reducer can be, and what the catalogue lacks") {
   const auto catalogue = tagc_test::default_local_catalogue();
-  CHECK(catalogue.entries().size() == 35);
+  CHECK(catalogue.entries().size() == 37);
   any_local r;
   reducer_description d;
   d.ratio = 3;

@@ -17,7 +17,9 @@
 #               index, bf16 values at the union; -w25: with a 25-step theta warm-up), shared-bf16 (--index-bits shared;
 #               -t95-w25, -d300, -t95-d300, -t90-d300: the 1000-step study's theta and warm-ups),
 #               pooled-bf16 (--index-bits pooled; -t95-d300 as above; -t975-d300: theta 0.975, whose
-#               union after the warm-up is about the -t95 run's of before the picks followed the overlap)
+#               union after the warm-up is about the -t95 run's of before the picks followed the overlap;
+#               -t96-d300), pooled-own-bf16 (--index-bits pooled-own: that union, each rank's values
+#               where it picked; -t96-d300)
 #   --rates     tc rate of each node's link, per direction (full duplex); 'loopback': no bed,
 #               every rank on plain loopback (losses and bytes only: they do not depend on the link)
 #   --steps     steps per run (default 5: a smoke run; the study proper wants 1000); the
@@ -65,6 +67,9 @@ flags_of() {
     pooled-bf16) echo "--compress non-attention --values packed-bf16 --index-bits pooled" ;;
     pooled-bf16-t95-d300) echo "$(flags_of pooled-bf16) --sparsity 0.95 --sparsity-warmup 300 --sparsity-start 0" ;;
     pooled-bf16-t975-d300) echo "$(flags_of pooled-bf16) --sparsity 0.975 --sparsity-warmup 300 --sparsity-start 0" ;;
+    pooled-bf16-t96-d300) echo "$(flags_of pooled-bf16) --sparsity 0.96 --sparsity-warmup 300 --sparsity-start 0" ;;
+    pooled-own-bf16) echo "--compress non-attention --values packed-bf16 --index-bits pooled-own" ;;
+    pooled-own-bf16-t96-d300) echo "$(flags_of pooled-own-bf16) --sparsity 0.96 --sparsity-warmup 300 --sparsity-start 0" ;;
     *) echo "scale.sh: unknown config $1 (see --help)" >&2; return 2 ;;
   esac
 }

@@ -12,7 +12,7 @@
 //   - The catalogue (below) lists four reducer types; TAGC_REDUCER_CATALOGUE
 //     instantiates them in this file only, behind tagc::AnyReducer's small virtual
 //     interface. A larger program keeps that macro in a file of its own, so the
-//     compile is paid once (the GPT-2 trainers use tagc::default_catalogue, 33 types).
+//     compile is paid once (the GPT-2 trainers use tagc::default_catalogue, 37 types).
 //   - A description the catalogue lacks is refused with a status naming it and
 //     what the catalogue has; every rank reaches that verdict before any
 //     collective, so nothing hangs. Try "values=sketch ratio=3".

@@ -11,7 +11,7 @@
 // catalogue part only:
 //   builder/catalogue.hpp          TAGC_REDUCER_CATALOGUE(name, EXEC, COMM, tagc::reducer_list<...>)
 //   builder/description_of.hpp     tagc::description_of<R>() (a reducer type's description)
-//   builder/default_catalogue.hpp  tagc::default_catalogue<Exec> (35 reducers), TAGC_DEFAULT_REDUCER_CATALOGUE
+//   builder/default_catalogue.hpp  tagc::default_catalogue<Exec> (37 reducers), TAGC_DEFAULT_REDUCER_CATALOGUE
 
 #include "builder/any_reducer.hpp"
 #include "builder/description.hpp"

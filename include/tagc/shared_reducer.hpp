@@ -1,6 +1,6 @@
 #pragma once
-// defines: tagc::Reducer<SparsifyPolicy, SharedIndexPolicy | PooledIndexPolicy,
-//          PackedPolicy | PackedBf16Policy[, Decode, Exec]> — the reducer whose
+// defines: tagc::Reducer<SparsifyPolicy, SharedIndexPolicy | PooledIndexPolicy |
+//          PooledOwnIndexPolicy, PackedPolicy | PackedBf16Policy[, Decode, Exec]> — the reducer whose
 //          selection is agreed across ranks before any value moves
 //          (policy/shared_index.hpp), so its bytes per rank do not grow with the
 //          number of ranks.
@@ -15,13 +15,14 @@
 //             or, pooled, every rank takes its share of the picks (k times the
 //             last call's overlap, so that the union comes near k); the shares
 //             are all-gathered and their union is the selection
-//   values    every rank packs its acc at the selected positions (fp32 or bf16)
-//             and the values are summed by an all-reduce; a sharded call whose
+//   values    every rank packs its acc at the selected positions (fp32 or bf16;
+//             pooled-own: only at those it picked itself, zeros elsewhere) and the
+//             values are summed by an all-reduce; a sharded call whose
 //             selection holds over half the buffer lays them out in the buffer and
 //             reduce-scatters it instead (fewer bytes, the same sums: buffer_exchange)
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
-//   residual  residual = acc, except at the shared positions (theta 0: everywhere):
-//             acc - wire(acc)
+//   residual  residual = acc, except where this rank sent (the shared positions;
+//             pooled-own: its own picks; theta 0: everywhere): acc - wire(acc)
 //
 // Why an all-reduce of the selection's values and not a reduce-scatter: the
 // positions are not spread evenly over the shards (the largest embedding
@@ -96,7 +97,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   static constexpr double default_theta = default_sparsity(10);
   friend class reducer_entry_points<Reducer>;
   static constexpr const char* contract_name = "Reducer";
-  static constexpr bool pooled = Pick == shared_pick::pooled;
+  static constexpr bool pooled = Pick != shared_pick::rotating_leader;
+  static constexpr bool own_values = Pick == shared_pick::pooled_own;
 
  public:
   using sparsify_policy = BasicSparsifyPolicy<Residual>;
@@ -323,7 +325,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       unsigned long long nonfinite = 0;
       TAGC_TRY(exec_.copy_to_host(counters, &nonfinite, 1));
       typename agreement_stage::contribution mine{grad.size(), out.size(), std::uint32_t(std::min<unsigned long long>(nonfinite, 0xffffffffull)),
-                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled, picks), 0, 0};
+                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled, picks, own_values), 0, 0};
       typename agreement_stage::verdict v;
       if (status s = agreement_.check(comm, mine, n, output_size(), 1, v); !s.ok()) {
         if (s.code() == errc::invalid_argument)  // a configuration mismatch: name what a shared index adds to it
@@ -349,6 +351,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     clock.mark(&S::index_exchange);
     const std::uint32_t* pos = dense ? nullptr : selection_.positions();
     const std::size_t slots = dense ? n : selection_.slots();
+    // pooled-own: this rank's values only where it picked (above its own threshold)
+    const std::uint32_t* own = own_values && !dense ? selection_.threshold_bits() : nullptr;
 
     // This rank's values there, summed over ranks: all-reduced, or laid out in the
     // padded buffer and reduce-scattered (buffer_exchange).
@@ -360,14 +364,14 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
         launch_(padded, detail::pack_whole<wire_t>{acc, n, values});
       } else {
         thrust::fill(launch_.exec.policy(), values, values + padded, wire_t(0.0f));
-        launch_(slots, detail::pack_in_buffer<wire_t>{acc, pos, n, values});
+        launch_(slots, detail::pack_in_buffer<wire_t>{acc, pos, n, values, own});
       }
       clock.mark(&S::sketch);
       TAGC_TRY(detail::in_phase(comm.reduce_scatter(std::span<const wire_t>(values, padded),
                                                     std::span<wire_t>(detail::raw(shard_sums_), shard_sums_.size())),
                                 "value exchange (reduce-scatter of the buffer: the selection held over half of it)"));
     } else {
-      launch_(slots, detail::pack_shared<wire_t>{acc, pos, n, values});
+      launch_(slots, detail::pack_shared<wire_t>{acc, pos, n, values, own});
       clock.mark(&S::sketch);
       TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const wire_t>(values, slots), std::span<wire_t>(values, slots)),
                                 "value exchange (all-reduce of the shared positions' values)"));
@@ -393,7 +397,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     }
     clock.mark(&S::decode);
 
-    // residual = acc, but acc - wire(acc) at the shared positions (dense: everywhere).
+    // residual = acc, but acc - wire(acc) where this rank sent (dense: everywhere).
     const std::uint32_t seed = detail::residual_seed(step_, args_.rank);
     if constexpr (std::is_same_v<residual_t, float>) {
       residual_.swap(acc_);  // the residual becomes this call's acc: no copy
@@ -401,14 +405,14 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       if (dense)
         launch_(n, detail::settle_whole<wire_t, float>{r, r, seed});
       else
-        launch_(slots, detail::settle_shared<wire_t, float>{pos, r, r, n, seed});
+        launch_(slots, detail::settle_shared<wire_t, float>{pos, r, r, n, seed, own});
     } else {
       residual_t* r = detail::raw(residual_);
       if (dense) {
         launch_(n, detail::settle_whole<wire_t, residual_t>{acc, r, seed});
       } else {
         launch_(n, detail::store_acc<residual_t>{acc, r, seed});
-        launch_(slots, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed});
+        launch_(slots, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed, own});
       }
     }
     clock.mark(&S::residual);

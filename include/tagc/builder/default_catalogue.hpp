@@ -92,6 +92,8 @@ using default_beyond_catalogue = reducer_list<
     PackedReducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy, E>,
     PackedReducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy, E>,
     PackedReducer<SparsifyPolicy, PooledIndexPolicy, PackedBf16Policy, E>,
+    PackedReducer<SparsifyPolicy, PooledOwnIndexPolicy, PackedPolicy, E>,
+    PackedReducer<SparsifyPolicy, PooledOwnIndexPolicy, PackedBf16Policy, E>,
     Reducer<SparsifyBf16ResidualPolicy, IndexPolicy<1>, SketchPolicy<10>, DecodePolicy<>, E>,
     Reducer<SparsifyBf16ResidualPolicy, catalogue_parts::exact_scattered, SketchBf16Policy<10>, DecodePolicy<>, E>,
     PlainReducer<float, E>,

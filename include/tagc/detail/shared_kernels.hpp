@@ -167,16 +167,25 @@ struct count_positions {
   }
 };
 
-// values[j] = this rank's acc at the j-th shared position, on the wire type (0 in free slots).
+// Whether this rank sends its value at shared position p: always, or with the
+// pickers' rule (policy/shared_index.hpp) only where it picked p itself, i.e. |acc|
+// strictly above its own threshold (`own`, bits of |acc|; null: always).
+TAGC_HOST_DEVICE inline bool sends_at(const float* acc, std::uint32_t p, const std::uint32_t* own) {
+  return !own || abs_bits(acc[p]) > *own;
+}
+
+// values[j] = this rank's acc at the j-th shared position, on the wire type (0 in free
+// slots, and where it does not send).
 template <class Value>
 struct pack_shared {
   const float* acc;
   const std::uint32_t* list;
   std::size_t length;
   Value* values;
+  const std::uint32_t* own = nullptr;
   TAGC_HOST_DEVICE void operator()(std::size_t j) const {
     const std::uint32_t p = list[j];
-    values[j] = p < length ? Value(acc[p]) : Value(0.0f);
+    values[j] = p < length && sends_at(acc, p, own) ? Value(acc[p]) : Value(0.0f);
   }
 };
 
@@ -205,9 +214,10 @@ struct settle_shared {
   R* residual;
   std::size_t length;
   std::uint32_t seed;
+  const std::uint32_t* own = nullptr;  // as pack_shared's: where it did not send, the residual keeps acc
   TAGC_HOST_DEVICE void operator()(std::size_t j) const {
     const std::uint32_t p = list[j];
-    if (p >= length) return;
+    if (p >= length || !sends_at(from, p, own)) return;
     const float a = from[p];
     residual_store(residual, p, a - float(Value(a)), seed, residual_site::update);
   }
@@ -231,9 +241,10 @@ struct pack_in_buffer {
   const std::uint32_t* list;
   std::size_t length;
   Value* values;  // [padded length], zeroed
+  const std::uint32_t* own = nullptr;  // as pack_shared's
   TAGC_HOST_DEVICE void operator()(std::size_t j) const {
     const std::uint32_t p = list[j];
-    if (p < length) values[p] = Value(acc[p]);
+    if (p < length && sends_at(acc, p, own)) values[p] = Value(acc[p]);
   }
 };
 template <class Value>

@@ -1,7 +1,8 @@
 #pragma once
 // defines: tagc::shared_pick, tagc::BasicSharedIndexPolicy<Pick>,
 //          tagc::SharedIndexPolicy (the rotating leader), tagc::PooledIndexPolicy
-//          (every rank's share) (the reducer: shared_reducer.hpp; functors:
+//          (every rank's share), tagc::PooledOwnIndexPolicy (that union, each rank's
+//          values where it picked) (the reducer: shared_reducer.hpp; functors:
 //          detail/shared_kernels.hpp) — one selection for all ranks, agreed
 //          before any value moves, so there is no union of per-rank supports to
 //          grow with N.
@@ -47,6 +48,17 @@
 // 16k bytes per rank whatever N is; where the ranks agree more than 4-fold the
 // union stays under k.
 //
+// PooledOwnIndexPolicy: the same picks and union, but each rank sends its value only
+// at the positions it picked itself (|g + residual| above its own threshold; zeros
+// elsewhere), and its residual keeps the rest of the union. These are the values of
+// the per-rank selection (IndexPolicy + PackedPolicy: each rank its own largest,
+// their union's slots; the first call from zero residuals delivers its sums bit for
+// bit) with the exact union exchanged as lists or bitmaps instead of summed counters
+// (at 4 ranks an exact 4-bit index costs 6 bits per parameter and rank). A rank's
+// small entries at the union wait instead of going out, so the ranks' residuals stay
+// apart, their picks overlap less and the overlap rule needs fewer picks for a union
+// of k: fewer list bytes at a like union (docs/results.md, Scaling).
+//
 // Composes with PackedPolicy / PackedBf16Policy (16-bit rounding fed back to the
 // residual, as for the per-rank packed reducer), the residual types of
 // SparsifyPolicy, the sparsity schedule and save_state / load_state.
@@ -59,16 +71,19 @@ TAGC_BEGIN_NAMESPACE
 enum class shared_pick {
   rotating_leader,  // rank (call mod N) its k largest, broadcast
   pooled,           // every rank its share of the picks, all-gathered, the union (about k)
+  pooled_own,       // the same union; each rank's values only where it picked
 };
 
 template <shared_pick Pick>
 struct BasicSharedIndexPolicy {
   static constexpr shared_pick pick = Pick;
-  static constexpr const char* name = Pick == shared_pick::pooled
-                                          ? "pooled index (every rank's share of the picks, all-gathered, their union)"
-                                          : "shared index (cyclic leader's top-k, broadcast)";
+  static constexpr const char* name =
+      Pick == shared_pick::pooled       ? "pooled index (every rank's share of the picks, all-gathered, their union)"
+      : Pick == shared_pick::pooled_own ? "pooled index, own values (the pooled union; each rank's values where it picked)"
+                                        : "shared index (cyclic leader's top-k, broadcast)";
 };
 using SharedIndexPolicy = BasicSharedIndexPolicy<shared_pick::rotating_leader>;
 using PooledIndexPolicy = BasicSharedIndexPolicy<shared_pick::pooled>;
+using PooledOwnIndexPolicy = BasicSharedIndexPolicy<shared_pick::pooled_own>;
 
 TAGC_END_NAMESPACE
