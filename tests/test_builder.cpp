@@ -53,13 +53,13 @@ TEST_CASE("index=shared: the shared-index reducer's description, parsed back; on
   CHECK(catalogue.contains(back));
 }
 
-TEST_CASE("index=pooled-own: the pooled union with each rank's own values, described and parsed back") {
-  using P = Reducer<SparsifyPolicy, PooledOwnIndexPolicy, PackedBf16Policy>;
-  static_assert(description_of<P>().index_bits == index_pooled_own);
-  CHECK(description_text(description_of<P>()) == "values=packed-bf16 index=pooled-own exchange=all-reduce residual=float");
+TEST_CASE("index=gathered: the pooled union with each rank's own values, described and parsed back") {
+  using P = Reducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy>;
+  static_assert(description_of<P>().index_bits == index_gathered);
+  CHECK(description_text(description_of<P>()) == "values=packed-bf16 index=gathered exchange=all-reduce residual=float");
   reducer_description back;
-  REQUIRE(parse_reducer_description("values=packed-bf16 index=pooled-own theta=0.95", back).ok());
-  CHECK(back.index_bits == index_pooled_own);
+  REQUIRE(parse_reducer_description("values=packed-bf16 index=gathered theta=0.95", back).ok());
+  CHECK(back.index_bits == index_gathered);
   CHECK(check_description(back).ok());
   CHECK(tagc_test::default_local_catalogue().contains(back));
   back.values = values_kind::sketch;
@@ -129,7 +129,7 @@ TEST_CASE("reducer_list_where: a catalogue's subset by a rule on the description
   CHECK(d.front().values == values_kind::packed);
   CHECK(d[4].index_bits == index_shared);
   CHECK(d[6].index_bits == index_pooled);
-  CHECK(d.back().index_bits == index_pooled_own);
+  CHECK(d.back().index_bits == index_gathered);
 }
 
 TEST_CASE("description_text prints only the fields that apply; parse reads it back") {

@@ -551,9 +551,9 @@ TEST_CASE("paths: shared-index reducers end to end (fp32 and bf16 values, bf16 r
   // a union over half the buffer: the values travel in it, reduce-scattered
   compare_shared_paths<SparsifyPolicy, PackedBf16Policy, PooledIndexPolicy>(3, 40001, 0.3, 3);
   compare_shared_paths<SparsifyBf16ResidualPolicy, PackedBf16Policy>(3, 40001, 0.3, 2);
-  // pooled-own: each rank's values only where it picked (in the union's slots and in the buffer)
-  compare_shared_paths<SparsifyPolicy, PackedBf16Policy, PooledOwnIndexPolicy>(3, 40001, 0.95, 3);
-  compare_shared_paths<SparsifyBf16ResidualPolicy, PackedBf16Policy, PooledOwnIndexPolicy>(4, 40001, 0.3, 3);
+  // gathered: each rank's values only where it picked (in the union's slots and in the buffer)
+  compare_shared_paths<SparsifyPolicy, PackedBf16Policy, GatheredIndexPolicy>(3, 40001, 0.95, 3);
+  compare_shared_paths<SparsifyBf16ResidualPolicy, PackedBf16Policy, GatheredIndexPolicy>(4, 40001, 0.3, 3);
 }
 
 TEST_CASE("paths: a received bitmap with more marks than k lists its first k positions, nothing past them") {

@@ -6,8 +6,8 @@
 // overlap so that the union comes near k, and the overlap resumes from a saved
 // state; its bytes per rank do not grow with N, theta = 0 is the dense sum,
 // inputs = delivered + residuals, and a rank that pools beside one that follows a
-// leader, or beside one that sends only its own picks (PooledOwnIndexPolicy, also
-// held to the reference and to the per-rank selection here), is refused.
+// leader, or beside one that gathers every rank's own k (GatheredIndexPolicy: held
+// here to the per-rank selection's sums at every call), is refused.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,7 +24,7 @@ using namespace tagc_test;
 namespace {
 using pooled_f32 = Reducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy>;
 using pooled_bf16 = Reducer<SparsifyPolicy, PooledIndexPolicy, PackedBf16Policy>;
-using pooled_own_f32 = Reducer<SparsifyPolicy, PooledOwnIndexPolicy, PackedPolicy>;
+using gathered_f32 = Reducer<SparsifyPolicy, GatheredIndexPolicy, PackedPolicy>;
 using per_rank_f32 = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy>;
 
 }  // namespace
@@ -52,17 +52,14 @@ struct overlap_reference {
 // for bit against what the reducer delivered (also where the union holds over half
 // the padded buffer and the values travel in it, reduce-scattered).
 // `distinct`: the ranks' gradients differ, so the union holds more than one share.
-// `own` (PooledOwnIndexPolicy): at a union position only the ranks that picked it
-// send (the others add 0) and only their residuals are cleared.
 void expect_reference(const run_record& pooled, int world, std::size_t n, std::size_t k, int steps,
-                      bool distinct = true, bool own = false) {
+                      bool distinct = true) {
   std::vector<std::vector<float>> res(world, std::vector<float>(n, 0.0f));
   overlap_reference overlap;
   for (int t = 0; t < steps; ++t) {
     CAPTURE(t);
     std::vector<std::vector<float>> acc(world);
     std::set<std::size_t> pool;
-    std::vector<std::set<std::size_t>> mine(world);
     const std::size_t picks = overlap.picks(k, n, world);
     for (int r = 0; r < world; ++r) {
       acc[std::size_t(r)] = pooled.in[std::size_t(r)][std::size_t(t)];
@@ -75,18 +72,15 @@ void expect_reference(const run_record& pooled, int world, std::size_t n, std::s
       std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(share), order.end(),
                         [&](std::size_t x, std::size_t y) { return std::fabs(a[x]) > std::fabs(a[y]); });
       pool.insert(order.begin(), order.begin() + std::ptrdiff_t(share));
-      mine[std::size_t(r)].insert(order.begin(), order.begin() + std::ptrdiff_t(share));
     }
     overlap.after(k, n, world, picks, pool.size());
     const std::size_t padded = std::size_t(world) * ((n + std::size_t(world) - 1) / std::size_t(world));
     std::vector<double> want(n, 0.0);
     for (std::size_t i : pool) {
-      const auto sends = [&](int r) { return !own || mine[std::size_t(r)].count(i) > 0; };
-      float sum = sends(0) ? acc[0][i] : 0.0f;
-      for (int r = 1; r < world; ++r) sum += sends(r) ? acc[std::size_t(r)][i] : 0.0f;
+      float sum = acc[0][i];
+      for (int r = 1; r < world; ++r) sum += acc[std::size_t(r)][i];
       want[i] = sum;
-      for (int r = 0; r < world; ++r)
-        if (sends(r)) acc[std::size_t(r)][i] = 0.0f;
+      for (int r = 0; r < world; ++r) acc[std::size_t(r)][i] = 0.0f;
     }
     res = acc;
     const auto got = delivered_at(pooled, world, n, t);
@@ -128,36 +122,52 @@ TEST_CASE("pooled index: the union of every rank's share, every rank's value the
   CHECK(other_support == 0);
 }
 
-TEST_CASE("pooled-own: the pooled union, each rank's values only where it picked; the per-rank selection's sums") {
-  // The same picks as above; a rank sends nothing at the union positions it did not
-  // pick, and keeps them. At the first call (overlap 1) each rank's share is what the
-  // per-rank packed reducer keeps at theta 0.875, so both deliver the same sums, bit for bit.
-  const int world = 4, steps = 5;
-  const std::size_t n = 4000, k = n / 2;
-  const auto own = simulate<pooled_own_f32>(world, n, 0.5, steps, random_input(n, 17));
-  REQUIRE(own.failures.empty());
-  expect_reference(own, world, n, k, steps, true, true);
-  const auto per_rank = simulate<per_rank_f32>(world, n, 0.875, 1, random_input(n, 17));
-  const auto own_once = simulate<pooled_own_f32>(world, n, 0.5, 1, random_input(n, 17));
-  REQUIRE(per_rank.failures.empty());
-  REQUIRE(own_once.failures.empty());
-  CHECK(delivered_at(per_rank, world, n, 0) == delivered_at(own_once, world, n, 0));
-  for (int r = 0; r < world; ++r) CHECK(per_rank.residual[std::size_t(r)] == own_once.residual[std::size_t(r)]);
-  // unlike every rank's values at the union (PooledIndexPolicy), from the first call on
-  const auto all = simulate<pooled_f32>(world, n, 0.5, 1, random_input(n, 17));
-  REQUIRE(all.failures.empty());
-  CHECK(delivered_at(all, world, n, 0) != delivered_at(own, world, n, 0));
+namespace {
+// GatheredIndexPolicy against the per-rank selection (ExactIndexPolicy, packed values)
+// at the same theta: the same sums and residuals at every call, bit for bit.
+template <class Gathered, class PerRank>
+void expect_per_rank_sums(int world, std::size_t n, double theta, int steps, topology topo = topology::sharded) {
+  CAPTURE(world);
+  CAPTURE(theta);
+  const auto ours = simulate<Gathered>(world, n, theta, steps, random_input(n, 29), topo);
+  const auto theirs = simulate<PerRank>(world, n, theta, steps, random_input(n, 29), topo);
+  REQUIRE(ours.failures.empty());
+  REQUIRE(theirs.failures.empty());
+  for (int t = 0; t < steps; ++t) {
+    CAPTURE(t);
+    CHECK(delivered_at(ours, world, n, t) == delivered_at(theirs, world, n, t));
+    CHECK(ours.stats[0][std::size_t(t)].kept == theirs.stats[0][std::size_t(t)].packed_union);
+  }
+  for (int r = 0; r < world; ++r) CHECK(ours.residual[std::size_t(r)] == theirs.residual[std::size_t(r)]);
+}
+}  // namespace
 
-  // k not a multiple of N, lists (shares under n / 32), and a union over half the
-  // buffer (the values in the buffer, reduce-scattered)
-  for (const auto& [w, len, theta] : {std::tuple{3, std::size_t(2000), 0.9}, std::tuple{4, std::size_t(40000), 0.99},
-                                      std::tuple{3, std::size_t(6000), 0.3}}) {
-    CAPTURE(w);
-    CAPTURE(theta);
-    const std::size_t kk = stage::ThresholdSelect<float, exec::host>::kept_at_most(theta, len);
-    const auto rec = simulate<pooled_own_f32>(w, len, theta, 4, random_input(len, 29));
-    REQUIRE(rec.failures.empty());
-    expect_reference(rec, w, len, kk, 4, true, true);
+TEST_CASE("gathered: every rank's own top-k all-gathered, its values where it picked: the exact index's sums") {
+  using gathered_bf16 = Reducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy>;
+  using per_rank_bf16 = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedBf16Policy>;
+  expect_per_rank_sums<gathered_f32, per_rank_f32>(4, 4000, 0.875, 5);      // bitmaps (k >= n / 32)
+  expect_per_rank_sums<gathered_f32, per_rank_f32>(3, 40000, 0.99, 5);      // lists
+  expect_per_rank_sums<gathered_bf16, per_rank_bf16>(4, 40000, 0.9875, 4);  // bf16 values, lists
+  expect_per_rank_sums<gathered_f32, per_rank_f32>(3, 6000, 0.5, 3);        // a union over half: in the buffer
+  expect_per_rank_sums<gathered_f32, per_rank_f32>(2, 3001, 0.95, 3, topology::replicated);
+
+  // its positions: N lists of k, all-gathered, where the exact index all-reduces a
+  // counter per entry (4 bits at 4 ranks)
+  const int world = 4;
+  const std::size_t n = 1 << 16;
+  const double theta = 0.9875;
+  const std::size_t k = stage::ThresholdSelect<float, exec::host>::kept_at_most(theta, n);
+  const auto ours = simulate<gathered_f32>(world, n, theta, 2, random_input(n, 3));
+  const auto theirs = simulate<per_rank_f32>(world, n, theta, 2, random_input(n, 3));
+  REQUIRE(ours.failures.empty());
+  REQUIRE(theirs.failures.empty());
+  const double ring = double(world - 1) / double(world);
+  for (int t = 0; t < 2; ++t) {
+    const reduce_stats& s = ours.stats[0][std::size_t(t)];
+    CHECK(s.index_bits == 32);
+    CHECK(s.index_bytes == doctest::Approx(ring * double(std::size_t(world) * k * 4)));
+    CHECK(s.index_bytes < theirs.stats[0][std::size_t(t)].index_bytes / 4);
+    CHECK(s.value_bytes == doctest::Approx(2.0 * ring * double(s.kept * sizeof(float))));
   }
 }
 
@@ -260,7 +270,7 @@ TEST_CASE("pooled index: theta = 0 delivers exactly the dense sum without a posi
 }
 
 TEST_CASE_TEMPLATE("pooled index: conservation, inputs = delivered + residuals; k smaller than N", R, pooled_f32,
-                   pooled_own_f32) {
+                   gathered_f32) {
   for (const auto& [world, n, theta] : {std::tuple{3, std::size_t(5003), 0.95}, std::tuple{4, std::size_t(70001), 0.99},
                                         std::tuple{5, std::size_t(400), 0.995}}) {  // k = 2 < N: some ranks pick none
     CAPTURE(world);
@@ -319,7 +329,7 @@ std::vector<status> mixed_call() {
 TEST_CASE("pooled index: a rank that pools beside one that follows a leader, or that sends only its own picks, is refused on every rank") {
   for (const status& s : mixed_call<pooled_f32, Reducer<SparsifyPolicy, SharedIndexPolicy, PackedPolicy>>())
     CHECK(s.code() == errc::invalid_argument);
-  for (const status& s : mixed_call<pooled_f32, pooled_own_f32>()) CHECK(s.code() == errc::invalid_argument);
+  for (const status& s : mixed_call<pooled_f32, gathered_f32>()) CHECK(s.code() == errc::invalid_argument);
 }
 
 TEST_CASE("pooled index: where the ranks agree the picks grow until the union is k; the overlap resumes from a state") {

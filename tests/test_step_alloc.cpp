@@ -198,4 +198,8 @@ TEST_CASE("step path: a pooled index allocates nothing (lists, bitmaps, the buff
   CHECK(step_allocations<pooled_f32>(3, 200003, 0.999, true) == 0);
   CHECK(step_allocations<pooled_bf16>(3, 200003, 0.9, true) == 0);
   CHECK(step_allocations<pooled_f32>(2, 200003, 0.3, false) == 0);
+  // GatheredIndexPolicy: k from every rank, lists (0.999) and bitmaps (0.9)
+  using gathered_bf16 = Reducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy>;
+  CHECK(step_allocations<gathered_bf16>(3, 200003, 0.999, true) == 0);
+  CHECK(step_allocations<gathered_bf16>(3, 200003, 0.9, true) == 0);
 }

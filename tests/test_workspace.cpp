@@ -70,6 +70,7 @@ TEST_CASE("workspace query: packed, shared- and pooled-index reducers") {
   check_query<PackedReducer<SparsifyPolicy, PooledIndexPolicy, PackedPolicy>>("pooled index fp32");
   check_query<PackedReducer<SparsifyBf16ResidualPolicy, PooledIndexPolicy, PackedBf16Policy, exec::host_portable>>(
       "pooled index bf16, bf16 residual, portable paths");
+  check_query<PackedReducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy>>("gathered index bf16");
 }
 
 TEST_CASE("workspace query: plain reducers") {

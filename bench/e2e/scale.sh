@@ -18,8 +18,8 @@
 #               -t95-w25, -d300, -t95-d300, -t90-d300: the 1000-step study's theta and warm-ups),
 #               pooled-bf16 (--index-bits pooled; -t95-d300 as above; -t975-d300: theta 0.975, whose
 #               union after the warm-up is about the -t95 run's of before the picks followed the overlap;
-#               -t96-d300), pooled-own-bf16 (--index-bits pooled-own: that union, each rank's values
-#               where it picked; -t96-d300)
+#               -t96-d300), gathered-bf16 (--index-bits gathered: the per-rank selection, its
+#               positions all-gathered; -t9875-d300 as packed-bf16-exact's)
 #   --rates     tc rate of each node's link, per direction (full duplex); 'loopback': no bed,
 #               every rank on plain loopback (losses and bytes only: they do not depend on the link)
 #   --steps     steps per run (default 5: a smoke run; the study proper wants 1000); the
@@ -68,8 +68,8 @@ flags_of() {
     pooled-bf16-t95-d300) echo "$(flags_of pooled-bf16) --sparsity 0.95 --sparsity-warmup 300 --sparsity-start 0" ;;
     pooled-bf16-t975-d300) echo "$(flags_of pooled-bf16) --sparsity 0.975 --sparsity-warmup 300 --sparsity-start 0" ;;
     pooled-bf16-t96-d300) echo "$(flags_of pooled-bf16) --sparsity 0.96 --sparsity-warmup 300 --sparsity-start 0" ;;
-    pooled-own-bf16) echo "--compress non-attention --values packed-bf16 --index-bits pooled-own" ;;
-    pooled-own-bf16-t96-d300) echo "$(flags_of pooled-own-bf16) --sparsity 0.96 --sparsity-warmup 300 --sparsity-start 0" ;;
+    gathered-bf16) echo "--compress non-attention --values packed-bf16 --index-bits gathered" ;;
+    gathered-bf16-t9875-d300) echo "$(flags_of gathered-bf16) --sparsity 0.9875 --sparsity-warmup 300 --sparsity-start 0" ;;
     *) echo "scale.sh: unknown config $1 (see --help)" >&2; return 2 ;;
   esac
 }

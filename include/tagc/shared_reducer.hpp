@@ -1,6 +1,6 @@
 #pragma once
 // defines: tagc::Reducer<SparsifyPolicy, SharedIndexPolicy | PooledIndexPolicy |
-//          PooledOwnIndexPolicy, PackedPolicy | PackedBf16Policy[, Decode, Exec]> — the reducer whose
+//          GatheredIndexPolicy, PackedPolicy | PackedBf16Policy[, Decode, Exec]> — the reducer whose
 //          selection is agreed across ranks before any value moves
 //          (policy/shared_index.hpp), so its bytes per rank do not grow with the
 //          number of ranks.
@@ -13,16 +13,16 @@
 //   select    the leader, rank steps() mod N, takes its k largest |acc|; the
 //             positions are broadcast (sorted list or bitmap)  (stage/shared_selection.hpp)
 //             or, pooled, every rank takes its share of the picks (k times the
-//             last call's overlap, so that the union comes near k); the shares
-//             are all-gathered and their union is the selection
+//             last call's overlap, so that the union comes near k; gathered: its
+//             own k); the shares are all-gathered and their union is the selection
 //   values    every rank packs its acc at the selected positions (fp32 or bf16;
-//             pooled-own: only at those it picked itself, zeros elsewhere) and the
+//             gathered: only at those it picked itself, zeros elsewhere) and the
 //             values are summed by an all-reduce; a sharded call whose
 //             selection holds over half the buffer lays them out in the buffer and
 //             reduce-scatters it instead (fewer bytes, the same sums: buffer_exchange)
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
 //   residual  residual = acc, except where this rank sent (the shared positions;
-//             pooled-own: its own picks; theta 0: everywhere): acc - wire(acc)
+//             gathered: its own picks; theta 0: everywhere): acc - wire(acc)
 //
 // Why an all-reduce of the selection's values and not a reduce-scatter: the
 // positions are not spread evenly over the shards (the largest embedding
@@ -98,7 +98,16 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   friend class reducer_entry_points<Reducer>;
   static constexpr const char* contract_name = "Reducer";
   static constexpr bool pooled = Pick != shared_pick::rotating_leader;
-  static constexpr bool own_values = Pick == shared_pick::pooled_own;
+  static constexpr bool own_values = Pick == shared_pick::gathered;
+  static constexpr bool follows_overlap = Pick == shared_pick::pooled;
+  // The most picks per position of k the selection is sized for: none (the leader
+  // selects), the overlap's bound (pooled), or k from each of the N ranks (gathered).
+  static std::size_t picks_per_k(int world_size) {
+    const std::size_t world = std::size_t(std::max(world_size, 1));
+    if constexpr (!pooled) return 0;
+    else if constexpr (follows_overlap) return selection_stage::pooled_picks_per_k(world);
+    else return world;
+  }
 
  public:
   using sparsify_policy = BasicSparsifyPolicy<Residual>;
@@ -132,7 +141,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     counters_.assign(n_counters, 0ull);
     const auto initialize_stages = [&]() -> status {
       TAGC_TRY(agreement_.initialize(p, exec));
-      TAGC_TRY(selection_.initialize(p, capacity, pooled, exec));
+      TAGC_TRY(selection_.initialize(p, capacity, picks_per_k(args.world_size), exec));
       // the statistics' counts (sums over the buffer and over the positions)
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, args.length, detail::above_threshold{}));
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, slots, detail::above_at_shared{}));
@@ -167,7 +176,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const std::size_t sums = buffer_exchange(p, slots) ? p.lay.shard_size : 0;
     return args.length * (sizeof(residual_t) + sizeof(float)) + (value_words(p, slots) + sums) * sizeof(wire_t) +
            n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
-           selection_stage::workspace_bytes_for(p, capacity, pooled);
+           selection_stage::workspace_bytes_for(p, capacity, picks_per_k(args.world_size));
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(residual_) + detail::buffer_bytes(acc_) + detail::buffer_bytes(values_) +
@@ -241,7 +250,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   }
   // The most slots any call's selection holds (k, or a pooled union).
   static std::size_t most_slots(const reducer_arguments& args, std::size_t capacity) {
-    return selection_stage::slots_for(capacity, std::size_t(std::max(args.world_size, 1)), args.length, pooled);
+    return selection_stage::slots_for(capacity, args.length, picks_per_k(args.world_size));
   }
   // The reduce-scatter's buffer: every shard's extent, the last one padded.
   static std::size_t padded_length(const stage::reducer_plan& p) { return p.lay.shard_size * std::size_t(p.shards); }
@@ -266,12 +275,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   // Pooled: how many positions the ranks pick together for a call keeping k. Where
   // their picks overlap, k picks make a union under k (at 4 ranks on GPT-2, half of
   // it: docs/results.md, Scaling), so the picks are k times the overlap the last
-  // call measured (picks / union), at most selection_stage::max_picks(k, N). Every
-  // rank computes it alike from the same numbers.
+  // call measured (picks / union), at most picks_per_k(N) k. Every rank computes it
+  // alike from the same numbers. Gathered: k from every rank, N k.
   std::size_t picks_for(std::size_t k) const {
     if (k >= args_.length) return k;
+    if constexpr (!follows_overlap) return k * picks_per_k(args_.world_size);
     const double want = std::ceil(double(k) * overlap_);
-    return std::clamp(std::size_t(want), k, selection_stage::max_picks(k, std::size_t(args_.world_size)));
+    return std::clamp(std::size_t(want), k, k * picks_per_k(args_.world_size));
   }
   // The overlap after a call for k whose ranks picked `picked` positions in all (fewer
   // than asked where a rank had fewer nonzero entries: counting what was asked would
@@ -281,10 +291,11 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     if (k >= args_.length || slots == 0) return overlap_;
     return std::clamp(double(picked) / double(slots), 1.0, most_overlap());
   }
-  // The most picks per union position: N ranks picking the same, at most the picks' bound.
+  // The most picks per union position: N ranks picking the same, at most the picks' bound
+  // (1 where the picks do not follow the overlap).
   double most_overlap() const {
-    if constexpr (!pooled) return 1.0;
-    return double(selection_stage::max_picks(1, std::size_t(args_.world_size)));
+    if constexpr (!follows_overlap) return 1.0;
+    return double(picks_per_k(args_.world_size));
   }
   std::string capacity_message(double theta) const {
     return "theta " + std::to_string(theta) + " keeps " + std::to_string(kept_at_most(theta)) +
@@ -351,7 +362,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     clock.mark(&S::index_exchange);
     const std::uint32_t* pos = dense ? nullptr : selection_.positions();
     const std::size_t slots = dense ? n : selection_.slots();
-    // pooled-own: this rank's values only where it picked (above its own threshold)
+    // gathered: this rank's values only where it picked (above its own threshold)
     const std::uint32_t* own = own_values && !dense ? selection_.threshold_bits() : nullptr;
 
     // This rank's values there, summed over ranks: all-reduced, or laid out in the
@@ -417,7 +428,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     }
     clock.mark(&S::residual);
     ++step_;
-    if constexpr (pooled)
+    if constexpr (follows_overlap)
       if (!dense) overlap_ = next_overlap(k, selection_.picked(), slots);
 
     if (stats)
@@ -478,7 +489,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   Exec exec_{};
   detail::launcher<Exec> launch_{};
 
-  double overlap_ = 1.0;               // pooled: the last call's picks / union (the state; 1 for a leader)
+  double overlap_ = 1.0;               // pooled: the last call's picks / union (the state; 1 for the others)
   vector<residual_t> residual_;       // [length] error feedback (the state)
   vector<float> acc_;                 // [length] g + residual of the current call
   vector<wire_t> values_;             // [most slots] this rank's values at the positions, then their sums

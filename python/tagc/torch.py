@@ -164,8 +164,8 @@ class TagcState:
       (fp32) with index_bits="exact"; "packed-bf16" or "packed" with index_bits="pooled"
       (one selection for every rank, the union of each rank's largest entries, sized to
       about k: no union of per-rank supports, so the bytes do not grow with the ranks or replicas; the choice
-      for many of them), index_bits="pooled-own" (that union, each rank's values only where
-      it picked: the per-rank selection's values at the pooled index's bytes) or
+      for many of them), index_bits="gathered" (index_bits="exact"'s sums with every rank's
+      positions all-gathered as lists: fewer bytes at a few ranks or replicas, growing with them) or
       index_bits="shared" (one selection, a rotating leader's top-k);
       "dense" is an uncompressed fp32 all-reduce through the hook's machinery (to
       measure the hook's own cost).

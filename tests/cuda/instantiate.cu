@@ -83,8 +83,8 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
                                    tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
   TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyBf16ResidualPolicy, tagc::PooledIndexPolicy, tagc::PackedBf16Policy,
                                    tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
-  // pooled-own: the same union, each rank's values only where it picked
-  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyPolicy, tagc::PooledOwnIndexPolicy, tagc::PackedBf16Policy,
+  // gathered: the same union, each rank's values only where it picked
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyPolicy, tagc::GatheredIndexPolicy, tagc::PackedBf16Policy,
                                    tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
   // Two levels: the world split by ncclCommSplit, plain bf16 inside a node, packed across.
   std::optional<tagc::two_level_communicator<tagc::nccl_communicator>> levels;

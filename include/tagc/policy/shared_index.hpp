@@ -1,8 +1,8 @@
 #pragma once
 // defines: tagc::shared_pick, tagc::BasicSharedIndexPolicy<Pick>,
 //          tagc::SharedIndexPolicy (the rotating leader), tagc::PooledIndexPolicy
-//          (every rank's share), tagc::PooledOwnIndexPolicy (that union, each rank's
-//          values where it picked) (the reducer: shared_reducer.hpp; functors:
+//          (every rank's share), tagc::GatheredIndexPolicy (every rank's own k, the
+//          per-rank selection) (the reducer: shared_reducer.hpp; functors:
 //          detail/shared_kernels.hpp) — one selection for all ranks, agreed
 //          before any value moves, so there is no union of per-rank supports to
 //          grow with N.
@@ -48,16 +48,17 @@
 // 16k bytes per rank whatever N is; where the ranks agree more than 4-fold the
 // union stays under k.
 //
-// PooledOwnIndexPolicy: the same picks and union, but each rank sends its value only
-// at the positions it picked itself (|g + residual| above its own threshold; zeros
-// elsewhere), and its residual keeps the rest of the union. These are the values of
-// the per-rank selection (IndexPolicy + PackedPolicy: each rank its own largest,
-// their union's slots; the first call from zero residuals delivers its sums bit for
-// bit) with the exact union exchanged as lists or bitmaps instead of summed counters
-// (at 4 ranks an exact 4-bit index costs 6 bits per parameter and rank). A rank's
-// small entries at the union wait instead of going out, so the ranks' residuals stay
-// apart, their picks overlap less and the overlap rule needs fewer picks for a union
-// of k: fewer list bytes at a like union (docs/results.md, Scaling).
+// GatheredIndexPolicy: the per-rank selection with its index gathered. Every rank
+// picks its own k largest (k per rank, as IndexPolicy's theta means, not k in all),
+// the positions are all-gathered (lists, or bitmaps once k reaches n / 32) and OR-ed,
+// and each rank sends its value only where it picked (zeros elsewhere; its residual
+// keeps the rest of the union). The sums are those of ExactIndexPolicy with packed
+// values, bit for bit; only the index travels differently: N lists of k positions,
+// 4 (N - 1) k bytes per rank on a ring, where the exact index all-reduces a counter
+// of ceil(log2(N + 1)) bits per entry. At theta 0.9875 across 4 ranks (or nodes) that
+// is 1.2 bits per parameter against 6. The union and the lists still grow with N:
+// this is the cheaper exact index for a few ranks or nodes (two levels), not a
+// selection whose bytes are independent of N.
 //
 // Composes with PackedPolicy / PackedBf16Policy (16-bit rounding fed back to the
 // residual, as for the per-rank packed reducer), the residual types of
@@ -71,7 +72,7 @@ TAGC_BEGIN_NAMESPACE
 enum class shared_pick {
   rotating_leader,  // rank (call mod N) its k largest, broadcast
   pooled,           // every rank its share of the picks, all-gathered, the union (about k)
-  pooled_own,       // the same union; each rank's values only where it picked
+  gathered,         // every rank its own k, all-gathered; each rank's values only where it picked
 };
 
 template <shared_pick Pick>
@@ -79,11 +80,11 @@ struct BasicSharedIndexPolicy {
   static constexpr shared_pick pick = Pick;
   static constexpr const char* name =
       Pick == shared_pick::pooled       ? "pooled index (every rank's share of the picks, all-gathered, their union)"
-      : Pick == shared_pick::pooled_own ? "pooled index, own values (the pooled union; each rank's values where it picked)"
+      : Pick == shared_pick::gathered ? "gathered index (every rank's own top-k, all-gathered; its values where it picked)"
                                         : "shared index (cyclic leader's top-k, broadcast)";
 };
 using SharedIndexPolicy = BasicSharedIndexPolicy<shared_pick::rotating_leader>;
 using PooledIndexPolicy = BasicSharedIndexPolicy<shared_pick::pooled>;
-using PooledOwnIndexPolicy = BasicSharedIndexPolicy<shared_pick::pooled_own>;
+using GatheredIndexPolicy = BasicSharedIndexPolicy<shared_pick::gathered>;
 
 TAGC_END_NAMESPACE

@@ -8,11 +8,12 @@
 //   pool    every rank's share of the call's picks (picks / N; picks mod N ranks,
 //           rotating with the call, one more), all-gathered as lists or, when a
 //           share is n / 32 or more, as bitmaps; their union (PooledIndexPolicy).
-//           The reducer sizes the picks so that the union comes out near k
-//           (between k and pooled_picks_factor k picks)
+//           The reducer sizes the picks: so that the union comes out near k
+//           (between k and pooled_picks_factor k picks), or N k, k from every
+//           rank (GatheredIndexPolicy)
 //
 // Sized at initialize for the largest k the reducer may ask for (`capacity`; pooled,
-// for min(N, 4) x capacity picks and their union); nothing is allocated per call. The execution space's own implementation marks
+// for `picks_per_k` x capacity picks and their union); nothing is allocated per call. The execution space's own implementation marks
 // the leader's bitmap and turns bitmaps into lists (detail/compress_dispatch.hpp):
 // the radix select's launches, whose threshold never leaves the space's memory,
 // or on the host a sampled bracket and the marks in one pass. Both give the same
@@ -50,8 +51,10 @@ class SharedSelection {
   }
 
   // `capacity`: the largest k of any call (from the densest theta the schedule reaches);
-  // `pooled`: pool() is called (it needs the shares' exchange buffer), else select().
-  status initialize(const reducer_plan& p, std::size_t capacity, bool pooled, Exec exec) {
+  // `picks_per_k`: 0 when select() is called, else the most picks pool() is given per
+  // position of k (it needs the shares' exchange buffer).
+  status initialize(const reducer_plan& p, std::size_t capacity, std::size_t picks_per_k, Exec exec) {
+    const bool pooled = picks_per_k > 0;
     launch_ = {exec};
     n_ = p.lay.length;
     rank_ = p.args.rank;
@@ -59,15 +62,15 @@ class SharedSelection {
     capacity_ = std::min(capacity, n_);
     words_ = ceil_div(n_, 32);
     // [this rank's share | every rank's share][its threshold]
-    if (pooled) pool_.assign(pool_words(capacity_, world_, n_), detail::no_position);
+    if (pooled) pool_.assign(pool_words(capacity_ * picks_per_k, world_, n_), detail::no_position);
     listed_.assign(3, 0ull);
     // The broadcast buffer: the list (capacity) or the bitmap (words), whichever a call
     // uses, plus the leader's threshold (select() only).
     if (!pooled) wire_.assign(wire_words(capacity_, words_), detail::no_position);
     bitmap_.assign(words_, 0u);
-    list_.assign(slots_for(capacity_, world_, n_, pooled), detail::no_position);
+    list_.assign(slots_for(capacity_, n_, picks_per_k), detail::no_position);
     if (pooled) {  // the count of the gathered shares' picks
-      const std::size_t b = largest_pool_block(capacity_, world_, n_);
+      const std::size_t b = largest_pool_block(capacity_ * picks_per_k, world_, n_);
       TAGC_TRY(picks_sum_.template reserve<unsigned long long>(exec, world_ * b, detail::pooled_picks{}));
     }
     return impl_.initialize(n_, exec);
@@ -79,27 +82,26 @@ class SharedSelection {
   }
   // What initialize(p, capacity, ...) allocates, before it does (the reducers' workspace
   // query; on a device, but for CUB's scan temporary, a few KiB queried there).
-  static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity, bool pooled) {
-    const std::size_t n = p.lay.length, cap = std::min(capacity, n), words = (n + 31) / 32;
+  static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity, std::size_t picks_per_k) {
+    const std::size_t n = p.lay.length, cap = std::min(capacity, n), words = ceil_div(n, 32);
     const std::size_t world = std::size_t(std::max(p.args.world_size, 1));
-    const std::size_t pool = pooled ? pool_words(cap, world, n) : 0;
+    const bool pooled = picks_per_k > 0;
+    const std::size_t pool = pooled ? pool_words(cap * picks_per_k, world, n) : 0;
     const std::size_t wire = pooled ? 0 : wire_words(cap, words);
-    return (wire + words + slots_for(cap, world, n, pooled) + pool) * sizeof(std::uint32_t) +
+    return (wire + words + slots_for(cap, n, picks_per_k) + pool) * sizeof(std::uint32_t) +
            3 * sizeof(unsigned long long) + impl_t::workspace_bytes_for(n);
   }
   std::size_t capacity() const { return capacity_; }
   // The most slots a call's selection may hold: k (select), the union of the picks (pool).
-  static std::size_t slots_for(std::size_t capacity, std::size_t world, std::size_t n, bool pooled) {
-    return pooled ? std::min(max_picks(capacity, world), n) : std::min(capacity, n);
+  static std::size_t slots_for(std::size_t capacity, std::size_t n, std::size_t picks_per_k) {
+    return std::min(capacity * std::max<std::size_t>(picks_per_k, 1), n);
   }
 
   // Pooled: a call keeping k picks between k and pooled_picks_factor k positions (at
   // most k from each rank), so that where the ranks' picks overlap the union still
   // comes near k. The factor bounds the lists' bytes (4 bytes a pick) whatever N is.
   static constexpr std::size_t pooled_picks_factor = 4;
-  static std::size_t max_picks(std::size_t k, std::size_t world) {
-    return k * std::min(world, pooled_picks_factor);
-  }
+  static std::size_t pooled_picks_per_k(std::size_t world) { return std::min(world, pooled_picks_factor); }
 
   // A list of k positions is sent when it is smaller than the bitmap (k < n / 32);
   // every rank decides alike from k.
@@ -145,7 +147,7 @@ class SharedSelection {
   }
 
   // The call's selection pooled: this rank picks its share of `picks` (k <= picks <=
-  // max_picks(k, N)), the shares are all-gathered, and positions() holds their union
+  // the reducer's picks_per_k x k), the shares are all-gathered, and positions() holds their union
   // (slots() <= picks of them, the same on every rank). k >= length: every position,
   // without an exchange. `call` (the reducer's step, agreed) rotates which ranks pick
   // the picks mod N extra entries, so with picks < N no rank is left out for good.
@@ -216,13 +218,12 @@ class SharedSelection {
   }
   // A pooling rank's block of the all-gather: its list, or its bitmap when that is smaller.
   std::size_t pool_block(std::size_t picks) const { return std::min(block(picks), words_); }
-  // The largest block any call of a reducer sized for `capacity` gathers per rank.
-  static std::size_t largest_pool_block(std::size_t capacity, std::size_t world, std::size_t n) {
-    const std::size_t picks = max_picks(capacity, world);
-    return std::min(ceil_div(picks, world), ceil_div(n, 32));
+  // The largest block any call pooling at most `most_picks` gathers per rank.
+  static std::size_t largest_pool_block(std::size_t most_picks, std::size_t world, std::size_t n) {
+    return std::min(ceil_div(most_picks, world), ceil_div(n, 32));
   }
-  static std::size_t pool_words(std::size_t capacity, std::size_t world, std::size_t n) {
-    const std::size_t b = largest_pool_block(capacity, world, n);
+  static std::size_t pool_words(std::size_t most_picks, std::size_t world, std::size_t n) {
+    const std::size_t b = largest_pool_block(most_picks, world, n);
     return b + world * b + 1;
   }
 
