@@ -10,6 +10,16 @@
 //                       units send across nodes comes from tagc::shared_selection_cross_bits
 //                       (agreed bf16 values all-reduced, the leader's positions broadcast),
 //                       which reproduces the trainer's measured bytes (docs/results.md)
+//   --index shared|gathered
+//                       the selection across nodes: the rotating leader's (SharedIndexPolicy,
+//                       default; bytes independent of the node count) or every node's own k
+//                       (GatheredIndexPolicy, the configuration that met the 4-node quality
+//                       target; tagc::gathered_index_cross_bits: M lists plus the values at
+//                       the union, which grows with M)
+//   --union-2 U, --union-growth A
+//                       gathered: the union of the M nodes' selections over k, modelled as
+//                       min(M, U x (M/2)^A) from the sweep in docs/results.md (defaults
+//                       there); measured up to 16 nodes, extrapolated beyond
 //   --tagc-bits B       instead of --theta: bits per compressed parameter across nodes, in the
 //                       cost model's convention (bytes per node = (M-1)/M x n x B / 8); the
 //                       hsdp rows take it as the compressed all-reduce's bits, which equal
@@ -45,15 +55,22 @@
 #include <tagc/cost_model.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 
 double flag(int argc, char** argv, const char* name, double fallback) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], name) == 0) return std::atof(argv[i + 1]);
+  return fallback;
+}
+std::string text_flag(int argc, char** argv, const char* name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
   return fallback;
 }
 
@@ -73,27 +90,42 @@ int main(int argc, char** argv) {
   using m = gpt2_124m;
   const double compute = flag(argc, argv, "--compute-s", 0.283);
   const double theta = flag(argc, argv, "--theta", 0.9875);
-  const double tagc_bits = flag(argc, argv, "--tagc-bits", tagc::shared_selection_cross_bits(1.0 - theta));
+  const std::string index = text_flag(argc, argv, "--index", "shared");
+  if (index != "shared" && index != "gathered") {
+    std::fprintf(stderr, "tagc_scale_projection: --index %s: expected shared or gathered\n", index.c_str());
+    return 2;
+  }
+  const bool gathered_index = index == "gathered";
+  const double union_2 = flag(argc, argv, "--union-2", 1.735), union_growth = flag(argc, argv, "--union-growth", 0.621);
+  const double given_bits = flag(argc, argv, "--tagc-bits", -1.0);
+  // bits per compressed parameter across M nodes (the cost model's convention)
+  const auto tagc_bits = [&](int nodes, bool sharded) {
+    if (given_bits >= 0.0) return given_bits;
+    if (!gathered_index) return tagc::shared_selection_cross_bits(1.0 - theta);
+    const double union_ratio = std::min(double(nodes), union_2 * std::pow(double(nodes) / 2.0, union_growth));
+    return tagc::gathered_index_cross_bits(1.0 - theta, nodes, union_ratio, 16.0, sharded);
+  };
   const double codec = flag(argc, argv, "--codec-gbs", 100.0) * 1e9;
   const double overlap = flag(argc, argv, "--overlap", 0.0);
   const bool full_shard = flag(argc, argv, "--full-shard", 0.0) != 0.0;
   const double gathered = full_shard ? m::embedding + 2.0 * (m::params - m::embedding) : m::params;  // per step
   const double plain = m::params - m::compressed;
-  std::fprintf(stderr, "GPT-2 124M: %.0f parameters, %.1f %% compressed at %.3f bits (per (M-1)/M), the rest bf16\n",
-               m::params, 100.0 * m::compressed / m::params, tagc_bits);
+  std::fprintf(stderr, "GPT-2 124M: %.0f parameters, %.1f %% compressed (%s index, theta %.4f), the rest bf16\n",
+               m::params, 100.0 * m::compressed / m::params, gathered_index ? "gathered" : "shared", theta);
   const int per_node = 8;
   const tagc::link_model nvlink{.bytes_per_second = 450e9, .latency_seconds = 10e-6};
   const tagc::codec_model codec_m{.compress_bytes_per_second = codec, .decode_bytes_per_second = codec};
-  std::printf("layout,gpus,nodes,gbit_per_node,bf16_grad_s,tagc_grad_s,gather_s,bf16_step_s,tagc_step_s,speedup\n");
+  std::printf("layout,gpus,nodes,gbit_per_node,tagc_bits,bf16_grad_s,tagc_grad_s,gather_s,bf16_step_s,tagc_step_s,speedup\n");
   for (const bool hsdp : {false, true})
     for (const double gbit : {10.0, 25.0, 100.0}) {
       const tagc::link_model node_link{.bytes_per_second = gbit * 1e9 / 8.0, .latency_seconds = 50e-6};
       for (const int gpus : {64, 128, 256, 512, 1024}) {
         const int nodes = gpus / per_node;
+        const double bits = tagc_bits(nodes, !hsdp);
         const auto estimate = [&](double n) {
-          return hsdp ? tagc::estimate_two_level_all_reduce(std::size_t(n), nodes, per_node, 16.0, tagc_bits, nvlink,
+          return hsdp ? tagc::estimate_two_level_all_reduce(std::size_t(n), nodes, per_node, 16.0, bits, nvlink,
                                                             node_link, codec_m)
-                      : tagc::estimate_two_level_reduce_scatter(std::size_t(n), nodes, per_node, 16.0, tagc_bits,
+                      : tagc::estimate_two_level_reduce_scatter(std::size_t(n), nodes, per_node, 16.0, bits,
                                                                 nvlink, node_link, codec_m);
         };
         const double bf16_grad = estimate(m::params).dense_seconds;
@@ -106,8 +138,8 @@ int main(int argc, char** argv) {
             cross_gather + double(per_node - 1) / double(per_node) * gathered * 2.0 / nvlink.bytes_per_second;
         const auto step = [&](double grad) { return compute + gather + std::max(0.0, grad - overlap * compute); };
         const double bf16 = step(bf16_grad), tagc = step(tagc_grad);
-        std::printf("%s,%d,%d,%.0f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f\n", hsdp ? "hsdp" : "sharded", gpus, nodes, gbit,
-                    bf16_grad, tagc_grad, gather, bf16, tagc, bf16 / tagc);
+        std::printf("%s,%d,%d,%.0f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f\n", hsdp ? "hsdp" : "sharded", gpus, nodes, gbit,
+                    bits, bf16_grad, tagc_grad, gather, bf16, tagc, bf16 / tagc);
       }
     }
   return 0;

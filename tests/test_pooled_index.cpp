@@ -171,6 +171,36 @@ TEST_CASE("gathered: every rank's own top-k all-gathered, its values where it pi
   }
 }
 
+TEST_CASE("gathered: the cost model's gathered_index_cross_bits is what the reducer sends, given the union") {
+  using gathered_bf16 = Reducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy>;
+  const auto check_model = [](const auto& rec, int world, std::size_t n, double theta, double value_bits) {
+    const std::size_t k = stage::ThresholdSelect<float, exec::host>::kept_at_most(theta, n);
+    const double ring = double(world - 1) / double(world);
+    for (int r = 0; r < world; ++r)
+      for (const auto& s : rec.stats[std::size_t(r)]) {
+        // the union of the N selections: what the stats report as kept (every rank sends there)
+        const double union_ratio = double(s.kept) / double(k);
+        CHECK(union_ratio >= 1.0);
+        const double bits = gathered_index_cross_bits(double(k) / double(n), world, union_ratio, value_bits);
+        CHECK(s.index_bytes + s.value_bytes == doctest::Approx(ring * double(n) * bits / 8.0).epsilon(1e-3));
+      }
+  };
+  const std::size_t n = 1 << 18;
+  // 0.99: lists (32 d < 1 bit a node); 0.95: bitmaps
+  for (const double theta : {0.99, 0.95})
+    for (int world : {2, 4}) {
+      CAPTURE(theta);
+      CAPTURE(world);
+      const auto rec = simulate<gathered_bf16>(world, n, theta, 2, random_input(n, 5));
+      REQUIRE(rec.failures.empty());
+      check_model(rec, world, n, theta, 16.0);
+    }
+  // a union over half the buffer: the buffer reduce-scattered (fp32 values)
+  const auto dense = simulate<gathered_f32>(4, n, 0.75, 2, random_input(n, 5));
+  REQUIRE(dense.failures.empty());
+  check_model(dense, 4, n, 0.75, 32.0);
+}
+
 TEST_CASE("pooled index: shares that do not divide k rotate their extra pick with the call") {
   const int world = 3, steps = 6;  // every rank takes the extra pick twice
   const std::size_t n = 2000;
