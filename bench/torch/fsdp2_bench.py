@@ -158,7 +158,7 @@ def worker(rank, a, port):
            "lo_bytes_per_rank_step": tx,
            **{"%s_ms_per_step" % k: phase_ms[i] / timed for i, k in enumerate(("forward", "backward", "optimizer"))}, "grad_bytes_per_rank_step": float(counts[0]),
            "allgather_bytes_per_rank_step": float(counts[1]), "train_loss": [round(l, 4) for l in losses],
-           "val_loss": vloss, "B": a.B, "T": a.T, "params": sum(p.numel() for p in model.parameters()),
+           "val_loss": vloss, "epochs": a.steps * a.world * a.B * a.T / (train.numel() - 1), "B": a.B, "T": a.T, "params": sum(p.numel() for p in model.parameters()),
            "torch": torch.__version__}
     if state is not None:
         out["sparsity_warmup"] = a.sparsity_warmup if cfg == "tagc-best" else 0

@@ -26,11 +26,16 @@ if [[ ! -f build-torch/python/tagc/_C.cpython*.so || python/tagc/torch.py -nt bu
   bash scripts/build_python.sh
 fi
 # The corpus: the root sees only this repository (bind-mounted), so the tokenizer reads a copy of data/.
-tok=build-torch/bench-tokens
+# Enough training tokens that the longest run reads each once (the benchmark's B 4 x T 64 per rank):
+# a corpus seen several times makes the validation loss measure memorisation.
+most_np=$(tr , '\n' <<< "$nps" | sort -n | tail -1)
+train_tokens=$((steps * most_np * 4 * 64 + 1))
+tok=build-torch/bench-tokens-$train_tokens
 if [[ ! -s $tok/train.bin ]]; then
   mkdir -p build-torch/bench-data
   cp -rL data/gpt2 data/corpus build-torch/bench-data/
-  bash scripts/torch_root.sh run python3 bench/torch/tokenize_corpus.py build-torch/bench-data "$tok"
+  bash scripts/torch_root.sh run python3 bench/torch/tokenize_corpus.py build-torch/bench-data "$tok" \
+    --train-tokens "$train_tokens"
 fi
 in_root=(bash scripts/torch_root.sh run env PYTHONPATH="$PWD/build-torch/python" OMP_NUM_THREADS=1
          OPENBLAS_NUM_THREADS=1 python3)

@@ -78,7 +78,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("data_dir")
     ap.add_argument("out_dir")
-    ap.add_argument("--train-tokens", type=int, default=120_000)
+    ap.add_argument("--train-tokens", type=int, default=120_000, help="the benchmark reads them in order: give it at least steps x world x B x T")
     ap.add_argument("--val-tokens", type=int, default=20_000)
     a = ap.parse_args()
     bpe = Bpe(os.path.join(a.data_dir, "gpt2"))
@@ -86,17 +86,23 @@ def main():
     docs = sorted(f for f in os.listdir(corpus) if f.startswith("sotu_"))
 
     def take(files, limit):
-        toks = []
+        """The first `limit` tokens of `files` and how many files they came from."""
+        toks, used = [], 0
         for f in files:
             with open(os.path.join(corpus, f), encoding="utf-8", errors="replace") as fh:
                 toks += [50256] + bpe.encode(fh.read())
+            used += 1
             if len(toks) >= limit:
                 break
-        return toks[:limit]
+        return toks[:limit], used
 
+    (train, n_train), (val, n_val) = take(docs, a.train_tokens), take(list(reversed(docs)), a.val_tokens)
+    if len(train) < a.train_tokens or n_train + n_val > len(docs):  # short, or train and val share a speech
+        raise SystemExit("tokenize_corpus: %d train + %d val tokens do not fit in %d speeches apart"
+                         % (a.train_tokens, a.val_tokens, len(docs)))
     os.makedirs(a.out_dir, exist_ok=True)
-    write_shard(os.path.join(a.out_dir, "train.bin"), take(docs, a.train_tokens))
-    write_shard(os.path.join(a.out_dir, "val.bin"), take(list(reversed(docs)), a.val_tokens))
+    write_shard(os.path.join(a.out_dir, "train.bin"), train)
+    write_shard(os.path.join(a.out_dir, "val.bin"), val)
     print("tokenize_corpus: %d train + %d val tokens in %s" % (a.train_tokens, a.val_tokens, a.out_dir))
 
 
