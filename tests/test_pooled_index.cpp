@@ -164,11 +164,41 @@ TEST_CASE("gathered: every rank's own top-k all-gathered, its values where it pi
   const double ring = double(world - 1) / double(world);
   for (int t = 0; t < 2; ++t) {
     const reduce_stats& s = ours.stats[0][std::size_t(t)];
-    CHECK(s.index_bits == 32);
-    CHECK(s.index_bytes == doctest::Approx(ring * double(std::size_t(world) * k * 4)));
+    CHECK(s.index_bits == 16);  // coded lists: 16-bit offsets, a word per 65536 positions and a count
+    CHECK(s.index_bytes == doctest::Approx(ring * double(std::size_t(world) * detail::coded_list_words(k, n) * 4)));
+    CHECK(s.index_bytes < ring * double(std::size_t(world) * k * 4) * 0.51);  // half a 32-bit list's
     CHECK(s.index_bytes < theirs.stats[0][std::size_t(t)].index_bytes / 4);
     CHECK(s.value_bytes == doctest::Approx(2.0 * ring * double(s.kept * sizeof(float))));
   }
+}
+
+TEST_CASE("pooled lists: 16-bit offsets by block decode to the positions coded, at block edges and past free slots") {
+  // positions at both edges of blocks, an empty block between, the last position, then free slots
+  const std::size_t n = 3 * detail::coded_block_positions + 77;
+  const std::vector<std::uint32_t> positions = {0, 1, 65535, 65536, 65537, 3 * 65536, std::uint32_t(n - 1)};
+  std::vector<std::uint32_t> list = positions;
+  list.resize(positions.size() + 3, detail::no_position);  // a share with fewer picks than slots
+  const std::size_t entries = list.size(), blocks = detail::coded_list_blocks(n);
+  REQUIRE(blocks == 4);
+  // two ranks' coded lists back to back: this one and an empty one
+  const std::size_t words = detail::coded_list_words(entries, n);
+  CHECK(words == blocks + 1 + (entries + 1) / 2);
+  std::vector<std::uint32_t> all(2 * words, 0u);
+  for (std::size_t j = 0; j <= blocks; ++j) detail::code_list_starts{list.data(), entries, all.data()}(j);
+  for (std::size_t w = 0; w < (entries + 1) / 2; ++w)
+    detail::code_list_offsets{list.data(), entries, all.data() + blocks + 1}(w);
+  const std::vector<std::uint32_t> none(entries, detail::no_position);
+  for (std::size_t j = 0; j <= blocks; ++j) detail::code_list_starts{none.data(), entries, all.data() + words}(j);
+  CHECK(all[blocks] == positions.size());  // the count leaves the free slots out
+  CHECK(all[words + blocks] == 0);
+  std::vector<std::uint32_t> bitmap((n + 31) / 32, 0u);
+  for (std::size_t t = 0; t < 2 * entries; ++t) detail::pool_coded_position{all.data(), words, entries, n, bitmap.data()}(t);
+  std::vector<std::uint32_t> decoded;
+  for (std::size_t p = 0; p < n; ++p)
+    if (bitmap[p / 32] >> (p % 32) & 1u) decoded.push_back(std::uint32_t(p));
+  CHECK(decoded == positions);
+  const detail::pooled_picks picks{all.data(), true, words, entries, n};
+  CHECK(picks(0) + picks(1) == positions.size());
 }
 
 TEST_CASE("gathered: the cost model's gathered_index_cross_bits is what the reducer sends, given the union") {
@@ -256,10 +286,10 @@ TEST_CASE("pooled index: bytes per rank per call do not grow with the number of 
         const reduce_stats& s = rec.stats[std::size_t(r)][std::size_t(t)];
         CHECK(s.kept > 0);
         CHECK(s.kept <= picks);
-        CHECK(s.index_bits == 32);  // shares of ~k / N < n / 32: lists
-        // the lists: N blocks of ceil(picks / N) positions, all-gathered; the values: the union, all-reduced
+        CHECK(s.index_bits == 16);  // shares of ~k / N < n / 16: coded lists
+        // the lists: N coded blocks of ceil(picks / N) positions, all-gathered; the values: the union, all-reduced
         const std::size_t block = (picks + std::size_t(world) - 1) / std::size_t(world);
-        CHECK(s.index_bytes == doctest::Approx(ring * double(std::size_t(world) * block * 4)));
+        CHECK(s.index_bytes == doctest::Approx(ring * double(std::size_t(world) * detail::coded_list_words(block, n) * 4)));
         CHECK(s.value_bytes == doctest::Approx(2.0 * ring * double(s.kept * sizeof(bfloat16))));
         // picks <= 4k: at most 4 bytes per pick and 2 x 2 per value whatever N is (plus the ring factor)
         const double core = s.index_bytes + s.value_bytes;

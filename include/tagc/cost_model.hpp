@@ -130,19 +130,22 @@ inline double shared_selection_cross_bits(double density, double value_bits = 16
 
 // What the gathered index (GatheredIndexPolicy: every node its own k) sends across M
 // nodes, per compressed parameter, in the convention above. Every node's k = density * n
-// positions are all-gathered, M lists of 32-bit positions or M bitmaps, whichever is
-// smaller (a ring forwards M - 1 of them through each node: M * min(32 d, 1) bits here),
+// positions are all-gathered, M lists coded in 16-bit offsets (and a 32-bit word per
+// 65536 positions: detail::coded_list_words) or M bitmaps, whichever is smaller (a ring
+// forwards M - 1 of them through each node: M * min(16 d + 1/2048, 1) bits here),
 // and the values at the union of the M selections, `union_ratio` * k positions (between 1
 // and M; it grows with M and is measured, docs/results.md, Scaling), are all-reduced in
 // `value_bits`; a sharded call whose union holds over half the buffer reduce-scatters the
 // buffer instead (value_bits). Unlike the shared selection's, this grows with M:
-//   bits = M * min(1, 32 d) + min(2 * value_bits * union_ratio * d, value_bits)   (sharded)
-//   bits = M * min(1, 32 d) + 2 * value_bits * union_ratio * d                      (replicated)
+//   bits = M * min(1, 16 d + 1/2048) + min(2 * value_bits * union_ratio * d, value_bits)   (sharded)
+//   bits = M * min(1, 16 d + 1/2048) + 2 * value_bits * union_ratio * d                      (replicated)
+// (the list's count word, 32 bits per list, is left out).
 // tests/test_pooled_index.cpp holds it equal to the bytes the reducer reports.
 inline double gathered_index_cross_bits(double density, int nodes, double union_ratio, double value_bits = 16.0,
                                         bool sharded = true) {
   const double values = 2.0 * value_bits * union_ratio * density;
-  return double(nodes) * std::min(1.0, 32.0 * density) + (sharded && 2.0 * union_ratio * density > 1.0 ? value_bits : values);
+  const double list_bits = 16.0 * density + 32.0 / 65536.0;
+  return double(nodes) * std::min(1.0, list_bits) + (sharded && 2.0 * union_ratio * density > 1.0 ? value_bits : values);
 }
 
 TAGC_END_NAMESPACE

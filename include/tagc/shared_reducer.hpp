@@ -469,7 +469,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     // bits per listed position, or per element of a bitmap; 0 where no positions are
     // sent (no selection, or a pooled call that keeps every position)
     const bool positions_sent = selected && !(pooled && k >= args_.length);
-    s.index_bits = !positions_sent ? 0 : (pooled ? selection_.pools_lists(picks) : selection_.sends_list(k)) ? 32 : 1;
+    s.index_bits = !positions_sent                ? 0
+                   : pooled                       ? (selection_.pools_lists(picks) ? 16 : 1)
+                   : selection_.sends_list(k)     ? 32
+                                                  : 1;
     s.exact_index = true;
     s.index_popcount = dense ? 0 : counts[1];  // the positions the selection named
     s.support = counts[3] - counts[2];

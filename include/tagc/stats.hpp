@@ -17,8 +17,8 @@ struct reduce_stats {
   float threshold = 0.0f;     // |x| must exceed this to be sent
   double theta = 0.0;         // target sparsity used (moves with adaptive sparsity)
   // Index
-  int index_bits = 0;              // counter width in use (shared index: 32 a listed position, 1 a
-                                   // bitmap, 0 no positions sent)
+  int index_bits = 0;              // counter width in use (shared index: 32 a listed position, 16 a
+                                   // pooled one (coded lists), 1 a bitmap, 0 no positions sent)
   bool exact_index = false;        // the reduced index is exactly the union of supports
   std::size_t index_popcount = 0;  // entries marked in the reduced index this rank received
   // Decode (this rank's shard)

@@ -13,6 +13,7 @@
 
 #include "../core/bits.hpp"
 #include "../core/config.hpp"
+#include "../shard/layout.hpp"
 #include "select_kernels.hpp"
 
 TAGC_BEGIN_NAMESPACE
@@ -77,16 +78,68 @@ struct mark_word {
   }
 };
 
-// Pooled index: marks position list[i] in the bitmap `words` (several ranks may list
-// the same position, hence the atomic OR); free slots and positions >= length are
-// skipped, so a damaged list cannot write past the bitmap.
-struct pool_position {
+// Pooled index, shares sent as coded lists: a rank's sorted positions as 16-bit offsets
+// within blocks of 65536 positions, half a 32-bit list's bytes. Its words: where each
+// block's entries start in the list and the count of entries (blocks + 1 words), then
+// the offsets, two to a word (the even entry in the low half).
+inline constexpr std::size_t coded_block_positions = 65536;
+TAGC_HOST_DEVICE inline constexpr std::size_t coded_list_blocks(std::size_t length) {
+  return ceil_div(length, coded_block_positions);
+}
+TAGC_HOST_DEVICE inline constexpr std::size_t coded_list_words(std::size_t entries, std::size_t length) {
+  return coded_list_blocks(length) + 1 + ceil_div(entries, 2);
+}
+// out[j], j in [0, blocks]: how many of the list's positions lie below block j's first
+// (free slots, no_position, sort last and are never counted).
+struct code_list_starts {
   const std::uint32_t* list;
-  std::size_t length;
+  std::size_t entries;
+  std::uint32_t* out;
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::uint64_t first = std::uint64_t(j) * coded_block_positions;
+    const std::uint64_t x = first < no_position ? first : std::uint64_t(no_position);
+    std::size_t lo = 0, hi = entries;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (std::uint64_t(list[mid]) < x) lo = mid + 1; else hi = mid;
+    }
+    out[j] = std::uint32_t(lo);
+  }
+};
+// out[w]: entries 2w and 2w + 1's offsets within their blocks (0 past the list).
+struct code_list_offsets {
+  const std::uint32_t* list;
+  std::size_t entries;
+  std::uint32_t* out;
+  TAGC_HOST_DEVICE void operator()(std::size_t w) const {
+    const auto offset = [&](std::size_t i) -> std::uint32_t {
+      return i < entries ? list[i] % std::uint32_t(coded_block_positions) : 0u;
+    };
+    out[w] = offset(2 * w) | offset(2 * w + 1) << 16;
+  }
+};
+// Marks in `words` the position of entry i of rank r's coded list (thread r x entries
+// + i; several ranks may list the same position, hence the atomic OR). Entries past
+// the list's count and positions >= length are skipped, so a damaged list cannot
+// write past the bitmap.
+struct pool_coded_position {
+  const std::uint32_t* all;  // `world` coded lists of `block_words` words each, rank by rank
+  std::size_t block_words, entries, length;
   std::uint32_t* words;
-  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::uint32_t p = list[i];
-    if (p == no_position || std::size_t(p) >= length) return;
+  TAGC_HOST_DEVICE void operator()(std::size_t t) const {
+    const std::size_t blocks = coded_list_blocks(length), i = t % entries;
+    const std::uint32_t* c = all + (t / entries) * block_words;
+    if (i >= c[blocks]) return;
+    // its block: the last whose start is at most i
+    std::size_t lo = 0, hi = blocks;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (c[mid] <= i) lo = mid + 1; else hi = mid;
+    }
+    if (lo == 0) return;
+    const std::uint32_t offset = (c[blocks + 1 + i / 2] >> (16 * (i % 2))) & 0xffffu;
+    const std::uint64_t p = std::uint64_t(lo - 1) * coded_block_positions + offset;
+    if (p >= length) return;
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(words[p / 32u])
         .fetch_or(1u << (p % 32u), cuda::memory_order_relaxed);
   }
@@ -109,13 +162,17 @@ struct pool_bitmaps {
 };
 
 // Pooled index: the positions the ranks actually picked, over the all-gathered
-// shares (lists: slots that are not free; bitmaps: set bits). A rank picks fewer
-// than its share where it holds fewer nonzero entries (or ties at its threshold).
+// shares (coded lists: each rank's count, i over the ranks; bitmaps: the set bits of
+// word i). A rank picks fewer than its share where it holds fewer nonzero entries (or
+// ties at its threshold).
 struct pooled_picks {
   const std::uint32_t* all;
   bool lists;
+  std::size_t block_words = 0, entries = 0, length = 0;  // the coded lists'
   TAGC_HOST_DEVICE unsigned long long operator()(std::size_t i) const {
-    return lists ? (all[i] != no_position ? 1ull : 0ull) : (unsigned long long)cuda::std::popcount(all[i]);
+    if (!lists) return (unsigned long long)cuda::std::popcount(all[i]);
+    const std::uint32_t count = all[i * block_words + coded_list_blocks(length)];
+    return count < entries ? count : entries;
   }
 };
 

@@ -33,8 +33,9 @@
 // PooledIndexPolicy: the ranks pick `picks` positions together: every rank its
 // share (picks / N; picks mod N of them, rotating with the call, one more) of
 // largest |g + residual|, and the positions are pooled (an all-gather of N lists of
-// about picks / N, or of N bitmaps when a share is n / 32 or more, whichever is
-// smaller); the sorted union is the call's selection. Every rank's view counts at
+// about picks / N, coded in 16-bit offsets within blocks of 65536 positions, or of N
+// bitmaps when a share is about n / 16 or more, whichever is smaller); the sorted union
+// is the call's selection. Every rank's view counts at
 // every call, where the rotating leader's picks see 1/N of the batch (what that
 // costs in quality: docs/results.md, Scaling). A rank's own picks are always sent,
 // so it holds nothing back above its own threshold.
@@ -45,18 +46,19 @@
 // therefore follow the overlap the last call measured, picks / union (the
 // reducer's state, saved with the residual): picks = k x overlap, between k and
 // min(N, 4) k, so that the union comes near k. The bound keeps the lists at most
-// 16k bytes per rank whatever N is; where the ranks agree more than 4-fold the
+// about 8k bytes per rank whatever N is; where the ranks agree more than 4-fold the
 // union stays under k.
 //
 // GatheredIndexPolicy: the per-rank selection with its index gathered. Every rank
 // picks its own k largest (k per rank, as IndexPolicy's theta means, not k in all),
-// the positions are all-gathered (lists, or bitmaps once k reaches n / 32) and OR-ed,
+// the positions are all-gathered (coded lists, or bitmaps once k reaches about n / 16)
+// and OR-ed,
 // and each rank sends its value only where it picked (zeros elsewhere; its residual
 // keeps the rest of the union). The sums are those of ExactIndexPolicy with packed
 // values, bit for bit; only the index travels differently: N lists of k positions,
-// 4 (N - 1) k bytes per rank on a ring, where the exact index all-reduces a counter
-// of ceil(log2(N + 1)) bits per entry. At theta 0.9875 across 4 ranks (or nodes) that
-// is 1.2 bits per parameter against 6. The union and the lists still grow with N:
+// about 2 (N - 1) k bytes per rank on a ring, where the exact index all-reduces a
+// counter of ceil(log2(N + 1)) bits per entry. At theta 0.9875 across 4 ranks (or
+// nodes) that is 0.6 bits per parameter against 6. The union and the lists still grow with N:
 // this is the cheaper exact index for a few ranks or nodes (two levels), not a
 // selection whose bytes are independent of N.
 //

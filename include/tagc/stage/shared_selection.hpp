@@ -6,8 +6,9 @@
 //   select  the rotating leader's k largest |acc|, broadcast as a sorted
 //           position list or a bitmap, whichever is smaller (SharedIndexPolicy)
 //   pool    every rank's share of the call's picks (picks / N; picks mod N ranks,
-//           rotating with the call, one more), all-gathered as lists or, when a
-//           share is n / 32 or more, as bitmaps; their union (PooledIndexPolicy).
+//           rotating with the call, one more), all-gathered as lists coded in
+//           16-bit offsets (detail::coded_list_words) or, when a share is about
+//           n / 16 or more, as bitmaps; their union (PooledIndexPolicy).
 //           The reducer sizes the picks: so that the union comes out near k
 //           (between k and pooled_picks_factor k picks), or N k, k from every
 //           rank (GatheredIndexPolicy)
@@ -69,9 +70,10 @@ class SharedSelection {
     if (!pooled) wire_.assign(wire_words(capacity_, words_), detail::no_position);
     bitmap_.assign(words_, 0u);
     list_.assign(slots_for(capacity_, n_, picks_per_k), detail::no_position);
-    if (pooled) {  // the count of the gathered shares' picks
+    if (pooled) {  // the count of the gathered shares' picks (over the bitmaps' words, or the ranks)
       const std::size_t b = largest_pool_block(capacity_ * picks_per_k, world_, n_);
-      TAGC_TRY(picks_sum_.template reserve<unsigned long long>(exec, world_ * b, detail::pooled_picks{}));
+      TAGC_TRY(picks_sum_.template reserve<unsigned long long>(exec, world_ * std::max<std::size_t>(b, 1),
+                                                               detail::pooled_picks{}));
     }
     return impl_.initialize(n_, exec);
   }
@@ -110,9 +112,10 @@ class SharedSelection {
   std::size_t broadcast_bytes(std::size_t k) const {
     return ((sends_list(k) ? list_words(k) : words_) + 1) * sizeof(std::uint32_t);
   }
-  // Pooled: a rank's share goes as a list of positions while that is smaller than its
-  // bitmap (a share under n / 32); every rank decides alike from the picks.
-  bool pools_lists(std::size_t picks) const { return block(picks) < words_; }
+  // Pooled: a rank's share goes as a coded list of positions (16 bits each, and a word per
+  // 65536 positions) while that is smaller than its bitmap (a share under about n / 16);
+  // every rank decides alike from the picks.
+  bool pools_lists(std::size_t picks) const { return detail::coded_list_words(block(picks), n_) < words_; }
   // Bytes this rank sends for the positions of a call keeping k (pooled: with `picks`).
   double index_bytes_sent(std::size_t k, bool pooled, std::size_t picks = 0) const {
     const int n = int(world_);
@@ -155,7 +158,8 @@ class SharedSelection {
   status pool(C& comm, const float* acc, std::size_t k, std::size_t picks, std::uint64_t call) {
     const bool dense = k >= n_;
     if (dense) picks = n_;
-    const std::size_t b = pool_block(picks);
+    const std::size_t entries = block(picks);  // the most a share lists
+    const std::size_t b = pool_block(picks);   // words per rank in the all-gather
     const bool lists = pools_lists(picks);
     std::uint32_t* mine = detail::raw(pool_);
     std::uint32_t* all = mine + b;
@@ -166,17 +170,25 @@ class SharedSelection {
     unsigned long long picked = n_;
     impl_.mark(acc, share, dense || lists ? bitmap : mine, own_threshold);
     if (!dense && b > 0) {
-      if (lists) impl_.to_list(bitmap, mine, b);  // its share (fewer on ties at the threshold), free slots last
+      if (lists) {  // its share (fewer on ties at the threshold), free slots last, coded
+        std::uint32_t* share_list = detail::raw(list_);  // scratch until the union is listed there
+        impl_.to_list(bitmap, share_list, entries);
+        const std::size_t blocks = detail::coded_list_blocks(n_);
+        launch_(blocks + 1, detail::code_list_starts{share_list, entries, mine});
+        launch_(ceil_div(entries, 2), detail::code_list_offsets{share_list, entries, mine + blocks + 1});
+      }
       TAGC_TRY(detail::in_phase(comm.all_gather(std::span<const std::uint32_t>(mine, b),
                                                 std::span<std::uint32_t>(all, world_ * b)),
                                 "pooled index (all-gather of every rank's positions)"));
+      const detail::pooled_picks count_picks{all, lists, b, entries, n_};
       if (lists) {
         thrust::fill(launch_.exec.policy(), bitmap_.begin(), bitmap_.end(), 0u);
-        launch_(world_ * b, detail::pool_position{all, n_, bitmap});
+        launch_(world_ * entries, detail::pool_coded_position{all, b, entries, n_, bitmap});
+        TAGC_TRY(picks_sum_.template sum<unsigned long long>(launch_, world_, count_picks, picked));
       } else {
         launch_(words_, detail::pool_bitmaps{all, world_, words_, n_, bitmap});
+        TAGC_TRY(picks_sum_.template sum<unsigned long long>(launch_, world_ * b, count_picks, picked));
       }
-      TAGC_TRY(picks_sum_.template sum<unsigned long long>(launch_, world_ * b, detail::pooled_picks{all, lists}, picked));
     }
     const std::size_t cap = std::min(picks, n_);
     std::uint32_t* list = detail::raw(list_);
@@ -216,11 +228,16 @@ class SharedSelection {
   std::size_t block(std::size_t picks) const {
     return ceil_div(std::min(picks, world_ * n_), world_);
   }
-  // A pooling rank's block of the all-gather: its list, or its bitmap when that is smaller.
-  std::size_t pool_block(std::size_t picks) const { return std::min(block(picks), words_); }
-  // The largest block any call pooling at most `most_picks` gathers per rank.
+  // A pooling rank's block of the all-gather, in words: its coded list, or its bitmap when
+  // that is smaller.
+  std::size_t pool_block(std::size_t picks) const {
+    const std::size_t entries = block(picks);
+    return entries == 0 ? 0 : std::min(detail::coded_list_words(entries, n_), words_);
+  }
+  // The largest block any call pooling at most `most_picks` gathers per rank (the coded
+  // list's words grow with its entries).
   static std::size_t largest_pool_block(std::size_t most_picks, std::size_t world, std::size_t n) {
-    return std::min(ceil_div(most_picks, world), ceil_div(n, 32));
+    return std::min(detail::coded_list_words(ceil_div(most_picks, world), n), ceil_div(n, 32));
   }
   static std::size_t pool_words(std::size_t most_picks, std::size_t world, std::size_t n) {
     const std::size_t b = largest_pool_block(most_picks, world, n);
