@@ -30,7 +30,7 @@ fi
 # a corpus seen several times makes the validation loss measure memorisation.
 most_np=$(tr , '\n' <<< "$nps" | sort -n | tail -1)
 train_tokens=$((steps * most_np * 4 * 64 + 1))
-tok=build-torch/bench-tokens-$train_tokens
+tok=build-torch/bench-tokens-spread-$train_tokens
 if [[ ! -s $tok/train.bin ]]; then
   mkdir -p build-torch/bench-data
   cp -rL data/gpt2 data/corpus build-torch/bench-data/
