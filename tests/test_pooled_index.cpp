@@ -216,7 +216,7 @@ TEST_CASE("gathered: the cost model's gathered_index_cross_bits is what the redu
       }
   };
   const std::size_t n = 1 << 18;
-  // 0.99: lists (32 d < 1 bit a node); 0.95: bitmaps
+  // 0.99: coded lists (16 d + 1/2048 < 1 bit a node); 0.95: bitmaps
   for (const double theta : {0.99, 0.95})
     for (int world : {2, 4}) {
       CAPTURE(theta);

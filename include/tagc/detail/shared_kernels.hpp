@@ -89,6 +89,16 @@ TAGC_HOST_DEVICE inline constexpr std::size_t coded_list_blocks(std::size_t leng
 TAGC_HOST_DEVICE inline constexpr std::size_t coded_list_words(std::size_t entries, std::size_t length) {
   return coded_list_blocks(length) + 1 + ceil_div(entries, 2);
 }
+// How many of a sorted list's first k entries are below x (a binary search; free slots,
+// no_position, sort last).
+TAGC_HOST_DEVICE inline std::size_t entries_below(const std::uint32_t* list, std::size_t k, std::uint64_t x) {
+  std::size_t lo = 0, hi = k;
+  while (lo < hi) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (std::uint64_t(list[mid]) < x) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
 // out[j], j in [0, blocks]: how many of the list's positions lie below block j's first
 // (free slots, no_position, sort last and are never counted).
 struct code_list_starts {
@@ -97,13 +107,7 @@ struct code_list_starts {
   std::uint32_t* out;
   TAGC_HOST_DEVICE void operator()(std::size_t j) const {
     const std::uint64_t first = std::uint64_t(j) * coded_block_positions;
-    const std::uint64_t x = first < no_position ? first : std::uint64_t(no_position);
-    std::size_t lo = 0, hi = entries;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (std::uint64_t(list[mid]) < x) lo = mid + 1; else hi = mid;
-    }
-    out[j] = std::uint32_t(lo);
+    out[j] = std::uint32_t(entries_below(list, entries, first < no_position ? first : std::uint64_t(no_position)));
   }
 };
 // out[w]: entries 2w and 2w + 1's offsets within their blocks (0 past the list).
@@ -130,15 +134,11 @@ struct pool_coded_position {
     const std::size_t blocks = coded_list_blocks(length), i = t % entries;
     const std::uint32_t* c = all + (t / entries) * block_words;
     if (i >= c[blocks]) return;
-    // its block: the last whose start is at most i
-    std::size_t lo = 0, hi = blocks;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (c[mid] <= i) lo = mid + 1; else hi = mid;
-    }
-    if (lo == 0) return;
+    // its block: the last whose start is at most i (the starts are ascending)
+    const std::size_t after = entries_below(c, blocks, std::uint64_t(i) + 1);
+    if (after == 0) return;
     const std::uint32_t offset = (c[blocks + 1 + i / 2] >> (16 * (i % 2))) & 0xffffu;
-    const std::uint64_t p = std::uint64_t(lo - 1) * coded_block_positions + offset;
+    const std::uint64_t p = std::uint64_t(after - 1) * coded_block_positions + offset;
     if (p >= length) return;
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(words[p / 32u])
         .fetch_or(1u << (p % 32u), cuda::memory_order_relaxed);
@@ -209,18 +209,10 @@ struct count_positions {
   std::size_t k;
   std::size_t first, last;
   unsigned long long* counts;
-  TAGC_HOST_DEVICE std::size_t lower_bound(std::uint64_t x) const {
-    std::size_t lo = 0, hi = k;
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (std::uint64_t(list[mid]) < x) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-  }
   TAGC_HOST_DEVICE void operator()(std::size_t) const {
-    counts[0] = lower_bound(no_position);
-    counts[1] = lower_bound(first);
-    counts[2] = lower_bound(last);
+    counts[0] = entries_below(list, k, no_position);
+    counts[1] = entries_below(list, k, first);
+    counts[2] = entries_below(list, k, last);
   }
 };
 
