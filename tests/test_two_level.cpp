@@ -61,12 +61,14 @@ std::vector<std::vector<float>> flat_run(int world, std::size_t n, reduce_op op,
 }
 
 template <class Node, class Cross>
-std::vector<std::vector<float>> two_level_run(node_shape shape, std::size_t n, reduce_op op, double theta = -1.0) {
+std::vector<std::vector<float>> two_level_run(node_shape shape, std::size_t n, reduce_op op, double theta = -1.0,
+                                              lane_layout layout = lane_layout::automatic) {
   std::vector<std::vector<float>> out(static_cast<std::size_t>(shape.world()));
   local_cluster cluster(shape.nodes, shape.ranks_per_node);
   cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
     TwoLevelReducer<Node, Cross> r;
-    REQUIRE(r.initialize({.length = n, .world_size = shape.world(), .rank = rank, .op = op, .sparsity = theta}, shape)
+    REQUIRE(r.initialize({.length = n, .world_size = shape.world(), .rank = rank, .op = op, .sparsity = theta}, shape,
+                         {}, layout)
                 .ok());
     auto& o = out[std::size_t(rank)];
     o.assign(r.output_size(), -1.0f);
@@ -82,7 +84,7 @@ const std::size_t lengths[] = {1, 7, 1000, 4099, 65537};
 
 }  // namespace
 
-TEST_CASE("two-level = flat, bit for bit: plain fp32, plain bf16 and packed values at theta = 0") {
+TEST_CASE("two-level = flat, bit for bit: plain fp32, plain bf16 and packed values at theta = 0, either lane layout") {
   for (const node_shape shape : shapes) {
     for (const std::size_t n : lengths) {
       CAPTURE(shape.nodes);
@@ -96,6 +98,9 @@ TEST_CASE("two-level = flat, bit for bit: plain fp32, plain bf16 and packed valu
         CHECK(two_level_run<PlainBf16, Plain>(shape, n, op) == flat);
         // An exact compressed stage across nodes (every nonzero kept, values packed).
         CHECK(two_level_run<Plain, Packed>(shape, n, op, 0.0) == flat);
+        // Each layout with the other kind of cross stage than automatic gives it.
+        CHECK(two_level_run<Plain, Plain>(shape, n, op, -1.0, lane_layout::interleaved) == flat);
+        CHECK(two_level_run<Plain, Packed>(shape, n, op, 0.0, lane_layout::shards) == flat);
       }
     }
   }
@@ -126,16 +131,12 @@ TEST_CASE("two-level, compressed across nodes: nothing lost over steps (inputs =
         const std::size_t first = std::size_t(rank) * r.output_size();
         for (std::size_t i = 0; i < out.size() && first + i < n; ++i) delivered[first + i] += out[i];
       }
-      // The residual covers this rank's slice: flat shards m * K + l for every node m.
+      // The residual covers this rank's slice (interleaved lanes: every K-th element of each node's region).
+      CHECK(r.layout() == lane_layout::interleaved);
       const auto res = r.cross_stage().residual_to_host();
-      const std::size_t S = r.output_size();
-      const int l = shape.local_rank_of(rank);
       std::lock_guard lk(m);
-      for (int node = 0; node < shape.nodes; ++node)
-        for (std::size_t e = 0; e < S; ++e) {
-          const std::size_t flat = std::size_t(node * shape.ranks_per_node + l) * S + e;
-          if (flat < n) residual[flat] += res[std::size_t(node) * S + e];
-        }
+      for (std::size_t i = 0; i < res.size(); ++i)
+        if (const std::size_t flat = r.slice_position(i); flat < n) residual[flat] += res[i];
     });
     double err = 0.0, mass = 0.0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -143,6 +144,47 @@ TEST_CASE("two-level, compressed across nodes: nothing lost over steps (inputs =
       mass += std::abs(inputs[i]);
     }
     CHECK(err < 1e-5 * mass);
+  }
+}
+
+// A hot shard (the embedding rows of frequent tokens): flat shard 0 holds the node's
+// largest entries, exactly as many as the node may keep. Interleaved lanes share them out,
+// so every one is delivered at once; whole-shard lanes give them all to lane 0, which keeps
+// only its k / K, and the other lanes spend theirs on small entries.
+TEST_CASE("two-level, interleaved lanes: a hot shard is kept as the node's top k, not its lane's") {
+  const node_shape shape{2, 4};
+  const std::size_t S = 1000, n = 8 * S;
+  for (const lane_layout layout : {lane_layout::interleaved, lane_layout::shards}) {
+    CAPTURE(int(layout));
+    std::vector<std::size_t> hot_delivered(8), cold_delivered(8);
+    local_cluster cluster(shape.nodes, shape.ranks_per_node);
+    cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+      std::vector<float> g(n);
+      for (std::size_t i = 0; i < n; ++i) g[i] = (i < S ? 100.0f : 1.0f) + 1e-4f * float(i);  // no ties
+      TwoLevelReducer<Plain, Packed> r;
+      // each lane's slice is 2 S long: k = 250 per lane, 1000 = S per node
+      REQUIRE(r.initialize({.length = n, .world_size = 8, .rank = rank, .op = reduce_op::mean, .sparsity = 0.875}, shape,
+                           {}, layout)
+                  .ok());
+      REQUIRE(r.cross_stage().plan().length == 2 * S);
+      std::vector<float> out(r.output_size());
+      REQUIRE(r.reduce_scatter(lv, g, out).ok());
+      const std::size_t first = std::size_t(rank) * S;
+      for (std::size_t e = 0; e < S; ++e)
+        if (out[e] != 0.0f) {
+          CHECK(out[e] == g[first + e]);  // the mean of equal gradients
+          ++(first + e < S ? hot_delivered : cold_delivered)[std::size_t(rank)];
+        }
+    });
+    std::size_t hot = 0, cold = 0;
+    for (int r = 0; r < 8; ++r) hot += hot_delivered[std::size_t(r)], cold += cold_delivered[std::size_t(r)];
+    if (layout == lane_layout::interleaved) {
+      CHECK(hot == S);
+      CHECK(cold == 0);
+    } else {
+      CHECK(hot == S / 4);  // lane 0's k
+      CHECK(cold == 3 * S / 4);
+    }
   }
 }
 
@@ -265,6 +307,8 @@ TEST_CASE("two-level: node shapes that cannot work are refused with the reason")
   CHECK(r.initialize({.length = 100, .world_size = 8, .rank = 0}, {3, 2}).code() == errc::invalid_argument);
   CHECK(r.initialize({.length = 100, .world_size = 4, .rank = 0, .topo = topology::replicated}, {2, 2}).code() ==
         errc::invalid_argument);
+  CHECK(r.initialize({.length = 100, .world_size = 4, .rank = 0}, {2, 2}, {}, lane_layout(7)).code() ==
+        errc::invalid_argument);
   // communicators of another shape than planned
   local_cluster cluster(2, 2);
   cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
@@ -322,4 +366,24 @@ TEST_CASE("two-level: a save / load in the middle continues bit for bit; foreign
   PackedBf16 flat;
   REQUIRE(flat.initialize({.length = n, .world_size = 6, .rank = 0, .sparsity = 0.97}).ok());
   CHECK(other.load_state(flat.save_state()).code() == errc::io);
+
+  // The other lane layout: its residual covers other elements.
+  R shards;
+  REQUIRE(shards.initialize(args, shape, {}, lane_layout::shards).ok());
+  const status l = shards.load_state(saved[0]);
+  CHECK(l.code() == errc::size_mismatch);
+  CHECK(l.message().find("saved with interleaved lanes, this reducer has whole-shard lanes") != std::string::npos);
+
+  // A version-1 state (six header words, whole-shard lanes) loads into whole-shard lanes only.
+  std::vector<std::byte> v2 = shards.save_state(), v1(v2.size() - sizeof(std::uint64_t));
+  const std::uint64_t one = 1;
+  std::memcpy(v1.data(), v2.data(), 6 * sizeof(std::uint64_t));
+  std::memcpy(v1.data() + sizeof(std::uint64_t), &one, sizeof one);
+  std::memcpy(v1.data() + 6 * sizeof(std::uint64_t), v2.data() + 7 * sizeof(std::uint64_t),
+              v2.size() - 7 * sizeof(std::uint64_t));
+  CHECK(shards.load_state(v1).ok());
+  CHECK(shards.save_state() == v2);
+  R interleaved;
+  REQUIRE(interleaved.initialize(args, shape).ok());
+  CHECK(interleaved.load_state(v1).code() == errc::size_mismatch);
 }

@@ -58,6 +58,8 @@ class PlainReducer : public reducer_entry_points<PlainReducer<Wire, Exec>> {
   template <class T> using vector = typename Exec::template vector<T>;
 
   static status can_implement(const reducer_arguments& a) { return check_placement(a); }
+  // Sends every element as it is (compressed reducers: true).
+  static constexpr bool compressed() { return false; }
 
   status initialize(const reducer_arguments& args, Exec exec = {}) {
     unit_.assign(args.name);

@@ -11,10 +11,13 @@
 // This is the hybrid the TAGC paper leaves as future work, and what ZeRO++'s qgZ and
 // FSDP2's HSDP do.
 //
-// Layout (W = M nodes x K ranks per node, S = ceil(length / W), the flat shard size):
-//   1. permute: the gradient, padded to W x S, is rearranged so that block l (M x S
-//      elements) holds shards l, K + l, 2K + l, ... : the flat shards that the ranks
-//      with local rank l own, in node order;
+// Layout (W = M nodes x K ranks per node, S = ceil(length / W), the flat shard size;
+// node m's region R_m = flat shards mK .. mK + K - 1, K x S elements):
+//   1. permute: the gradient, padded to W x S, is rearranged into K blocks of M x S
+//      elements, block l holding one piece of S elements of every region, in node
+//      order. Which piece is the lane layout's choice:
+//        shards       piece (m, l) = flat shard mK + l, whole;
+//        interleaved  piece (m, l) = the elements of R_m at offsets l, K + l, 2K + l, ...
 //   2. node:  NodeReducer reduce-scatters the W x S buffer among the node's K ranks
 //      (sum): local rank l receives block l summed over its node (its "slice");
 //   3. check: every rank counts NaN/Inf in its slice and whether its sizes were right;
@@ -22,12 +25,23 @@
 //      device buffers only) give every rank the world's verdict
 //      before any residual changes;
 //   4. cross: CrossReducer reduce-scatters the slice among the M ranks with local rank l
-//      (sum): node m receives shard m of the slice, i.e. flat shard m x K + l, which is
-//      this rank's own flat shard;
-//   5. mean: the shard is divided by W in float, as the flat reducers do.
+//      (sum): node m receives piece (m, l) summed over the world;
+//   5. shards: that piece is this rank's own flat shard mK + l. interleaved: the node's
+//      K ranks all-gather their pieces (R_m) and each keeps its shard of it;
+//   6. mean: the shard is divided by W in float, as the flat reducers do.
 // So rank r ends with exactly the flat reduce-scatter's shard r; with an exact cross
 // reducer (plain, or packed values at theta = 0) and exactly representable sums the two
-// agree bit for bit (tests/test_two_level.cpp), whatever the node shape.
+// agree bit for bit (tests/test_two_level.cpp), whatever the node shape and layout.
+//
+// Why two layouts: a compressed cross stage selects within one slice, k / K of the
+// node's k entries per lane. With whole shards in a slice, the hot shard (the embedding
+// rows of frequent tokens: issue 33) lies in one lane, which may keep only k / K of its
+// large entries while the other lanes keep small ones, and that lane's exchange carries
+// the hot shard's union. Interleaved, every lane holds every K-th element of every
+// region, so each lane's top k / K is the node's top k up to sampling, and the lanes
+// send alike. It costs one all-gather of S (K - 1) floats per rank inside the node
+// (step 5; the node's reduce-scatter sends S (K - 1) M). A plain cross stage selects
+// nothing and keeps whole shards (lane_layout::automatic).
 //
 // NodeReducer is normally PlainReducer<float | bfloat16, Exec> (or an AnyReducer built
 // as plain); CrossReducer any reducer with the Reducer contract (Reducer, AnyReducer).
@@ -67,6 +81,30 @@ struct node_major_gather {
     out[i] = src < length ? grad[src] : 0.0f;
   }
 };
+// The same with interleaved lanes: piece (m, l) holds region m's offsets l, K + l, ...
+struct node_major_interleave {
+  const float* grad;
+  float* out;
+  std::size_t length, shard;
+  std::size_t nodes, ranks_per_node;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::size_t slot = i / shard, j = i - slot * shard;  // slot = l * M + m
+    const std::size_t l = slot / nodes, m = slot - l * nodes;
+    const std::size_t src = (m * shard + j) * ranks_per_node + l;
+    out[i] = src < length ? grad[src] : 0.0f;
+  }
+};
+// Step 5, interleaved: element e of local rank l's shard from the node's gathered pieces
+// ([K][S]: piece p holds region offsets p, K + p, ...).
+struct shard_from_pieces {
+  const float* pieces;
+  float* shard_out;
+  std::size_t shard, ranks_per_node, local_rank;
+  TAGC_HOST_DEVICE void operator()(std::size_t e) const {
+    const std::size_t offset = local_rank * shard + e;  // in the node's region
+    shard_out[e] = pieces[(offset % ranks_per_node) * shard + offset / ranks_per_node];
+  }
+};
 struct count_nonfinite {
   const float* x;
   TAGC_HOST_DEVICE unsigned long long operator()(std::size_t i) const {
@@ -82,6 +120,10 @@ struct scale_in_place {
 };
 }  // namespace detail
 
+// Which elements a lane (the ranks with one local rank) reduces across nodes; see the
+// header. automatic: interleaved when the cross stage compresses, shards when it is plain.
+enum class lane_layout : std::uint64_t { shards = 0, interleaved = 1, automatic = 2 };
+
 template <class NodeReducer, class CrossReducer>
 class TwoLevelReducer {
  public:
@@ -91,7 +133,8 @@ class TwoLevelReducer {
   template <class T> using vector = typename exec_space::template vector<T>;
 
   static constexpr std::uint64_t state_magic = 0x74616763'32'6c76ull;  // "tagc" "2" "lv"
-  static constexpr std::uint64_t state_version = 1;
+  // 2: the lane layout in the header (version 1 states are whole-shard lanes).
+  static constexpr std::uint64_t state_version = 2;
 
   TwoLevelReducer() = default;
   // Stages that must be made before they are initialised (AnyReducer: build_reducer first).
@@ -99,9 +142,11 @@ class TwoLevelReducer {
 
   // `args` describes the whole job as for a flat reducer (length, world, rank, op,
   // sharded topology, theta and the knobs the cross reducer takes); `shape` splits the
-  // world into nodes. Refused: a shape that does not multiply to the world, a replicated
-  // topology, and whatever the two reducers refuse for their level.
-  status initialize(const reducer_arguments& args, node_shape shape, exec_space exec = {}) {
+  // world into nodes; `layout` picks the lanes' elements (see the header). Refused: a
+  // shape that does not multiply to the world, a replicated topology, an unknown layout,
+  // and whatever the two reducers refuse for their level.
+  status initialize(const reducer_arguments& args, node_shape shape, exec_space exec = {},
+                    lane_layout layout = lane_layout::automatic) {
     unit_.assign(args.name);
     if (args.topo != topology::sharded)
       return annotate({errc::invalid_argument, "a two-level reducer reduce-scatters (topology::sharded); "
@@ -110,6 +155,8 @@ class TwoLevelReducer {
       return annotate({errc::invalid_argument, "node shape " + std::to_string(shape.nodes) + " x " +
                                                    std::to_string(shape.ranks_per_node) +
                                                    " does not make the world size " + std::to_string(args.world_size)});
+    if (layout != lane_layout::shards && layout != lane_layout::interleaved && layout != lane_layout::automatic)
+      return annotate({errc::invalid_argument, "unknown lane layout " + std::to_string(std::uint64_t(layout))});
     if (args.rank < 0 || args.rank >= args.world_size)
       return annotate({errc::invalid_argument, "rank " + std::to_string(args.rank) + " outside [0, " +
                                                    std::to_string(args.world_size) + ")"});
@@ -138,8 +185,17 @@ class TwoLevelReducer {
                                            " elements (want " + std::to_string(slice_len_) + "), cross stage " +
                                            std::to_string(cross_.output_size()) + " (want " + std::to_string(shard_) +
                                            ")"});
+    if (layout == lane_layout::automatic) layout = cross_.compressed() ? lane_layout::interleaved : lane_layout::shards;
+    layout_ = layout;
     node_major_.assign(node.length, 0.0f);  // padding is written once, here
     slice_.assign(slice_len_, 0.0f);
+    if (layout_ == lane_layout::interleaved) {
+      piece_.assign(shard_, 0.0f);
+      region_.assign(shard_ * std::size_t(shape.ranks_per_node), 0.0f);
+    } else {
+      piece_ = {};
+      region_ = {};
+    }
     verdict_.assign(6, 0);
     TAGC_TRY(nonfinite_.template reserve<unsigned long long>(exec, slice_len_, detail::count_nonfinite{nullptr}));
     initialized_ = true;
@@ -149,16 +205,25 @@ class TwoLevelReducer {
   // Rank r's flat shard: output_size() elements, as a flat reduce-scatter gives it.
   std::size_t output_size() const { return shard_; }
   node_shape shape() const { return shape_; }
+  lane_layout layout() const { return layout_; }
+  // The flat position of element i of this rank's slice (what the cross stage and its
+  // residual hold), arguments().length or more for padding: tests and tools map the
+  // residual back.
+  std::size_t slice_position(std::size_t i) const {
+    const std::size_t m = i / shard_, j = i - m * shard_, K = std::size_t(shape_.ranks_per_node);
+    const std::size_t l = std::size_t(shape_.local_rank_of(args_.rank));
+    return layout_ == lane_layout::interleaved ? (m * shard_ + j) * K + l : (m * K + l) * shard_ + j;
+  }
   const reducer_arguments& arguments() const { return args_; }
   std::string_view name() const { return unit_.name(); }
   NodeReducer& node_stage() { return node_; }
   CrossReducer& cross_stage() { return cross_; }
   const CrossReducer& cross_stage() const { return cross_; }
-  // Buffers of this level (the node-major gradient, the slice, the verdict and the NaN count's
-  // workspace), beside the stages' own.
+  // Buffers of this level (the node-major gradient, the slice, interleaved: the piece and
+  // the gathered region, the verdict and the NaN count's workspace), beside the stages' own.
   std::size_t buffer_bytes() const {
-    return detail::buffer_bytes(node_major_) + detail::buffer_bytes(slice_) + detail::buffer_bytes(verdict_) +
-           nonfinite_.workspace_bytes();
+    return detail::buffer_bytes(node_major_) + detail::buffer_bytes(slice_) + detail::buffer_bytes(piece_) +
+           detail::buffer_bytes(region_) + detail::buffer_bytes(verdict_) + nonfinite_.workspace_bytes();
   }
 
   // stats (optional): the cross stage's statistics (what crosses nodes), with the node
@@ -209,14 +274,26 @@ class TwoLevelReducer {
                                              " NaN/Inf entries in the nodes' summed gradients (a NaN/Inf gradient on "
                                              "some rank, or a node sum that overflowed); nothing was changed"});
     reduce_stats cross_stats;
-    TAGC_TRY(cross_.reduce_scatter(cross, std::span<const float>(detail::raw(slice_), slice_len_), shard,
+    const bool interleaved = layout_ == lane_layout::interleaved;
+    const std::span<float> piece = interleaved ? std::span<float>(detail::raw(piece_), shard_) : shard;
+    TAGC_TRY(cross_.reduce_scatter(cross, std::span<const float>(detail::raw(slice_), slice_len_), piece,
                                    stats ? &cross_stats : nullptr));
+    if (interleaved) {
+      TAGC_TRY(annotate(node.all_gather(std::span<const float>(piece),
+                                        std::span<float>(detail::raw(region_), region_.size()))));
+      launch(shard_, detail::shard_from_pieces{detail::raw(region_), shard.data(), shard_,
+                                               std::size_t(shape_.ranks_per_node),
+                                               std::size_t(shape_.local_rank_of(args_.rank))});
+    }
     if (args_.op == reduce_op::mean) launch(shard_, detail::scale_in_place{shard.data(), 1.0f / float(args_.world_size)});
     if (stats) {
       *stats = cross_stats;
       stats->control_bytes += ring_bytes_sent(collective::all_reduce, double(sizeof mine), shape_.nodes);
       stats->intranode_bytes =
           node_stats.total_bytes() + ring_bytes_sent(collective::all_reduce, double(sizeof mine), shape_.ranks_per_node);
+      if (interleaved)
+        stats->intranode_bytes +=
+            ring_bytes_sent(collective::all_gather, double(region_.size() * sizeof(float)), shape_.ranks_per_node);
     }
     return {};
   }
@@ -224,8 +301,9 @@ class TwoLevelReducer {
   // ---- state: the cross stage's error feedback (the node stage's, if it keeps any) ----
   std::vector<std::byte> save_state() const {
     const std::vector<std::byte> n = node_.save_state(), c = cross_.save_state();
-    const std::uint64_t head[6] = {state_magic, state_version, std::uint64_t(shape_.nodes),
-                                   std::uint64_t(shape_.ranks_per_node), n.size(), c.size()};
+    const std::uint64_t head[7] = {state_magic, state_version, std::uint64_t(shape_.nodes),
+                                   std::uint64_t(shape_.ranks_per_node), n.size(), c.size(),
+                                   std::uint64_t(layout_)};
     std::vector<std::byte> out(sizeof head + n.size() + c.size());
     std::memcpy(out.data(), head, sizeof head);
     if (!n.empty()) std::memcpy(out.data() + sizeof head, n.data(), n.size());
@@ -234,24 +312,33 @@ class TwoLevelReducer {
   }
   status load_state(std::span<const std::byte> in) {
     if (!initialized_) return annotate({errc::invalid_argument, "load_state before initialize"});
-    std::uint64_t head[6];
-    if (in.size() < sizeof head)
+    // version 1: six header words, whole-shard lanes; version 2: a seventh, the layout
+    std::uint64_t head[7] = {};
+    if (in.size() < 2 * sizeof(std::uint64_t))
       return annotate({errc::io, "two-level reducer state truncated: " + std::to_string(in.size()) + " bytes"});
-    std::memcpy(head, in.data(), sizeof head);
-    if (head[0] != state_magic || head[1] != state_version)
-      return annotate({errc::io, "not a two-level reducer state of version " + std::to_string(state_version) +
+    std::memcpy(head, in.data(), 2 * sizeof(std::uint64_t));
+    if (head[0] != state_magic || head[1] < 1 || head[1] > state_version)
+      return annotate({errc::io, "not a two-level reducer state of version 1 to " + std::to_string(state_version) +
                                      " (a flat reducer's state cannot seed a two-level one: the residual covers "
                                      "another slice)"});
+    const std::size_t head_bytes = (head[1] == 1 ? 6 : 7) * sizeof(std::uint64_t);
+    if (in.size() < head_bytes)
+      return annotate({errc::io, "two-level reducer state truncated: " + std::to_string(in.size()) + " bytes"});
+    std::memcpy(head, in.data(), head_bytes);
     if (head[2] != std::uint64_t(shape_.nodes) || head[3] != std::uint64_t(shape_.ranks_per_node))
       return annotate({errc::size_mismatch, "two-level reducer state was saved with " + std::to_string(head[2]) +
                                                 " nodes x " + std::to_string(head[3]) + " ranks, this reducer has " +
                                                 std::to_string(shape_.nodes) + " x " +
                                                 std::to_string(shape_.ranks_per_node)});
-    if (in.size() != sizeof head + head[4] + head[5])
+    if (head[6] != std::uint64_t(layout_))  // the residual would land on other elements
+      return annotate({errc::size_mismatch, std::string("two-level reducer state was saved with ") +
+                                                layout_name(head[6]) + " lanes, this reducer has " +
+                                                layout_name(std::uint64_t(layout_)) + " lanes"});
+    if (in.size() != head_bytes + head[4] + head[5])
       return annotate({errc::io, "two-level reducer state has " + std::to_string(in.size()) + " bytes, its header says " +
-                                     std::to_string(sizeof head + head[4] + head[5])});
-    TAGC_TRY(node_.load_state(in.subspan(sizeof head, head[4])));
-    return cross_.load_state(in.subspan(sizeof head + head[4], head[5]));
+                                     std::to_string(head_bytes + head[4] + head[5])});
+    TAGC_TRY(node_.load_state(in.subspan(head_bytes, head[4])));
+    return cross_.load_state(in.subspan(head_bytes + head[4], head[5]));
   }
 
  private:
@@ -259,6 +346,25 @@ class TwoLevelReducer {
   void node_major(std::span<const float> grad) {
     const std::size_t M = std::size_t(shape_.nodes), K = std::size_t(shape_.ranks_per_node);
     float* out = detail::raw(node_major_);
+    if (layout_ == lane_layout::interleaved) {
+      if constexpr (!exec_space::is_device) {
+        // One strided gather per piece: no division per element; the padding stays zero.
+        const std::ptrdiff_t slots = std::ptrdiff_t(M * K);
+#pragma omp parallel for schedule(static) if (shard_ * M * K >= detail::host_inline_below)
+        for (std::ptrdiff_t slot = 0; slot < slots; ++slot) {
+          const std::size_t l = std::size_t(slot) / M, m = std::size_t(slot) % M;
+          const std::size_t first = m * shard_ * K + l;
+          const std::size_t n = first < grad.size() ? std::min(shard_, (grad.size() - first - 1) / K + 1) : 0;
+          float* dst = out + std::size_t(slot) * shard_;
+          const float* src = grad.data() + first;
+          for (std::size_t j = 0; j < n; ++j) dst[j] = src[j * K];
+        }
+      } else {
+        detail::launcher<exec_space>{exec_}(shard_ * M * K,
+                                            detail::node_major_interleave{grad.data(), out, grad.size(), shard_, M, K});
+      }
+      return;
+    }
     if constexpr (!exec_space::is_device) {
       // One copy per shard: no division per element.
       const std::ptrdiff_t slots = std::ptrdiff_t(M * K);
@@ -275,6 +381,9 @@ class TwoLevelReducer {
     }
   }
 
+  static const char* layout_name(std::uint64_t l) {
+    return l == std::uint64_t(lane_layout::shards) ? "whole-shard" : l == std::uint64_t(lane_layout::interleaved) ? "interleaved" : "unknown";
+  }
   status annotate(status s) const { return unit_(std::move(s)); }
 
   reducer_arguments args_{};
@@ -282,10 +391,12 @@ class TwoLevelReducer {
   node_shape shape_{};
   exec_space exec_{};
   std::size_t shard_ = 0, slice_len_ = 0;
+  lane_layout layout_ = lane_layout::shards;
   bool initialized_ = false;
   NodeReducer node_;
   CrossReducer cross_;
   vector<float> node_major_, slice_;
+  vector<float> piece_, region_;  // interleaved: the cross stage's piece, the node's gathered pieces
   vector<std::int64_t> verdict_;  // the verdict's all-reduces (see reduce_scatter)
   detail::sum_workspace<exec_space> nonfinite_;
 };

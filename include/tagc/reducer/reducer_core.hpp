@@ -29,6 +29,8 @@ class reducer_core {
  public:
   // Time each stage (synchronising after it) and report it in reduce_stats::seconds.
   void set_profiling(bool on) { profiling_ = on; }
+  // Selects what it sends (PlainReducer: false): a two-level reducer interleaves its lanes for it.
+  static constexpr bool compressed() { return true; }
 
   const layout& plan() const { return plan_.lay; }
   const reducer_arguments& arguments() const { return args_; }  // (its name is empty: see name())
