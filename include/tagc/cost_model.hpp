@@ -72,7 +72,12 @@ inline cost_estimate two_level_estimate(std::size_t length, int nodes, int ranks
   const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;  // seconds per bit per parameter
   cost_estimate c;
   c.dense_seconds = node + (M > 1 ? cross_link.latency_seconds + cross_factor * cross * node_bits : 0.0);
-  c.compressed_seconds = node + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
+  // A sharded compressed cross stage interleaves its lanes, so the node all-gathers its
+  // region (n/M floats) to put the shards back (two_level_reducer.hpp, step 5).
+  const double regather = cross_factor == 1.0 && K > 1 ? node_link.latency_seconds + (K - 1.0) / K * 4.0 * (n / M) /
+                                                                                        node_link.bytes_per_second
+                                                       : 0.0;
+  c.compressed_seconds = node + regather + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
                          4.0 * (n / K) / codec.compress_bytes_per_second + 4.0 * decoded / codec.decode_bytes_per_second;
   return c;
 }
@@ -88,6 +93,7 @@ inline cost_estimate two_level_estimate(std::size_t length, int nodes, int ranks
 //   node       = a + (K-1)/K * n*node_bits/8 / B_node
 //   dense      = node + a + (M-1)/M * n*node_bits/8 / B_cross          (K slices of n/K)
 //   compressed = node + c*a + (M-1)/M * n*cross_bits/8 / B_cross + 4(n/K) / T_compress + 4(n/W) / T_decode
+//                + a + (K-1)/K * 4(n/M) / B_node        (the interleaved lanes' all-gather inside the node)
 inline cost_estimate estimate_two_level_reduce_scatter(std::size_t length, int nodes, int ranks_per_node,
                                                        double node_bits, double cross_bits,
                                                        const link_model& node_link, const link_model& cross_link,
