@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   const auto tagc_bits = [&](int nodes, bool sharded) {
     if (given_bits >= 0.0) return given_bits;
     if (!gathered_index) return tagc::shared_selection_cross_bits(1.0 - theta);
-    const double union_ratio = std::min(double(nodes), union_2 * std::pow(double(nodes) / 2.0, union_growth));
+    const double union_ratio = tagc::gathered_union_ratio(nodes, union_2, union_growth);
     return tagc::gathered_index_cross_bits(1.0 - theta, nodes, union_ratio, 16.0, sharded);
   };
   const double codec = flag(argc, argv, "--codec-gbs", 100.0) * 1e9;

@@ -2,7 +2,7 @@
 // defines: tagc::link_model, tagc::codec_model, tagc::cost_estimate,
 //          tagc::estimate_reduce_scatter, tagc::estimate_two_level_reduce_scatter,
 //          tagc::estimate_two_level_all_reduce, tagc::shared_selection_cross_bits,
-//          tagc::gathered_index_cross_bits —
+//          tagc::gathered_index_cross_bits, tagc::gathered_union_ratio —
 //          does compressing this unit pay (flat, or across nodes only)?
 //
 // The paper found compressing every layer *slower* than compressing none: small
@@ -20,6 +20,7 @@
 // values, unresolved count: 4).
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "core/config.hpp"
@@ -152,6 +153,15 @@ inline double gathered_index_cross_bits(double density, int nodes, double union_
   const double values = 2.0 * value_bits * union_ratio * density;
   const double list_bits = 16.0 * density + 32.0 / 65536.0;
   return double(nodes) * std::min(1.0, list_bits) + (sharded && 2.0 * union_ratio * density > 1.0 ? value_bits : values);
+}
+
+// The union of M nodes' own selections over k, modelled as union_at_two * (M/2)^growth
+// and kept between 1 and M. The defaults are the fit to GPT-2 d2 at theta 0.9875 over
+// 2-16 ranks (docs/results/gathered-union.csv: 1.70, 2.71, 4.25, 6.13 at M = 2, 4, 8, 16);
+// another model or theta has its own.
+inline double gathered_union_ratio(int nodes, double union_at_two = 1.735, double growth = 0.621) {
+  const double M = double(nodes > 1 ? nodes : 1);
+  return M <= 1.0 ? 1.0 : std::clamp(union_at_two * std::pow(M / 2.0, growth), 1.0, M);
 }
 
 TAGC_END_NAMESPACE

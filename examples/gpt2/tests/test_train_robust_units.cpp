@@ -303,6 +303,16 @@ TEST_CASE("optimizer arguments and world size: refused in the command line's wor
   CHECK_NOTHROW(check_world(parse({"--index-bits", "4", "--compress", "none"}), 16));
 }
 
+TEST_CASE("node count note: the gathered index is flagged where the cost model puts it above bf16's 16 bits") {
+  const Args gathered = parse({"--values", "packed-bf16", "--index-bits", "gathered", "--sparsity", "0.9875"});
+  CHECK(node_count_note(gathered, 32).empty());  // 10.3 bits
+  const std::string at_64 = node_count_note(gathered, 64);  // 18.8 bits
+  CHECK(at_64.find("across 64 nodes sends about 19 bits") != std::string::npos);
+  CHECK(at_64.find("--index-bits shared sends 0.8") != std::string::npos);
+  CHECK(node_count_note(parse({"--values", "packed-bf16", "--index-bits", "shared", "--sparsity", "0.9875"}), 1024)
+            .empty());
+}
+
 TEST_CASE("memory estimate: d99 refused with figures, d2 fits") {
   Args a = parse({"--model", "d99"});
   const MemoryEstimate e = estimate_memory(model_config(a), a, 2);

@@ -23,6 +23,8 @@
 #include "durable_file.hpp"
 // defines: train::fault::maybe_kill_in_model_save
 #include "fault_injection.hpp"
+// defines: train::node_count_note
+#include "preflight.hpp"
 
 #include <mpi.h>
 
@@ -98,6 +100,7 @@ int cmd_train(const Args& cli) {
                     ", " + compression_summary(a) +
                     (t->step() > 0 ? ", resumed at step " + std::to_string(t->step()) : std::string()));
     if (const AutoPlan* p = t->auto_plan()) metrics.message(format_table(*p));
+    if (const std::string note = node_count_note(a, t->nodes()); !note.empty()) metrics.message(note);
     training = true;
 
     DivergenceGuard guard(a);

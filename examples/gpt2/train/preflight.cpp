@@ -1,5 +1,5 @@
 // preflight.cpp: see preflight.hpp.
-// defines: train::validate_args, train::check_world, train::estimate_memory,
+// defines: train::validate_args, train::check_world, train::node_count_note, train::estimate_memory,
 //          train::available_memory, train::check_memory
 #include "preflight.hpp"
 
@@ -8,6 +8,8 @@
 
 // defines: tagc::default_catalogue, tagc::workspace_bytes_of (the reducers' workspace query)
 #include "tagc/builder/default_catalogue.hpp"
+// defines: tagc::gathered_index_cross_bits, tagc::gathered_union_ratio, tagc::shared_selection_cross_bits
+#include "tagc/cost_model.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -75,6 +77,17 @@ void check_world(const Args& a, int world) {
                     " ranks: use --index-bits exact (the narrowest exact width for the world size)");
   if (a.index_bits == tagc::index_auto && world > 255)
     throw ArgsError("--index-bits exact counts at most 255 ranks, this job has " + std::to_string(world));
+}
+
+std::string node_count_note(const Args& a, int nodes) {
+  if (a.compress == CompressMode::none || a.index_bits != tagc::index_gathered || a.sparsity < 0.0) return {};
+  const double bits = tagc::gathered_index_cross_bits(1.0 - a.sparsity, nodes, tagc::gathered_union_ratio(nodes));
+  if (bits <= 16.0) return {};
+  return "note: --index-bits gathered across " + std::to_string(nodes) + " nodes sends about " + num(std::round(bits)) +
+         " bits per compressed parameter and node at --sparsity " + num(a.sparsity) +
+         " (the cost model, with the union measured on d2), more than bf16's 16: its position lists grow with the "
+         "nodes; --index-bits shared sends " + num(std::round(10.0 * tagc::shared_selection_cross_bits(1.0 - a.sparsity)) / 10.0) +
+         " at any node count";
 }
 
 std::string MemoryEstimate::describe() const {

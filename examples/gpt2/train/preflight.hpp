@@ -1,7 +1,7 @@
 // preflight.hpp: checks made before anything big is allocated or any rank waits for
 // another, in the command line's words: optimizer values in range, the world size
 // against --index-bits, and the memory a rank will need against what the host has.
-// defines: train::validate_args (declared in args.hpp), train::check_world,
+// defines: train::validate_args (declared in args.hpp), train::check_world, train::node_count_note,
 //          train::MemoryEstimate, train::estimate_memory, train::check_memory
 #pragma once
 
@@ -17,6 +17,12 @@ namespace train {
 // Throws ArgsError if the flags cannot run at this world size (e.g. --index-bits 4 on
 // 16 ranks: its 4-bit counters overflow; the message names --index-bits exact).
 void check_world(const Args& a, int world);
+
+// A note for the log when the flags work but send more than they save at this many nodes
+// (each rank its own node when flat): --index-bits gathered all-gathers every node's list,
+// so its bytes grow with the nodes; the cost model (tagc/cost_model.hpp, with the union
+// measured on d2) projects them against bf16's 16 bits. Empty when there is nothing to say.
+std::string node_count_note(const Args& a, int nodes);
 
 // Bytes one rank allocates, by kind (the trainer's layout, in Exec memory on a GPU).
 struct MemoryEstimate {

@@ -139,6 +139,8 @@ class Trainer {
   int rank() const { return plan_.rank(); }
   int world() const { return plan_.world(); }
   int step() const { return step_; }
+  // Nodes the gradients are compressed across (--ranks-per-node; flat: every rank its own).
+  int nodes() const { return shape_.nodes; }
   const gpt2::Config& config() const { return cfg_; }
   size_t num_parameters() const;
   // --compress auto: the per-segment decision (measured, or from --resume's checkpoint);
