@@ -68,29 +68,22 @@
 TAGC_BEGIN_NAMESPACE
 
 namespace detail {
+// The flat position of element j of piece (m, l) (W x S padded: length or beyond is padding).
+TAGC_HOST_DEVICE inline std::size_t piece_source(std::size_t m, std::size_t l, std::size_t j, std::size_t shard,
+                                                 std::size_t ranks_per_node, bool interleaved) {
+  return interleaved ? (m * shard + j) * ranks_per_node + l : (m * ranks_per_node + l) * shard + j;
+}
 // Device path of step 1: element i of the node-major buffer from the flat gradient.
 struct node_major_gather {
   const float* grad;
   float* out;
   std::size_t length, shard;
   std::size_t nodes, ranks_per_node;
-  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::size_t slot = i / shard, e = i - slot * shard;  // slot = l * M + m
-    const std::size_t l = slot / nodes, m = slot - l * nodes;
-    const std::size_t src = (m * ranks_per_node + l) * shard + e;
-    out[i] = src < length ? grad[src] : 0.0f;
-  }
-};
-// The same with interleaved lanes: piece (m, l) holds region m's offsets l, K + l, ...
-struct node_major_interleave {
-  const float* grad;
-  float* out;
-  std::size_t length, shard;
-  std::size_t nodes, ranks_per_node;
+  bool interleaved;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     const std::size_t slot = i / shard, j = i - slot * shard;  // slot = l * M + m
     const std::size_t l = slot / nodes, m = slot - l * nodes;
-    const std::size_t src = (m * shard + j) * ranks_per_node + l;
+    const std::size_t src = piece_source(m, l, j, shard, ranks_per_node, interleaved);
     out[i] = src < length ? grad[src] : 0.0f;
   }
 };
@@ -210,9 +203,9 @@ class TwoLevelReducer {
   // residual hold), arguments().length or more for padding: tests and tools map the
   // residual back.
   std::size_t slice_position(std::size_t i) const {
-    const std::size_t m = i / shard_, j = i - m * shard_, K = std::size_t(shape_.ranks_per_node);
-    const std::size_t l = std::size_t(shape_.local_rank_of(args_.rank));
-    return layout_ == lane_layout::interleaved ? (m * shard_ + j) * K + l : (m * K + l) * shard_ + j;
+    const std::size_t m = i / shard_;
+    return detail::piece_source(m, std::size_t(shape_.local_rank_of(args_.rank)), i - m * shard_, shard_,
+                                std::size_t(shape_.ranks_per_node), layout_ == lane_layout::interleaved);
   }
   const reducer_arguments& arguments() const { return args_; }
   std::string_view name() const { return unit_.name(); }
@@ -345,39 +338,26 @@ class TwoLevelReducer {
   // Step 1: the node-major copy of the gradient (its padding stays zero).
   void node_major(std::span<const float> grad) {
     const std::size_t M = std::size_t(shape_.nodes), K = std::size_t(shape_.ranks_per_node);
+    const bool interleaved = layout_ == lane_layout::interleaved;
     float* out = detail::raw(node_major_);
-    if (layout_ == lane_layout::interleaved) {
-      if constexpr (!exec_space::is_device) {
-        // One strided gather per piece: no division per element; the padding stays zero.
-        const std::ptrdiff_t slots = std::ptrdiff_t(M * K);
-#pragma omp parallel for schedule(static) if (shard_ * M * K >= detail::host_inline_below)
-        for (std::ptrdiff_t slot = 0; slot < slots; ++slot) {
-          const std::size_t l = std::size_t(slot) / M, m = std::size_t(slot) % M;
-          const std::size_t first = m * shard_ * K + l;
-          const std::size_t n = first < grad.size() ? std::min(shard_, (grad.size() - first - 1) / K + 1) : 0;
-          float* dst = out + std::size_t(slot) * shard_;
-          const float* src = grad.data() + first;
-          for (std::size_t j = 0; j < n; ++j) dst[j] = src[j * K];
-        }
-      } else {
-        detail::launcher<exec_space>{exec_}(shard_ * M * K,
-                                            detail::node_major_interleave{grad.data(), out, grad.size(), shard_, M, K});
-      }
-      return;
-    }
     if constexpr (!exec_space::is_device) {
-      // One copy per shard: no division per element.
+      // One copy per piece, strided when interleaved: no division per element.
       const std::ptrdiff_t slots = std::ptrdiff_t(M * K);
 #pragma omp parallel for schedule(static) if (shard_ * M * K >= detail::host_inline_below)
       for (std::ptrdiff_t slot = 0; slot < slots; ++slot) {
         const std::size_t l = std::size_t(slot) / M, m = std::size_t(slot) % M;
-        const std::size_t src = (m * K + l) * shard_;
-        const std::size_t n = src < grad.size() ? std::min(shard_, grad.size() - src) : 0;
-        if (n) std::memcpy(out + std::size_t(slot) * shard_, grad.data() + src, n * sizeof(float));
+        const std::size_t first = detail::piece_source(m, l, 0, shard_, K, interleaved), stride = interleaved ? K : 1;
+        const std::size_t n = first < grad.size() ? std::min(shard_, (grad.size() - first - 1) / stride + 1) : 0;
+        float* dst = out + std::size_t(slot) * shard_;
+        if (!interleaved) {
+          if (n) std::memcpy(dst, grad.data() + first, n * sizeof(float));
+        } else {
+          for (std::size_t j = 0; j < n; ++j) dst[j] = grad[first + j * K];
+        }
       }
     } else {
-      detail::launcher<exec_space>{exec_}(shard_ * M * K,
-                                          detail::node_major_gather{grad.data(), out, grad.size(), shard_, M, K});
+      detail::launcher<exec_space>{exec_}(
+          shard_ * M * K, detail::node_major_gather{grad.data(), out, grad.size(), shard_, M, K, interleaved});
     }
   }
 
