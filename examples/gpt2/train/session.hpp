@@ -30,6 +30,7 @@ class Session {
   virtual int rank() const = 0;
   virtual int world() const = 0;
   virtual int step() const = 0;
+  virtual int nodes() const = 0;  // what the gradients are compressed across (--ranks-per-node)
   virtual const gpt2::Config& config() const = 0;
   virtual size_t num_parameters() const = 0;
   virtual const AutoPlan* auto_plan() const = 0;
@@ -56,6 +57,7 @@ class TrainerSession : public Session {
   int rank() const override { return t_->rank(); }
   int world() const override { return t_->world(); }
   int step() const override { return t_->step(); }
+  int nodes() const override { return t_->nodes(); }
   const gpt2::Config& config() const override { return t_->config(); }
   size_t num_parameters() const override { return t_->num_parameters(); }
   const AutoPlan* auto_plan() const override { return t_->auto_plan(); }
