@@ -73,12 +73,7 @@ inline cost_estimate two_level_estimate(std::size_t length, int nodes, int ranks
   const double cross = (M - 1.0) / M * n / 8.0 / cross_link.bytes_per_second;  // seconds per bit per parameter
   cost_estimate c;
   c.dense_seconds = node + (M > 1 ? cross_link.latency_seconds + cross_factor * cross * node_bits : 0.0);
-  // A sharded compressed cross stage interleaves its lanes, so the node all-gathers its
-  // region (n/M floats) to put the shards back (two_level_reducer.hpp, step 5).
-  const double regather = cross_factor == 1.0 && K > 1 ? node_link.latency_seconds + (K - 1.0) / K * 4.0 * (n / M) /
-                                                                                        node_link.bytes_per_second
-                                                       : 0.0;
-  c.compressed_seconds = node + regather + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
+  c.compressed_seconds = node + double(collectives) * cross_link.latency_seconds + cross * cross_bits +
                          4.0 * (n / K) / codec.compress_bytes_per_second + 4.0 * decoded / codec.decode_bytes_per_second;
   return c;
 }
@@ -100,8 +95,14 @@ inline cost_estimate estimate_two_level_reduce_scatter(std::size_t length, int n
                                                        const link_model& node_link, const link_model& cross_link,
                                                        const codec_model& codec,
                                                        int collectives = reducer_collectives) {
-  return detail::two_level_estimate(length, nodes, ranks_per_node, node_bits, cross_bits, 1.0, node_link, cross_link,
-                                    codec, collectives);
+  cost_estimate c = detail::two_level_estimate(length, nodes, ranks_per_node, node_bits, cross_bits, 1.0, node_link,
+                                               cross_link, codec, collectives);
+  // The compressed cross stage interleaves its lanes, so the node all-gathers its region
+  // (n/M floats) to put the shards back (two_level_reducer.hpp, step 5).
+  if (ranks_per_node > 1 && nodes > 0)
+    c.compressed_seconds += node_link.latency_seconds + double(ranks_per_node - 1) / double(ranks_per_node) * 4.0 *
+                                                            (double(length) / double(nodes)) / node_link.bytes_per_second;
+  return c;
 }
 
 // Hybrid sharding (HSDP: FSDP2 with a 2-D mesh): parameters and optimizer state are
@@ -160,8 +161,8 @@ inline double gathered_index_cross_bits(double density, int nodes, double union_
 // 2-16 ranks (docs/results/gathered-union.csv: 1.70, 2.71, 4.25, 6.13 at M = 2, 4, 8, 16);
 // another model or theta has its own.
 inline double gathered_union_ratio(int nodes, double union_at_two = 1.735, double growth = 0.621) {
-  const double M = double(nodes > 1 ? nodes : 1);
-  return M <= 1.0 ? 1.0 : std::clamp(union_at_two * std::pow(M / 2.0, growth), 1.0, M);
+  if (nodes <= 1) return 1.0;
+  return std::clamp(union_at_two * std::pow(double(nodes) / 2.0, growth), 1.0, double(nodes));
 }
 
 TAGC_END_NAMESPACE
