@@ -121,15 +121,16 @@ constexpr std::size_t count_of(reducer_list<R...>) {
 TEST_CASE("reducer_list_where: a catalogue's subset by a rule on the descriptions, in the list's order") {
   using packed = reducer_list_where<default_catalogue<exec::host>, packed_only>;
   // fp32, bf16, fp16 with the exact index; fp32, bf16 with the shared one, the pooled one and
-  // the pooled one with own values
-  static_assert(count_of(packed{}) == 9);
+  // the pooled one with own values (gathered) and the routed one
+  static_assert(count_of(packed{}) == 11);
   const std::vector<reducer_description> d = descriptions_of(packed{});
-  REQUIRE(d.size() == 9);
+  REQUIRE(d.size() == 11);
   for (const reducer_description& x : d) CHECK(is_packed(x.values));
   CHECK(d.front().values == values_kind::packed);
   CHECK(d[4].index_bits == index_shared);
   CHECK(d[6].index_bits == index_pooled);
-  CHECK(d.back().index_bits == index_gathered);
+  CHECK(d[8].index_bits == index_gathered);
+  CHECK(d.back().index_bits == index_routed);
 }
 
 TEST_CASE("description_text prints only the fields that apply; parse reads it back") {
@@ -168,7 +169,7 @@ TEST_CASE("parse refuses unknown keys and values, naming them and the choices") 
 
 TEST_CASE("build_reducer refuses what no reducer can be, and what the catalogue lacks") {
   const auto catalogue = tagc_test::default_local_catalogue();
-  CHECK(catalogue.entries().size() == 37);
+  CHECK(catalogue.entries().size() == 39);
   any_local r;
   reducer_description d;
   d.ratio = 3;

@@ -1,6 +1,6 @@
 #pragma once
 // defines: tagc::Reducer<SparsifyPolicy, SharedIndexPolicy | PooledIndexPolicy |
-//          GatheredIndexPolicy, PackedPolicy | PackedBf16Policy[, Decode, Exec]> — the reducer whose
+//          GatheredIndexPolicy | RoutedIndexPolicy, PackedPolicy | PackedBf16Policy[, Decode, Exec]> — the reducer whose
 //          selection is agreed across ranks before any value moves
 //          (policy/shared_index.hpp), so its bytes per rank do not grow with the
 //          number of ranks.
@@ -14,15 +14,18 @@
 //             positions are broadcast (sorted list or bitmap)  (stage/shared_selection.hpp)
 //             or, pooled, every rank takes its share of the picks (k times the
 //             last call's overlap, so that the union comes near k; gathered: its
-//             own k); the shares are all-gathered and their union is the selection
+//             own k); the shares are all-gathered and their union is the selection;
+//             routed, every rank takes its own k and exchanges no positions
 //   values    every rank packs its acc at the selected positions (fp32 or bf16;
 //             gathered: only at those it picked itself, zeros elsewhere) and the
 //             values are summed by an all-reduce; a sharded call whose
 //             selection holds over half the buffer lays them out in the buffer and
 //             reduce-scatters it instead (fewer bytes, the same sums: buffer_exchange)
+//             routed: every rank sends its picks as (offset, value) entries to
+//             their shards' owners, which add them (stage/routed_exchange.hpp)
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
 //   residual  residual = acc, except where this rank sent (the shared positions;
-//             gathered: its own picks; theta 0: everywhere): acc - wire(acc)
+//             gathered and routed: its own picks; theta 0: everywhere): acc - wire(acc)
 //
 // Why an all-reduce of the selection's values and not a reduce-scatter: the
 // positions are not spread evenly over the shards (the largest embedding
@@ -74,6 +77,7 @@
 #include "stage/agreement.hpp"
 #include "stage/arguments.hpp"
 #include "stage/plan.hpp"
+#include "stage/routed_exchange.hpp"
 #include "stage/select.hpp"
 #include "stage/shared_selection.hpp"
 #include "stats.hpp"
@@ -93,15 +97,18 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   using wire_t = Value;
   using agreement_stage = stage::Agreement<wire_t, Exec>;
   using selection_stage = stage::SharedSelection<Exec>;
+  using routing_stage = stage::RoutedExchange<Value, Exec>;
   using state_format = shared_index_state_format;
   static constexpr double default_theta = default_sparsity(10);
   friend class reducer_entry_points<Reducer>;
   static constexpr const char* contract_name = "Reducer";
-  static constexpr bool pooled = Pick != shared_pick::rotating_leader;
+  static constexpr bool routed = Pick == shared_pick::routed;
+  static constexpr bool pooled = Pick == shared_pick::pooled || Pick == shared_pick::gathered;
   static constexpr bool own_values = Pick == shared_pick::gathered;
   static constexpr bool follows_overlap = Pick == shared_pick::pooled;
   // The most picks per position of k the selection is sized for: none (the leader
-  // selects), the overlap's bound (pooled), or k from each of the N ranks (gathered).
+  // selects; routed, each rank its own), the overlap's bound (pooled), or k from each of
+  // the N ranks (gathered).
   static std::size_t picks_per_k(int world_size) {
     const std::size_t world = std::size_t(std::max(world_size, 1));
     if constexpr (!pooled) return 0;
@@ -122,6 +129,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     if (a.adapt.enabled)
       return {errc::invalid_argument, "adaptive sparsity steers a sketch's load; a shared index has none (set theta)"};
     TAGC_TRY(selection_stage::can_implement(a));
+    if constexpr (routed) TAGC_TRY(routing_stage::can_implement(a));
     TAGC_TRY(stage::ThresholdSelect<residual_t, Exec>::can_implement(a));
     TAGC_TRY(agreement_stage::can_implement(a));
     return theta_controller::can_implement(a, default_theta);
@@ -142,6 +150,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const auto initialize_stages = [&]() -> status {
       TAGC_TRY(agreement_.initialize(p, exec));
       TAGC_TRY(selection_.initialize(p, capacity, picks_per_k(args.world_size), exec));
+      if constexpr (routed) TAGC_TRY(routing_.initialize(p, routed_capacity(p, capacity), exec));
       // the statistics' counts (sums over the buffer and over the positions)
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, args.length, detail::above_threshold{}));
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, slots, detail::above_at_shared{}));
@@ -176,12 +185,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const std::size_t sums = buffer_exchange(p, slots) ? p.lay.shard_size : 0;
     return args.length * (sizeof(residual_t) + sizeof(float)) + (value_words(p, slots) + sums) * sizeof(wire_t) +
            n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
-           selection_stage::workspace_bytes_for(p, capacity, picks_per_k(args.world_size));
+           selection_stage::workspace_bytes_for(p, capacity, picks_per_k(args.world_size)) +
+           (routed ? routing_stage::workspace_bytes_for(p, routed_capacity(p, capacity)) : 0);
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(residual_) + detail::buffer_bytes(acc_) + detail::buffer_bytes(values_) +
            detail::buffer_bytes(shard_sums_) + detail::buffer_bytes(counters_) + agreement_.workspace_bytes() + selection_.workspace_bytes() +
-           sums_.workspace_bytes();
+           routing_.workspace_bytes() + sums_.workspace_bytes();
   }
 
   // reduce_scatter and all_reduce: reducer/entry_points.hpp.
@@ -263,8 +273,16 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   // out of a dense-start warm-up cost quality, docs/results.md, Scaling). Every rank
   // decides alike from the selection's size. (An all-reduce of the buffer would cost
   // more than the selection's: replicated calls never do it.)
+  // Routed, the picks travel as entries of 4 + sizeof(value) bytes instead, so the buffer
+  // costs less once they hold over sizeof(value) / (4 + sizeof(value)) of it.
   static bool buffer_exchange(const stage::reducer_plan& p, std::size_t slots) {
-    return p.args.topo == topology::sharded && 2 * slots > padded_length(p);
+    if (p.args.topo != topology::sharded) return false;
+    if constexpr (routed) return slots * routing_stage::entry_bytes > padded_length(p) * sizeof(wire_t);
+    else return 2 * slots > padded_length(p);
+  }
+  // The most picks a routed call sends as entries: beyond, its calls exchange the buffer.
+  static std::size_t routed_capacity(const stage::reducer_plan& p, std::size_t capacity) {
+    return std::min(capacity, padded_length(p) * sizeof(wire_t) / routing_stage::entry_bytes);
   }
   // A call keeping k >= n selects every position: a sharded one needs no selection at all.
   bool dense_buffer_call(std::size_t k) const { return k >= args_.length && buffer_exchange(plan_, args_.length); }
@@ -336,13 +354,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       unsigned long long nonfinite = 0;
       TAGC_TRY(exec_.copy_to_host(counters, &nonfinite, 1));
       typename agreement_stage::contribution mine{grad.size(), out.size(), std::uint32_t(std::min<unsigned long long>(nonfinite, 0xffffffffull)),
-                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled, picks, own_values), 0, 0};
+                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled, picks, own_values, routed), 0, 0};
       typename agreement_stage::verdict v;
       if (status s = agreement_.check(comm, mine, n, output_size(), 1, v); !s.ok()) {
         if (s.code() == errc::invalid_argument)  // a configuration mismatch: name what a shared index adds to it
           return {s.code(), s.message() + "; a shared index also needs the same theta, step counter and pick "
-                                          "rule (shared or pooled; pooled, the same overlap from a saved state) "
-                                          "on every rank"};
+                                          "rule (shared, pooled, gathered or routed; pooled, the same overlap from "
+                                          "a saved state) on every rank"};
         return s;
       }
       clock.mark(&S::check);
@@ -352,7 +370,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     // none for a sharded call that keeps every position.
     const bool dense = dense_buffer_call(k);
     if (!dense) {
-      if constexpr (pooled) {
+      if constexpr (routed) {
+        selection_.pick_own(acc, k);
+      } else if constexpr (pooled) {
         TAGC_TRY(selection_.pool(comm, acc, k, picks, step_));
       } else {
         const int leader = int(step_ % std::uint64_t(args_.world_size));
@@ -366,8 +386,10 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const std::uint32_t* own = own_values && !dense ? selection_.threshold_bits() : nullptr;
 
     // This rank's values there, summed over ranks: all-reduced, or laid out in the
-    // padded buffer and reduce-scattered (buffer_exchange).
+    // padded buffer and reduce-scattered (buffer_exchange); routed, sent as entries to
+    // their owners, which write their shards (out) from them.
     const bool in_buffer = buffer_exchange(plan_, slots);
+    const float scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
     wire_t* values = detail::raw(values_);
     if (in_buffer) {
       const std::size_t padded = padded_length(plan_);
@@ -381,6 +403,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       TAGC_TRY(detail::in_phase(comm.reduce_scatter(std::span<const wire_t>(values, padded),
                                                     std::span<wire_t>(detail::raw(shard_sums_), shard_sums_.size())),
                                 "value exchange (reduce-scatter of the buffer: the selection held over half of it)"));
+    } else if constexpr (routed) {
+      clock.mark(&S::sketch);
+      TAGC_TRY(route(comm, acc, pos, slots, out, scale));
     } else {
       launch_(slots, detail::pack_shared<wire_t>{acc, pos, n, values, own});
       clock.mark(&S::sketch);
@@ -399,10 +424,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       above_shared = sums_.template sum<unsigned long long>(
           launch_, slots, detail::above_at_shared{acc, pos, n, selection_.threshold_bits()});
     }
-    const float scale = args_.op == reduce_op::mean ? 1.0f / float(args_.world_size) : 1.0f;
     if (in_buffer) {
       launch_(out.size(), detail::unpack_buffer<wire_t>{detail::raw(shard_sums_), scale, out.data()});
-    } else {
+    } else if (!routed) {
       thrust::fill(launch_.exec.policy(), out.data(), out.data() + out.size(), 0.0f);
       launch_(slots, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
     }
@@ -434,6 +458,17 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     if (stats)
       TAGC_TRY(fill_stats(*stats, {theta, k, picks, slots, dense, in_buffer, first, out.size(), above, above_shared}));
     return {};
+  }
+
+  // The routed exchange (stage/routed_exchange.hpp), on a communicator that can route.
+  template <communicator C>
+  status route(C& comm, const float* acc, const std::uint32_t* pos, std::size_t slots, std::span<float> out,
+               float scale) {
+    if constexpr (routing_communicator<C>)
+      return routing_.exchange(comm, acc, pos, slots, out.data(), out.size(), scale);
+    else
+      return {errc::invalid_argument,
+              "a routed index sends entries by all_to_all_v; this communicator has none (routing_communicator)"};
   }
 
   // What run() knows of a committed call that the statistics report.
@@ -468,22 +503,25 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     s.deferred = above - std::min(above, above_shared);
     // bits per listed position, or per element of a bitmap; 0 where no positions are
     // sent (no selection, or a pooled call that keeps every position)
-    const bool positions_sent = selected && !(pooled && k >= args_.length);
+    const bool entries = routed && selected && !in_buffer;  // routed: the picks went as entries
+    const bool positions_sent = selected && !(pooled && k >= args_.length) && !(routed && in_buffer);
     s.index_bits = !positions_sent                ? 0
+                   : entries                      ? 32
                    : pooled                       ? (selection_.pools_lists(picks) ? 16 : 1)
                    : selection_.sends_list(k)     ? 32
                                                   : 1;
     s.exact_index = true;
     s.index_popcount = dense ? 0 : counts[1];  // the positions the selection named
-    s.support = counts[3] - counts[2];
+    s.support = entries ? routing_.last().received : counts[3] - counts[2];
     s.peeled = s.support;
     s.packed_slots = in_buffer ? padded_length(plan_) : slots;
     s.value_type_bytes = int(sizeof(wire_t));
     s.residual_bytes = residual_bytes();
     s.control_bytes = agreement_bytes_sent(args_.check_inputs, agreement_stage::bytes_per_rank(), world);
-    s.index_bytes = selected ? selection_.index_bytes_sent(k, pooled, picks) : 0.0;
+    s.index_bytes = !positions_sent ? 0.0 : entries ? routing_.index_bytes_sent() : selection_.index_bytes_sent(k, pooled, picks);
     s.value_bytes = in_buffer ? ring_bytes_sent(collective::reduce_scatter, double(padded_length(plan_) * sizeof(wire_t)), world)
-                          : ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
+                    : entries ? routing_.value_bytes_sent()
+                              : ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
     return {};
   }
 
@@ -501,6 +539,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   vector<unsigned long long> counters_;
   agreement_stage agreement_;
   selection_stage selection_;
+  routing_stage routing_;             // routed: the entries' exchange (unused otherwise)
   detail::sum_workspace<Exec> sums_;  // the statistics' counts
 };
 

@@ -197,14 +197,17 @@ const std::map<std::string, Flag>& flags() {
          if (v == "shared") { a.index_bits = tagc::index_shared; return; }
          if (v == "pooled") { a.index_bits = tagc::index_pooled; return; }
          if (v == "gathered") { a.index_bits = tagc::index_gathered; return; }
+         if (v == "routed") { a.index_bits = tagc::index_routed; return; }
          a.index_bits = number<int>("index-bits", v);
          if (a.index_bits != 1 && a.index_bits != 4)
-           throw ArgsError("--index-bits: expected 1|4|exact|shared|pooled|gathered, got " + v);
-       }, "1|4|exact|shared|pooled|gathered (" + tagc::index_bits_name(Args{}.index_bits) + "); exact: the narrowest "
+           throw ArgsError("--index-bits: expected 1|4|exact|shared|pooled|gathered|routed, got " + v);
+       }, "1|4|exact|shared|pooled|gathered|routed (" + tagc::index_bits_name(Args{}.index_bits) + "); exact: the narrowest "
           "exact width for the world size; shared: one selection for all ranks (a rotating leader's top-k); pooled: one "
           "selection for all ranks (the union of every rank's largest, about k), every rank's values there; gathered: "
           "every rank's own top-k all-gathered, its values where it picked (the exact index's sums, its positions as "
-          "lists) (shared, pooled and gathered: --values packed|packed-bf16)"}},
+          "lists); routed: every rank's own top-k sent to the shards' owners as (offset, value) entries, the "
+          "gathered index's sums with no index (its bytes do not grow with the world size) (shared, pooled, gathered "
+          "and routed: --values packed|packed-bf16)"}},
       {"values", {false, [](A& a, S v) {
          a.values = choice("values", v, compressed_values);
        }, choices_help(Args{}.values, compressed_values) + "; packed: exact values at the union positions"}},

@@ -10,7 +10,7 @@
 
 // defines: tagc::values_kind, tagc::index_exchange, tagc::decode_mode, tagc::residual_kind,
 //          tagc::named, tagc::index_auto, tagc::index_shared, tagc::index_pooled,
-//          tagc::index_gathered
+//          tagc::index_gathered, tagc::index_routed
 #include "tagc/builder/description.hpp"
 
 #include <cstdint>
@@ -32,8 +32,9 @@ enum class CompressMode { none, non_attention, all, automatic };
 enum class Schedule { constant, cosine };
 // The reducer's choices are the library's own types and names (tagc/builder/description.hpp:
 // tagc::values_kind, tagc::index_exchange, tagc::decode_mode, tagc::residual_kind,
-// tagc::schedule_shape; --index-bits exact, shared, pooled and gathered are tagc::index_auto,
-// tagc::index_shared, tagc::index_pooled and tagc::index_gathered): the flags spell them as the
+// tagc::schedule_shape; --index-bits exact, shared, pooled, gathered and routed are
+// tagc::index_auto, tagc::index_shared, tagc::index_pooled, tagc::index_gathered and
+// tagc::index_routed): the flags spell them as the
 // library's name tables do.
 
 // One --unit-sparsity entry: `unit` names a unit ("embed", "mlp.1") or a kind ("mlp": every
@@ -88,7 +89,9 @@ struct Args {
   // rotating leader's top-k) or tagc::index_pooled (--index-bits pooled: one selection for all
   // ranks, the union of every rank's largest, about k; bytes per rank independent of the world
   // size) or tagc::index_gathered (--index-bits gathered: every rank's own top-k all-gathered, the
-  // exact index's sums with the positions as lists); these: packed values only
+  // exact index's sums with the positions as lists) or tagc::index_routed (--index-bits routed:
+  // every rank's own top-k sent to the shards' owners; bytes per rank independent of the world
+  // size); these: packed values only
   int ratio = 10, index_bits = 4;
   // What a compressed segment sends for its kept entries (--values; not the plain kinds,
   // which are --baseline-dtype's), and how the index travels (the paper all-reduces it;

@@ -94,6 +94,8 @@ using default_beyond_catalogue = reducer_list<
     PackedReducer<SparsifyPolicy, PooledIndexPolicy, PackedBf16Policy, E>,
     PackedReducer<SparsifyPolicy, GatheredIndexPolicy, PackedPolicy, E>,
     PackedReducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy, E>,
+    PackedReducer<SparsifyPolicy, RoutedIndexPolicy, PackedPolicy, E>,
+    PackedReducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy, E>,
     Reducer<SparsifyBf16ResidualPolicy, IndexPolicy<1>, SketchPolicy<10>, DecodePolicy<>, E>,
     Reducer<SparsifyBf16ResidualPolicy, catalogue_parts::exact_scattered, SketchBf16Policy<10>, DecodePolicy<>, E>,
     PlainReducer<float, E>,

@@ -142,18 +142,21 @@ static_assert(
 // index=shared: SharedIndexPolicy (one selection for all ranks, no union; shared_reducer.hpp);
 // index=pooled: PooledIndexPolicy (the same, every rank's share of it pooled);
 // index=gathered: GatheredIndexPolicy (every rank's own top-k all-gathered: the per-rank selection).
+// index=routed: RoutedIndexPolicy (every rank's own top-k sent to the shards' owners).
 inline constexpr int index_shared = -1;
 inline constexpr int index_pooled = -2;
 inline constexpr int index_gathered = -3;
+inline constexpr int index_routed = -4;
 inline constexpr bool is_shared_selection(int index_bits) {
-  return index_bits == index_shared || index_bits == index_pooled || index_bits == index_gathered;
+  return index_bits == index_shared || index_bits == index_pooled || index_bits == index_gathered ||
+         index_bits == index_routed;
 }
 
 struct reducer_description {
   values_kind values = values_kind::sketch;
   int ratio = 10;                   // sketch values: SketchPolicy<ratio>
   int lanes = 1024;                 // sketch values: SketchPolicy<ratio, lanes> (printed only when not 1024)
-  int index_bits = 4;               // 1, 2, 4, 8, index_auto (0, "exact": ExactIndexPolicy), index_shared (-1), index_pooled (-2), index_gathered (-3)
+  int index_bits = 4;               // 1, 2, 4, 8, index_auto (0, "exact": ExactIndexPolicy), index_shared (-1), index_pooled (-2), index_gathered (-3), index_routed (-4)
   index_exchange exchange = index_exchange::all_reduce;
   decode_mode decoder = decode_mode::peel_then_estimate;  // sketch values
   residual_kind residual = residual_kind::fp32;
@@ -175,6 +178,7 @@ inline std::string index_bits_name(int bits) {
          : bits == index_shared ? "shared"
          : bits == index_pooled ? "pooled"
          : bits == index_gathered ? "gathered"
+         : bits == index_routed ? "routed"
                                 : std::to_string(bits);
 }
 
@@ -307,9 +311,10 @@ inline status parse_reducer_description(std::string_view text, reducer_descripti
       else if (value == "shared") d.index_bits = index_shared;
       else if (value == "pooled") d.index_bits = index_pooled;
       else if (value == "gathered") d.index_bits = index_gathered;
+      else if (value == "routed") d.index_bits = index_routed;
       else if (!detail::parse_int(value, d.index_bits) ||
                (d.index_bits != 1 && d.index_bits != 2 && d.index_bits != 4 && d.index_bits != 8))
-        return bad("1|2|4|8|exact|shared|pooled|gathered");
+        return bad("1|2|4|8|exact|shared|pooled|gathered|routed");
     } else if (key == "exchange") {
       if (!parse_name(value, d.exchange)) return bad(name_choices<index_exchange>());
     } else if (key == "decoder") {

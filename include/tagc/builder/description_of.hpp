@@ -67,7 +67,10 @@ struct describes<Reducer<BasicSparsifyPolicy<Res>, BasicSharedIndexPolicy<P>, Pa
   static constexpr reducer_description value = [] {
     reducer_description d;
     d.values = kind_of<values_family::packed, T>();
-    d.index_bits = P == shared_pick::pooled ? index_pooled : P == shared_pick::gathered ? index_gathered : index_shared;
+    d.index_bits = P == shared_pick::pooled     ? index_pooled
+                   : P == shared_pick::gathered ? index_gathered
+                   : P == shared_pick::routed   ? index_routed
+                                                : index_shared;
     d.residual = residual_of<Res>;
     return d;
   }();

@@ -2,7 +2,8 @@
 // defines: tagc::element_type_id, tagc::element_type_name, tagc::buffers_overlap,
 //          tagc::argument_error, tagc::argument_check, tagc::check_collective_arguments,
 //          tagc::argument_refusal, tagc::check_arguments, tagc::check_reduce_each_arguments,
-//          tagc::agreement_field, tagc::disagreement.
+//          tagc::agreement_field, tagc::disagreement, tagc::route_check,
+//          tagc::check_all_to_all_arguments, tagc::route_refusal, tagc::check_route_pairs.
 //
 // The rules a collective's arguments follow on every backend, and the words a
 // backend uses when they are broken: the one place they are written, so the
@@ -29,6 +30,7 @@
 // collectives (the other facts then compare unlike things), the lowest rank whose
 // own arguments broke a rule, different types, counts, roots.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -206,6 +208,80 @@ status check_reduce_each_arguments(std::span<const T> send, std::span<const std:
   if (recv.data() != send.data() + offsets[me] &&
       buffers_overlap(send.data(), send.size_bytes(), recv.data(), recv.size_bytes()))
     return refuse(errc::invalid_argument, "recv overlaps send but is not send's block for rank " + s(me));
+  return {};
+}
+
+// all_to_all_v (communicator.hpp). One rank's rules: send_counts and recv_counts
+// hold size entries; send holds exactly the sum of send_counts elements and recv
+// the sum of recv_counts (the blocks in rank order); neither sum exceeds the
+// backend's cap; send and recv do not overlap. Across ranks: rank p's
+// send_counts[q] equals rank q's recv_counts[p]. A verdict is a few integers
+// (what, a, b, c), so a backend can gather every rank's and word the first alike.
+struct route_check {
+  enum what_t : std::int64_t {
+    none = 0,
+    counts_shape,     // a: send_counts entries, b: recv_counts entries
+    send_sum,         // a: send elements, b: the sum of send_counts
+    recv_sum,         // a: recv elements, b: the sum of recv_counts
+    count_too_large,  // a: the larger sum
+    overlap,
+    pair_mismatch,    // this rank receives: a: the sender, b: what it sends, c: what this rank expects
+  };
+  std::int64_t what = none, a = 0, b = 0, c = 0;
+  bool ok() const noexcept { return what == none; }
+};
+
+template <class T>
+route_check check_all_to_all_arguments(std::span<const T> send, std::span<const std::size_t> send_counts,
+                                       std::span<T> recv, std::span<const std::size_t> recv_counts, int size,
+                                       std::size_t max_count = std::numeric_limits<std::size_t>::max()) {
+  const std::size_t n = std::size_t(size < 0 ? 0 : size);
+  if (send_counts.size() != n || recv_counts.size() != n)
+    return {route_check::counts_shape, std::int64_t(send_counts.size()), std::int64_t(recv_counts.size())};
+  std::size_t sent = 0, received = 0;
+  for (std::size_t p = 0; p < n; ++p) sent += send_counts[p], received += recv_counts[p];
+  if (send.size() != sent) return {route_check::send_sum, std::int64_t(send.size()), std::int64_t(sent)};
+  if (recv.size() != received) return {route_check::recv_sum, std::int64_t(recv.size()), std::int64_t(received)};
+  if (sent > max_count || received > max_count)
+    return {route_check::count_too_large, std::int64_t(std::max(sent, received))};
+  if (buffers_overlap(send.data(), send.size_bytes(), recv.data(), recv.size_bytes())) return {route_check::overlap};
+  return {};
+}
+
+// The refusal of rank `rank`'s verdict, from its numbers alone.
+inline status route_refusal(const route_check& v, int rank, int size,
+                            std::uint64_t max_count = std::numeric_limits<std::uint64_t>::max()) {
+  const auto s = [](auto x) { return std::to_string(x); };
+  std::string m;
+  errc code = errc::size_mismatch;
+  switch (v.what) {
+    case route_check::counts_shape:
+      m = "send_counts has " + s(v.a) + " and recv_counts " + s(v.b) + " entries, expected world size " + s(size);
+      break;
+    case route_check::send_sum: m = "send has " + s(v.a) + " elements but send_counts sum to " + s(v.b); break;
+    case route_check::recv_sum: m = "recv has " + s(v.a) + " elements but recv_counts sum to " + s(v.b); break;
+    case route_check::count_too_large:
+      m = "its blocks hold " + s(v.a) + " elements; this backend takes at most " + s(max_count) + " per collective";
+      break;
+    case route_check::overlap:
+      code = errc::invalid_argument;
+      m = "send and recv overlap";
+      break;
+    case route_check::pair_mismatch:
+      m = "rank " + s(v.a) + " sends " + s(v.b) + " elements to rank " + s(rank) + ", which expects " + s(v.c) +
+          " (exchange the counts first)";
+      break;
+    default: return {};
+  }
+  return {code, "all_to_all_v: rank " + s(rank) + ": " + m};
+}
+
+// Rank `rank`'s pair check, given what every rank sends to it (`incoming[p]`: rank
+// p's send_counts[rank]) and its own recv_counts: the first sender that disagrees.
+inline route_check check_route_pairs(std::span<const std::uint64_t> incoming, std::span<const std::size_t> recv_counts) {
+  for (std::size_t p = 0; p < incoming.size() && p < recv_counts.size(); ++p)
+    if (incoming[p] != recv_counts[p])
+      return {route_check::pair_mismatch, std::int64_t(p), std::int64_t(incoming[p]), std::int64_t(recv_counts[p])};
   return {};
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // defines: tagc::communicator and tagc::full_communicator (concepts), tagc::collective,
 //          tagc::reducible, tagc::collective_request, tagc::ring_bytes_sent,
-//          tagc::completed_request.
+//          tagc::completed_request, tagc::routing_communicator (concept).
 //
 // Two concepts, because the library and its users need different amounts:
 //  - communicator: what the reducers and their stages call (rank, size,
@@ -12,6 +12,10 @@
 //    barrier, reduce, and non-blocking start_all_reduce / start_reduce_scatter /
 //    start_all_gather returning a request whose wait() completes it. Programs that
 //    overlap communication themselves (the GPT-2 trainer, benchmarks, tests) use these.
+//  - routing_communicator: a communicator that also routes blocks of any size to
+//    each rank (all_to_all_v): what a routed index (policy/shared_index.hpp) needs,
+//    so that each rank sends its own entries to their shards' owners only. Every
+//    tagc backend and the Python package's communicator offer it.
 // Both take *typed spans*: the element type and count always come from the span,
 // so a byte count can never be passed where an element count is meant.
 //
@@ -22,6 +26,13 @@
 //  - all_gather(send, recv):      recv.size() == size() * send.size(); block r is rank r's send.
 //  - reduce(send, recv, root):    like all_reduce, but only root's recv is written.
 //  - broadcast(buf, root):        root's buf is copied to every rank's buf.
+//  - all_to_all_v(send, send_counts, recv, recv_counts): send holds size() blocks in
+//                                 rank order, block p (send_counts[p] elements) for
+//                                 rank p; recv gets size() blocks in rank order, block
+//                                 q (recv_counts[q] elements) from rank q. Rank p's
+//                                 send_counts[q] equals rank q's recv_counts[p]
+//                                 (exchange the counts first, with counts of 1);
+//                                 send and recv do not overlap.
 //  - barrier().
 //  In-place is allowed where send and recv are the same memory (all_reduce,
 //  broadcast) or where send/recv alias at the rank's own block (reduce_scatter:
@@ -50,7 +61,7 @@
 
 TAGC_BEGIN_NAMESPACE
 
-enum class collective : int { all_reduce = 0, reduce_scatter, all_gather, reduce, broadcast, barrier, count_ };
+enum class collective : int { all_reduce = 0, reduce_scatter, all_gather, reduce, broadcast, barrier, all_to_all, count_ };
 
 inline constexpr const char* collective_name(collective c) noexcept {
   switch (c) {
@@ -60,6 +71,7 @@ inline constexpr const char* collective_name(collective c) noexcept {
     case collective::reduce: return "reduce";
     case collective::broadcast: return "broadcast";
     case collective::barrier: return "barrier";
+    case collective::all_to_all: return "all_to_all_v";
     default: return "?";
   }
 }
@@ -108,6 +120,19 @@ concept communicator = requires(const C& cc) {
 } && detail::reducer_collectives_for<C, float> && detail::reducer_collectives_for<C, std::uint8_t> &&
     detail::reducer_collectives_for<C, std::int64_t> && detail::reducer_collectives_for<C, double>;
 
+namespace detail {
+template <class C, class T>
+concept routing_collectives_for = requires(C& c, std::span<const T> in, std::span<const std::size_t> counts,
+                                           std::span<T> out) {
+  { c.all_to_all_v(in, counts, out, counts) } -> std::same_as<status>;
+};
+}  // namespace detail
+
+// The routed index's exchange: bytes for the entries, int64 for their counts.
+template <class C>
+concept routing_communicator =
+    communicator<C> && detail::routing_collectives_for<C, std::uint8_t> && detail::routing_collectives_for<C, std::int64_t>;
+
 template <class C>
 concept full_communicator = communicator<C> && requires(C& c) {
   { c.barrier() } -> std::same_as<status>;
@@ -117,7 +142,8 @@ concept full_communicator = communicator<C> && requires(C& c) {
 // Bytes one rank sends for a collective over a buffer of `whole_bytes` bytes
 // (the full, unsharded buffer) with a ring algorithm on `n` ranks — the model
 // nccl-tests uses for bus bandwidth: all-reduce 2(n-1)/n, reduce-scatter,
-// all-gather, reduce and broadcast (n-1)/n.
+// all-gather, reduce and broadcast (n-1)/n; all_to_all_v with blocks of equal size
+// (n-1)/n too (counting_communicator counts its real blocks instead).
 inline constexpr double ring_bytes_sent(collective c, double whole_bytes, int n) noexcept {
   if (n <= 1) return 0.0;
   const double f = double(n - 1) / double(n);

@@ -1,11 +1,12 @@
 #pragma once
 // defines: tagc::counting_communicator<C> — a decorator that forwards every
 //          collective to C and records, per collective kind, the number of calls,
-//          the bytes this rank sent (ring model, see ring_bytes_sent) and wall time.
+//          the bytes this rank sent (ring model, see ring_bytes_sent; all_to_all_v: its
+//          blocks for the other ranks, exactly) and wall time.
 //
 // Benchmarks derive bus bandwidth from these figures the way nccl-tests does;
 // tests check the Reducer's traffic against the paper's formulas with them.
-// barrier, reduce and start_* compile only where C offers them (full_communicator):
+// barrier, reduce, start_* and all_to_all_v compile only where C offers them:
 // members of a class template are instantiated when called.
 
 #include <array>
@@ -92,6 +93,21 @@ class counting_communicator {
   }
   template <reducible T> status broadcast(std::span<T> buf, int root) {
     return timed(collective::broadcast, double(buf.size_bytes()), [&] { return inner_->broadcast(buf, root); });
+  }
+  template <reducible T>
+  status all_to_all_v(std::span<const T> in, std::span<const std::size_t> send_counts, std::span<T> out,
+                      std::span<const std::size_t> recv_counts) {
+    double to_others = 0.0;
+    for (std::size_t p = 0; p < send_counts.size(); ++p)
+      if (int(p) != rank()) to_others += double(send_counts[p]) * double(sizeof(T));
+    auto& k = t_[collective::all_to_all];
+    ++k.calls;
+    k.payload_bytes += double(in.size_bytes());
+    k.bytes_sent += to_others;
+    const auto t0 = std::chrono::steady_clock::now();
+    status s = inner_->all_to_all_v(in, send_counts, out, recv_counts);
+    k.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return s;
   }
   template <reducible T> request start_all_reduce(std::span<const T> in, std::span<T> out) {
     auto t0 = record(collective::all_reduce, double(in.size_bytes()));

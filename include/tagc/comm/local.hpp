@@ -65,6 +65,8 @@ class local_world {
     std::size_t count = 0;  // the length that must agree across ranks (argument_check::count)
     int root = 0;
     status local_error;  // the refusal of this rank's own arguments, if any
+    const std::size_t* send_counts = nullptr;  // all_to_all_v: size() entries each (when its arguments are ok)
+    const std::size_t* recv_counts = nullptr;
     std::vector<std::byte> scratch;
   };
 
@@ -144,6 +146,44 @@ class local_communicator {
   template <reducible T> status broadcast(std::span<T> buf, int root) {
     return run<T>(collective::broadcast, std::span<const T>(buf), buf, root);
   }
+  // Blocks in rank order (communicator.hpp); every rank checks every pair of counts.
+  template <reducible T>
+  status all_to_all_v(std::span<const T> in, std::span<const std::size_t> send_counts, std::span<T> out,
+                      std::span<const std::size_t> recv_counts) {
+    local_world& w = *world_;
+    const int n = w.size();
+    auto& me = w.posts_[rank_];
+    me.kind = collective::all_to_all;
+    me.type_id = element_type_id<T>;
+    me.send = in.data();
+    me.count = 0;
+    me.root = 0;
+    me.send_counts = send_counts.data();
+    me.recv_counts = recv_counts.data();
+    static_cast<void>(me.local_error = route_refusal(check_all_to_all_arguments(in, send_counts, out, recv_counts, n),
+                                                     rank_, n));
+    TAGC_TRY(w.arrive(rank_, "all_to_all_v"));
+    status verdict = check_agreement(w.posts_);
+    if (verdict.ok()) verdict = check_pairs(w.posts_);
+    if (verdict.ok()) {
+      auto& scratch = me.scratch;
+      if (scratch.size() < out.size_bytes()) scratch.resize(out.size_bytes());
+      std::byte* dst = scratch.data();
+      for (int q = 0; q < n; ++q) {
+        const auto& from = w.posts_[std::size_t(q)];
+        std::size_t at = 0;  // rank q's block for this rank starts after its blocks for lower ranks
+        for (int r = 0; r < rank_; ++r) at += from.send_counts[r];
+        const std::size_t bytes = recv_counts[std::size_t(q)] * sizeof(T);
+        if (bytes) std::memcpy(dst, static_cast<const T*>(from.send) + at, bytes);
+        dst += bytes;
+      }
+    }
+    TAGC_TRY(w.arrive(rank_, "all_to_all_v"));  // all reads of other ranks' buffers are done
+    if (!verdict.ok()) return verdict;
+    if (!out.empty()) std::memcpy(out.data(), me.scratch.data(), out.size_bytes());
+    return {};
+  }
+
   template <reducible T> request start_all_reduce(std::span<const T> in, std::span<T> out) {
     return {all_reduce(in, out)};
   }
@@ -203,6 +243,19 @@ class local_communicator {
     return {};
   }
 
+  // all_to_all_v across ranks: the first receiving rank (in rank order) whose counts
+  // disagree with what a sender sends it.
+  static status check_pairs(const std::vector<local_world::post>& posts) {
+    const int n = int(posts.size());
+    std::vector<std::uint64_t> incoming(posts.size());
+    for (int q = 0; q < n; ++q) {
+      for (int p = 0; p < n; ++p) incoming[std::size_t(p)] = posts[std::size_t(p)].send_counts[q];
+      const route_check v = check_route_pairs(incoming, std::span<const std::size_t>(posts[std::size_t(q)].recv_counts, posts.size()));
+      if (!v.ok()) return route_refusal(v, q, n);
+    }
+    return {};
+  }
+
   template <class T>
   void compute(collective kind, std::size_t out_count) {
     local_world& w = *world_;
@@ -252,7 +305,7 @@ class local_communicator {
   int rank_;
 };
 
-static_assert(full_communicator<local_communicator>);
+static_assert(full_communicator<local_communicator> && routing_communicator<local_communicator>);
 
 inline local_communicator local_world::communicator(int rank) { return local_communicator(*this, rank); }
 

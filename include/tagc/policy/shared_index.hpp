@@ -62,6 +62,20 @@
 // this is the cheaper exact index for a few ranks or nodes (two levels), not a
 // selection whose bytes are independent of N.
 //
+// RoutedIndexPolicy: the per-rank selection without an index. Every rank picks its
+// own k largest, as GatheredIndexPolicy, and sends each pick as an entry (its offset
+// in the shard, 4 bytes, and its value) to the owner of its shard only, by an
+// all-to-all with counts (stage/routed_exchange.hpp); the owner adds what it
+// receives. Nothing is all-gathered or all-reduced, so a rank sends about
+// (N - 1) / N k (4 + sizeof(value)) bytes whatever N is: at theta 0.9875 with bf16
+// values 0.6 bits per parameter at 2 ranks or 1000. The sums are GatheredIndexPolicy's
+// (and ExactIndexPolicy's with packed values): what every rank picked, summed at the
+// owner (fp32 values: the same bits as the gathered index's; bf16 values are added in
+// float, not rounded to bf16 on the way). Sharded only (an all-reduce has no owners);
+// its communicator must offer all_to_all_v (routing_communicator). A call keeping over
+// about a third of the buffer (bf16; a half with fp32 values) sends its picks laid out
+// in the buffer and reduce-scattered instead, which is then fewer bytes.
+//
 // Composes with PackedPolicy / PackedBf16Policy (16-bit rounding fed back to the
 // residual, as for the per-rank packed reducer), the residual types of
 // SparsifyPolicy, the sparsity schedule and save_state / load_state.
@@ -75,6 +89,7 @@ enum class shared_pick {
   rotating_leader,  // rank (call mod N) its k largest, broadcast
   pooled,           // every rank its share of the picks, all-gathered, the union (about k)
   gathered,         // every rank its own k, all-gathered; each rank's values only where it picked
+  routed,           // every rank its own k, sent as entries to the shards' owners (all_to_all_v)
 };
 
 template <shared_pick Pick>
@@ -83,10 +98,12 @@ struct BasicSharedIndexPolicy {
   static constexpr const char* name =
       Pick == shared_pick::pooled       ? "pooled index (every rank's share of the picks, all-gathered, their union)"
       : Pick == shared_pick::gathered ? "gathered index (every rank's own top-k, all-gathered; its values where it picked)"
+      : Pick == shared_pick::routed   ? "routed index (every rank's own top-k, sent to the shards' owners)"
                                         : "shared index (cyclic leader's top-k, broadcast)";
 };
 using SharedIndexPolicy = BasicSharedIndexPolicy<shared_pick::rotating_leader>;
 using PooledIndexPolicy = BasicSharedIndexPolicy<shared_pick::pooled>;
 using GatheredIndexPolicy = BasicSharedIndexPolicy<shared_pick::gathered>;
+using RoutedIndexPolicy = BasicSharedIndexPolicy<shared_pick::routed>;
 
 TAGC_END_NAMESPACE

@@ -40,10 +40,12 @@ inline std::uint64_t per_rank_config_hash(int index_bits, index_exchange exchang
 // sums that are neither rule's).
 template <class Wire>
 inline std::uint64_t shared_index_config_hash(topology topo, reduce_op op, std::size_t k, std::uint64_t step,
-                                              bool pooled = false, std::size_t picks = 0, bool own_values = false) {
+                                              bool pooled = false, std::size_t picks = 0, bool own_values = false,
+                                              bool routed = false) {
   return 0x5a4edull + std::uint64_t(wire_type_id<Wire>) * 50021u + std::uint64_t(topo) * 7u +
          std::uint64_t(op) * 3u + std::uint64_t(k) * 1000003u + step * 0x9e3779b97f4a7c15ull +
-         (pooled ? 0x7001ed00ull + std::uint64_t(picks) * 0x100000001b3ull : 0ull) + (own_values ? 0x6f776eull : 0ull);
+         (pooled ? 0x7001ed00ull + std::uint64_t(picks) * 0x100000001b3ull : 0ull) + (own_values ? 0x6f776eull : 0ull) +
+         (routed ? 0x726f757465ull : 0ull);
 }
 
 TAGC_END_NAMESPACE

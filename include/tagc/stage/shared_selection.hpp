@@ -12,6 +12,8 @@
 //           The reducer sizes the picks: so that the union comes out near k
 //           (between k and pooled_picks_factor k picks), or N k, k from every
 //           rank (GatheredIndexPolicy)
+//   pick_own this rank's own k largest, listed; nothing is exchanged (RoutedIndexPolicy:
+//           the picks go to their shards' owners as entries, stage/routed_exchange.hpp)
 //
 // Sized at initialize for the largest k the reducer may ask for (`capacity`; pooled,
 // for `picks_per_k` x capacity picks and their union); nothing is allocated per call. The execution space's own implementation marks
@@ -205,6 +207,18 @@ class SharedSelection {
     threshold_ = own_threshold;
     return {};
   }
+  // This rank's own k largest |acc| as the call's list (RoutedIndexPolicy: nothing is
+  // exchanged; its picks go to their owners as entries). Afterwards positions() holds
+  // k slots (fewer listed on ties at the threshold, free slots last).
+  void pick_own(const float* acc, std::size_t k) {
+    std::uint32_t* threshold = detail::raw(wire_) + (wire_.size() - 1);
+    impl_.mark(acc, k, detail::raw(bitmap_), threshold);
+    impl_.to_list(detail::raw(bitmap_), detail::raw(list_), k);
+    positions_ = detail::raw(list_);
+    threshold_ = threshold;
+    slots_ = k;
+  }
+
   // Pooled: how many positions the ranks picked in all for the last pool() (at most
   // its picks; fewer where a rank held fewer nonzero entries than its share, or had
   // ties at its threshold), the same on every rank.

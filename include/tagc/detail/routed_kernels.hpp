@@ -1,0 +1,79 @@
+#pragma once
+// defines: the routed index's functors (RoutedIndexPolicy): where this rank's list of
+//          own positions splits by shard, its entries packed per owner, and an owner's
+//          sum of what it received (scaled for mean by decode_kernels.hpp's scale_output).
+//          Implementation detail of stage/routed_exchange.hpp; users read
+//          policy/shared_index.hpp, not this file.
+//
+// The wire: this rank's block for owner d is c_d entries, first their offsets in d's
+// shard (uint32, c_d of them), then their values (c_d of the wire type). The list is
+// sorted, so the entries for d are list[bounds[d], bounds[d + 1]) and the block starts
+// at byte bounds[d] x (4 + sizeof(value)): no scan is needed to place them.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "../core/config.hpp"
+#include "decode_kernels.hpp"
+#include "shared_kernels.hpp"
+
+TAGC_BEGIN_NAMESPACE
+namespace detail {
+
+// Bytes one routed entry takes on the wire.
+template <class Value>
+inline constexpr std::size_t routed_entry_bytes = sizeof(std::uint32_t) + sizeof(Value);
+
+// bounds[d], d in [0, shards]: how many listed positions lie below shard d's first
+// (bounds[shards]: all of them; free slots sort last and are never counted).
+struct route_bounds {
+  const std::uint32_t* list;
+  std::size_t k;
+  std::size_t shard_size;
+  unsigned long long* bounds;
+  TAGC_HOST_DEVICE void operator()(std::size_t d) const {
+    bounds[d] = entries_below(list, k, std::uint64_t(d) * shard_size);
+  }
+};
+
+// Entry j of the list into its owner's block (see the wire above).
+template <class Value>
+struct pack_routed {
+  const float* acc;
+  const std::uint32_t* list;
+  const unsigned long long* bounds;
+  std::size_t shard_size;
+  std::uint8_t* wire;
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::uint32_t p = list[j];
+    const std::size_t d = std::size_t(p) / shard_size;
+    const std::size_t first = std::size_t(bounds[d]), count = std::size_t(bounds[d + 1]) - first, i = j - first;
+    std::uint8_t* block = wire + first * routed_entry_bytes<Value>;
+    const std::uint32_t offset = std::uint32_t(std::size_t(p) - d * shard_size);
+    const Value v(acc[p]);
+    std::memcpy(block + i * sizeof(std::uint32_t), &offset, sizeof offset);
+    std::memcpy(block + count * sizeof(std::uint32_t) + i * sizeof(Value), &v, sizeof v);
+  }
+};
+
+// One sender's block added into the owner's shard: its offsets are distinct, so the
+// entries of one block add without conflict; blocks are added one after another in
+// rank order, the same sums in the same order on every execution space.
+template <class Value>
+struct add_routed {
+  const std::uint8_t* block;
+  std::size_t count;
+  float* out;
+  std::size_t size;  // the shard's: an offset past it (which agreeing ranks never send) is dropped, not written
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    std::uint32_t offset;
+    Value v;
+    std::memcpy(&offset, block + i * sizeof(std::uint32_t), sizeof offset);
+    std::memcpy(&v, block + count * sizeof(std::uint32_t) + i * sizeof(Value), sizeof v);
+    if (offset < size) out[offset] += float(v);
+  }
+};
+
+}  // namespace detail
+TAGC_END_NAMESPACE

@@ -1,0 +1,267 @@
+// RoutedIndexPolicy (shared_reducer.hpp, stage/routed_exchange.hpp): every rank sends
+// its own top-k as (offset, value) entries to the owners of their shards. Held here:
+// with fp32 values the gathered index's sums and residuals bit for bit at every call
+// (and so the exact index's with packed values), bf16 values within their rounding
+// with the same residuals; its bytes per rank do not grow with N, and the counting
+// communicator measures the bytes the statistics report; a call keeping over a third
+// of the buffer (bf16) reduce-scatters the buffer instead; theta 0 is the dense sum;
+// inputs = delivered + residuals; a saved state resumes bit for bit; refusals for a
+// replicated call, a rank that gathers beside one that routes, and a communicator
+// without all_to_all_v.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "support/harness.hpp"
+#include "tagc/comm/counting.hpp"
+
+using namespace tagc;
+using namespace tagc_test;
+
+namespace {
+using routed_f32 = Reducer<SparsifyPolicy, RoutedIndexPolicy, PackedPolicy>;
+using routed_bf16 = Reducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy>;
+using gathered_f32 = Reducer<SparsifyPolicy, GatheredIndexPolicy, PackedPolicy>;
+using gathered_bf16 = Reducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy>;
+
+std::size_t kept_at(double theta, std::size_t n) {
+  return stage::ThresholdSelect<float, exec::host>::kept_at_most(theta, n);
+}
+}  // namespace
+
+TEST_CASE("routed: fp32 values deliver the gathered index's sums and residuals, bit for bit") {
+  for (const auto& [world, n, theta] : {std::tuple{2, std::size_t(5000), 0.9}, std::tuple{4, std::size_t(40000), 0.99},
+                                        std::tuple{3, std::size_t(4001), 0.875}, std::tuple{5, std::size_t(400), 0.995},
+                                        std::tuple{4, std::size_t(6000), 0.6}}) {  // last: over a third, in the buffer
+    CAPTURE(world);
+    CAPTURE(n);
+    const int steps = 4;
+    const auto ours = simulate<routed_f32>(world, n, theta, steps, random_input(n, 29));
+    const auto theirs = simulate<gathered_f32>(world, n, theta, steps, random_input(n, 29));
+    REQUIRE(ours.failures.empty());
+    REQUIRE(theirs.failures.empty());
+    for (int t = 0; t < steps; ++t) {
+      CAPTURE(t);
+      CHECK(delivered_at(ours, world, n, t) == delivered_at(theirs, world, n, t));
+      for (int r = 0; r < world; ++r) CHECK(ours.stats[std::size_t(r)][std::size_t(t)].deferred == 0);
+    }
+    for (int r = 0; r < world; ++r) CHECK(ours.residual[std::size_t(r)] == theirs.residual[std::size_t(r)]);
+  }
+}
+
+TEST_CASE("routed: bf16 values are summed in float at the owner: within bf16 rounding of the gathered sums") {
+  const int world = 4, steps = 4;
+  const std::size_t n = 40000;
+  const auto ours = simulate<routed_bf16>(world, n, 0.9875, steps, random_input(n, 31));
+  const auto theirs = simulate<gathered_bf16>(world, n, 0.9875, steps, random_input(n, 31));
+  REQUIRE(ours.failures.empty());
+  REQUIRE(theirs.failures.empty());
+  for (int t = 0; t < steps; ++t) {
+    CAPTURE(t);
+    const auto a = delivered_at(ours, world, n, t), b = delivered_at(theirs, world, n, t);
+    std::size_t support = 0, off = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      support += a[i] != 0.0;
+      off += (a[i] != 0.0) != (b[i] != 0.0) || std::fabs(a[i] - b[i]) > std::ldexp(std::fabs(b[i]), -7);
+    }
+    CHECK(support > 0);
+    CHECK(off == 0);
+  }
+  // what each rank sent is rounded alike: acc - bf16(acc) stays in both residuals
+  for (int r = 0; r < world; ++r) CHECK(ours.residual[std::size_t(r)] == theirs.residual[std::size_t(r)]);
+}
+
+TEST_CASE("routed: bytes per rank per call do not grow with the number of ranks; the communicator counts them") {
+  const std::size_t n = 1 << 18;
+  const double theta = 0.99;
+  const std::size_t k = kept_at(theta, n);
+  const std::size_t entry = sizeof(std::uint32_t) + sizeof(bfloat16);
+  for (int world : {2, 4, 8}) {
+    CAPTURE(world);
+    std::mutex m;
+    std::vector<double> counted(static_cast<std::size_t>(world)), reported(static_cast<std::size_t>(world));
+    on_ranks(world, [&](local_communicator& inner) {
+      counting_communicator<local_communicator> comm(inner);
+      const int r = comm.rank();
+      routed_bf16 red;
+      REQUIRE(red.initialize({.length = n, .world_size = world, .rank = r, .sparsity = theta}).ok());
+      std::vector<float> out(red.output_size());
+      double sum = 0.0;
+      for (int t = 0; t < 3; ++t) {
+        reduce_stats s;
+        const auto g = gradient(n, 7, r, t);
+        REQUIRE(red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out), &s).ok());
+        CHECK(s.index_bits == 32);
+        CHECK(s.kept <= k);
+        CHECK(s.kept > k / 2);
+        // the counts (one int64 per peer) and, per entry for another shard, 4 + 2 bytes
+        const double entries = s.value_bytes / sizeof(bfloat16);
+        CHECK(entries <= double(k));
+        CHECK(entries >= 0.5 * double(k) * double(world - 1) / double(world));
+        CHECK(s.index_bytes == doctest::Approx(double(world - 1) * 8.0 + entries * 4.0));
+        // independent of N: at most k entries and a count per peer
+        CHECK(s.index_bytes + s.value_bytes <= double(k * entry) + double(world - 1) * 8.0);
+        sum += s.index_bytes + s.value_bytes;
+      }
+      const double check_bytes = comm.counters()[collective::all_gather].bytes_sent;  // the agreement check
+      std::lock_guard lk(m);
+      counted[std::size_t(r)] = comm.counters()[collective::all_to_all].bytes_sent;
+      reported[std::size_t(r)] = sum;
+      CHECK(comm.counters().total_bytes_sent() == doctest::Approx(sum + check_bytes));
+    });
+    for (int r = 0; r < world; ++r) CHECK(counted[std::size_t(r)] == doctest::Approx(reported[std::size_t(r)]));
+  }
+}
+
+TEST_CASE("routed: theta 0 and a call keeping over a third of the buffer reduce-scatter the buffer, no entries") {
+  const int world = 3;
+  const std::size_t n = 1001;
+  const auto rec = simulate<routed_f32>(world, n, 0.0, 2, random_input(n, 3));
+  REQUIRE(rec.failures.empty());
+  for (int t = 0; t < 2; ++t) {
+    const auto d = delivered_at(rec, world, n, t);
+    for (std::size_t i = 0; i < n; ++i) {
+      float want = rec.in[0][std::size_t(t)][i];  // the communicator's order: rank 0, 1, 2
+      for (int r = 1; r < world; ++r) want += rec.in[std::size_t(r)][std::size_t(t)][i];
+      if (float(d[i]) != want) FAIL("step " << t << " entry " << i << ": " << d[i] << " vs " << want);
+    }
+    CHECK(rec.stats[0][std::size_t(t)].index_bytes == 0.0);
+    CHECK(rec.stats[0][std::size_t(t)].index_bits == 0);
+  }
+  for (int r = 0; r < world; ++r) CHECK(rec.residual[std::size_t(r)] == std::vector<float>(n, 0.0f));
+  // bf16: 6 bytes an entry against 2 a buffer element, so from a third of the buffer on
+  const std::size_t big = 30000;
+  const auto buf = simulate<routed_bf16>(world, big, 0.6, 1, random_input(big, 5));    // 40 %: the buffer
+  const auto ent = simulate<routed_bf16>(world, big, 0.7, 1, random_input(big, 5));    // 30 %: entries
+  REQUIRE(buf.failures.empty());
+  REQUIRE(ent.failures.empty());
+  CHECK(buf.stats[0][0].index_bytes == 0.0);
+  CHECK(buf.stats[0][0].value_bytes == doctest::Approx(double(big) * 2.0 * (world - 1) / world));
+  CHECK(ent.stats[0][0].index_bits == 32);
+  CHECK(ent.stats[0][0].value_bytes < double(big) * 2.0 * 0.3);
+}
+
+TEST_CASE_TEMPLATE("routed: conservation, inputs = delivered + residuals; k smaller than N; mean", R, routed_f32,
+                   routed_bf16) {
+  for (const auto& [world, n, theta, op] :
+       {std::tuple{3, std::size_t(5003), 0.95, reduce_op::sum}, std::tuple{4, std::size_t(70001), 0.99, reduce_op::mean},
+        std::tuple{5, std::size_t(400), 0.995, reduce_op::sum}}) {  // k = 2 < N
+    CAPTURE(world);
+    CAPTURE(n);
+    const int steps = 6;
+    const auto rec = simulate<R>(world, n, theta, steps, random_input(n, 21), topology::sharded, op);
+    REQUIRE(rec.failures.empty());
+    const double scale = op == reduce_op::mean ? double(world) : 1.0;
+    std::vector<double> in(n, 0.0), got(n, 0.0);
+    for (int t = 0; t < steps; ++t) {
+      for (int r = 0; r < world; ++r)
+        for (std::size_t i = 0; i < n; ++i) in[i] += rec.in[std::size_t(r)][std::size_t(t)][i];
+      const auto d = delivered_at(rec, world, n, t);
+      for (std::size_t i = 0; i < n; ++i) got[i] += d[i] * scale;
+    }
+    for (int r = 0; r < world; ++r)
+      for (std::size_t i = 0; i < n; ++i) got[i] += rec.residual[std::size_t(r)][i];
+    const double tol = 1e-5 * max_abs(in);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < n; ++i) bad += std::fabs(got[i] - in[i]) > tol;
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("routed: save and load in the middle resume bit for bit") {
+  const int world = 4;
+  const std::size_t n = 9001;
+  const int first = 3, second = 4;
+  std::mutex m;
+  std::vector<std::vector<float>> whole_out(world), split_out(world), whole_res(world), split_res(world);
+  on_ranks(world, [&](local_communicator& comm) {
+    const int r = comm.rank();
+    reducer_arguments args{.length = n, .world_size = world, .rank = r, .sparsity = 0.98};
+    args.schedule = {.warmup_steps = 5, .start = 0.5};
+    routed_bf16 a, b, c;
+    REQUIRE(a.initialize(args).ok());
+    REQUIRE(b.initialize(args).ok());
+    REQUIRE(c.initialize(args).ok());
+    std::vector<float> out(a.output_size()), last_a, last_c;
+    for (int t = 0; t < first + second; ++t) {
+      REQUIRE(a.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
+      last_a = out;
+    }
+    for (int t = 0; t < first; ++t) REQUIRE(b.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
+    REQUIRE(c.load_state(b.save_state()).ok());
+    CHECK(c.steps() == std::uint64_t(first));
+    for (int t = first; t < first + second; ++t) {
+      REQUIRE(c.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
+      last_c = out;
+    }
+    std::lock_guard lk(m);
+    whole_out[std::size_t(r)] = last_a;
+    split_out[std::size_t(r)] = last_c;
+    whole_res[std::size_t(r)] = a.residual_to_host();
+    split_res[std::size_t(r)] = c.residual_to_host();
+  });
+  for (int r = 0; r < world; ++r) {
+    CHECK(std::memcmp(whole_out[r].data(), split_out[r].data(), whole_out[r].size() * 4) == 0);
+    CHECK(std::memcmp(whole_res[r].data(), split_res[r].data(), whole_res[r].size() * 4) == 0);
+  }
+}
+
+namespace {
+// A communicator that carries a Reducer but cannot route (no all_to_all_v).
+struct no_routing {
+  local_communicator* inner;
+  int rank() const { return inner->rank(); }
+  int size() const { return inner->size(); }
+  template <reducible T> status all_reduce(std::span<const T> i, std::span<T> o) { return inner->all_reduce(i, o); }
+  template <reducible T> status reduce_scatter(std::span<const T> i, std::span<T> o) {
+    return inner->reduce_scatter(i, o);
+  }
+  template <reducible T> status all_gather(std::span<const T> i, std::span<T> o) { return inner->all_gather(i, o); }
+  template <reducible T> status broadcast(std::span<T> b, int root) { return inner->broadcast(b, root); }
+};
+static_assert(communicator<no_routing> && !routing_communicator<no_routing>);
+}  // namespace
+
+TEST_CASE("routed: refused alike on every rank: replicated, beside a gathering rank, without all_to_all_v") {
+  routed_f32 rep;
+  const status s = rep.initialize({.length = 100, .world_size = 2, .rank = 0, .topo = topology::replicated});
+  CHECK(s.code() == errc::invalid_argument);
+  CHECK_MESSAGE(s.message().find("has no owners") != std::string::npos, s.message());
+
+  const std::size_t n = 4096;
+  const auto mixed = statuses_on_ranks(2, [&](local_communicator& comm) -> status {
+    const int r = comm.rank();
+    const reducer_arguments args{.length = n, .world_size = 2, .rank = r, .sparsity = 0.99};
+    const auto g = gradient(n, 5, r, 0);
+    std::vector<float> out(n / 2);
+    if (r == 0) {
+      routed_f32 red;
+      TAGC_TRY(red.initialize(args));
+      return red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
+    }
+    gathered_f32 red;
+    TAGC_TRY(red.initialize(args));
+    return red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out));
+  });
+  REQUIRE(mixed.size() == 2);
+  for (const status& st : mixed) CHECK(st.code() == errc::invalid_argument);
+
+  const auto plain = statuses_on_ranks(2, [&](local_communicator& comm) -> status {
+    no_routing c{&comm};
+    routed_f32 red;
+    TAGC_TRY(red.initialize({.length = n, .world_size = 2, .rank = comm.rank(), .sparsity = 0.99}));
+    const auto g = gradient(n, 5, comm.rank(), 0);
+    std::vector<float> out(red.output_size());
+    const std::vector<float> before = red.residual_to_host();
+    const status st = red.reduce_scatter(c, std::span<const float>(g), std::span<float>(out));
+    CHECK(red.residual_to_host() == before);  // a refused call leaves the residual as it was
+    return st;
+  });
+  REQUIRE(plain.size() == 2);
+  for (const status& st : plain) {
+    CHECK(st.code() == errc::invalid_argument);
+    CHECK_MESSAGE(st.message().find("all_to_all_v") != std::string::npos, st.message());
+  }
+}
