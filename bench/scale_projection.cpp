@@ -10,12 +10,15 @@
 //                       units send across nodes comes from tagc::shared_selection_cross_bits
 //                       (agreed bf16 values all-reduced, the leader's positions broadcast),
 //                       which reproduces the trainer's measured bytes (docs/results.md)
-//   --index shared|gathered
+//   --index shared|gathered|routed
 //                       the selection across nodes: the rotating leader's (SharedIndexPolicy,
-//                       default; bytes independent of the node count) or every node's own k
+//                       default; bytes independent of the node count), every node's own k
 //                       (GatheredIndexPolicy, the configuration that met the 4-node quality
 //                       target; tagc::gathered_index_cross_bits: M lists plus the values at
-//                       the union, which grows with M)
+//                       the union, which grows with M), or every node's own k sent to the
+//                       shards' owners (RoutedIndexPolicy: the gathered index's sums,
+//                       tagc::routed_index_cross_bits, independent of M; sharded rows only,
+//                       as an all-reduce has no owners)
 //   --union-2 U, --union-growth A
 //                       gathered: the union of the M nodes' selections over k, modelled as
 //                       min(M, U x (M/2)^A) from the sweep in docs/results.md (defaults
@@ -91,16 +94,17 @@ int main(int argc, char** argv) {
   const double compute = flag(argc, argv, "--compute-s", 0.283);
   const double theta = flag(argc, argv, "--theta", 0.9875);
   const std::string index = text_flag(argc, argv, "--index", "shared");
-  if (index != "shared" && index != "gathered") {
-    std::fprintf(stderr, "tagc_scale_projection: --index %s: expected shared or gathered\n", index.c_str());
+  if (index != "shared" && index != "gathered" && index != "routed") {
+    std::fprintf(stderr, "tagc_scale_projection: --index %s: expected shared, gathered or routed\n", index.c_str());
     return 2;
   }
-  const bool gathered_index = index == "gathered";
+  const bool gathered_index = index == "gathered", routed_index = index == "routed";
   const double union_2 = flag(argc, argv, "--union-2", 1.735), union_growth = flag(argc, argv, "--union-growth", 0.621);
   const double given_bits = flag(argc, argv, "--tagc-bits", -1.0);
   // bits per compressed parameter across M nodes (the cost model's convention)
   const auto tagc_bits = [&](int nodes, bool sharded) {
     if (given_bits >= 0.0) return given_bits;
+    if (routed_index) return tagc::routed_index_cross_bits(1.0 - theta);
     if (!gathered_index) return tagc::shared_selection_cross_bits(1.0 - theta);
     const double union_ratio = tagc::gathered_union_ratio(nodes, union_2, union_growth);
     return tagc::gathered_index_cross_bits(1.0 - theta, nodes, union_ratio, 16.0, sharded);
@@ -111,12 +115,13 @@ int main(int argc, char** argv) {
   const double gathered = full_shard ? m::embedding + 2.0 * (m::params - m::embedding) : m::params;  // per step
   const double plain = m::params - m::compressed;
   std::fprintf(stderr, "GPT-2 124M: %.0f parameters, %.1f %% compressed (%s index, theta %.4f), the rest bf16\n",
-               m::params, 100.0 * m::compressed / m::params, gathered_index ? "gathered" : "shared", theta);
+               m::params, 100.0 * m::compressed / m::params, index.c_str(), theta);
   const int per_node = 8;
   const tagc::link_model nvlink{.bytes_per_second = 450e9, .latency_seconds = 10e-6};
   const tagc::codec_model codec_m{.compress_bytes_per_second = codec, .decode_bytes_per_second = codec};
   std::printf("layout,gpus,nodes,gbit_per_node,tagc_bits,bf16_grad_s,tagc_grad_s,gather_s,bf16_step_s,tagc_step_s,speedup\n");
-  for (const bool hsdp : {false, true})
+  for (const bool hsdp : {false, true}) {
+    if (hsdp && routed_index) continue;  // routed entries need owners: no all-reduce
     for (const double gbit : {10.0, 25.0, 100.0}) {
       const tagc::link_model node_link{.bytes_per_second = gbit * 1e9 / 8.0, .latency_seconds = 50e-6};
       for (const int gpus : {64, 128, 256, 512, 1024}) {
@@ -142,5 +147,6 @@ int main(int argc, char** argv) {
                     bits, bf16_grad, tagc_grad, gather, bf16, tagc, bf16 / tagc);
       }
     }
+  }
   return 0;
 }

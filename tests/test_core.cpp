@@ -160,4 +160,7 @@ TEST_CASE("cost model: a shared selection's bits: values all-reduced, positions 
   CHECK(tagc::shared_selection_cross_bits(0.0125) == doctest::Approx(0.4 + 0.4));  // a list of 32-bit positions
   CHECK(tagc::shared_selection_cross_bits(0.05) == doctest::Approx(1.6 + 1.0));    // a bitmap
   CHECK(tagc::shared_selection_cross_bits(0.05, 32.0) == doctest::Approx(3.2 + 1.0));
+  CHECK(tagc::routed_index_cross_bits(0.0125) == doctest::Approx(0.6));       // 48-bit entries
+  CHECK(tagc::routed_index_cross_bits(0.0125, 32.0) == doctest::Approx(0.8));
+  CHECK(tagc::routed_index_cross_bits(0.5) == doctest::Approx(16.0));          // the buffer instead
 }

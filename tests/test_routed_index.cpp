@@ -3,7 +3,8 @@
 // with fp32 values the gathered index's sums and residuals bit for bit at every call
 // (and so the exact index's with packed values), bf16 values within their rounding
 // with the same residuals; its bytes per rank do not grow with N, and the counting
-// communicator measures the bytes the statistics report; a call keeping over a third
+// communicator measures the bytes the statistics report, and the cost model's
+// routed_index_cross_bits predicts them; a call keeping over a third
 // of the buffer (bf16) reduce-scatters the buffer instead; theta 0 is the dense sum;
 // inputs = delivered + residuals; a saved state resumes bit for bit; refusals for a
 // replicated call, a rank that gathers beside one that routes, and a communicator
@@ -16,6 +17,7 @@
 
 #include "support/harness.hpp"
 #include "tagc/comm/counting.hpp"
+#include "tagc/cost_model.hpp"
 
 using namespace tagc;
 using namespace tagc_test;
@@ -113,6 +115,25 @@ TEST_CASE("routed: bytes per rank per call do not grow with the number of ranks;
     });
     for (int r = 0; r < world; ++r) CHECK(counted[std::size_t(r)] == doctest::Approx(reported[std::size_t(r)]));
   }
+}
+
+TEST_CASE("routed: the cost model's routed_index_cross_bits is what the reducer sends, where shards load evenly") {
+  // random gradients spread the picks evenly over the shards: (N - 1) / N of them leave
+  const std::size_t n = 1 << 18;
+  for (int world : {2, 4, 8})
+    for (const double theta : {0.99, 0.95}) {
+      CAPTURE(world);
+      CAPTURE(theta);
+      const auto rec = simulate<routed_bf16>(world, n, theta, 2, random_input(n, 11));
+      REQUIRE(rec.failures.empty());
+      const double ring = double(world - 1) / double(world);
+      const double model = ring * double(n) * routed_index_cross_bits(1.0 - theta) / 8.0;
+      for (int r = 0; r < world; ++r) {
+        const reduce_stats& s = rec.stats[std::size_t(r)][1];
+        const double sent = s.index_bytes + s.value_bytes - double(world - 1) * 8.0;  // the counts left out
+        CHECK(sent == doctest::Approx(model).epsilon(0.05));
+      }
+    }
 }
 
 TEST_CASE("routed: theta 0 and a call keeping over a third of the buffer reduce-scatter the buffer, no entries") {

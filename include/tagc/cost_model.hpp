@@ -2,7 +2,8 @@
 // defines: tagc::link_model, tagc::codec_model, tagc::cost_estimate,
 //          tagc::estimate_reduce_scatter, tagc::estimate_two_level_reduce_scatter,
 //          tagc::estimate_two_level_all_reduce, tagc::shared_selection_cross_bits,
-//          tagc::gathered_index_cross_bits, tagc::gathered_union_ratio —
+//          tagc::gathered_index_cross_bits, tagc::gathered_union_ratio,
+//          tagc::routed_index_cross_bits —
 //          does compressing this unit pay (flat, or across nodes only)?
 //
 // The paper found compressing every layer *slower* than compressing none: small
@@ -154,6 +155,19 @@ inline double gathered_index_cross_bits(double density, int nodes, double union_
   const double values = 2.0 * value_bits * union_ratio * density;
   const double list_bits = 16.0 * density + 32.0 / 65536.0;
   return double(nodes) * std::min(1.0, list_bits) + (sharded && 2.0 * union_ratio * density > 1.0 ? value_bits : values);
+}
+
+// What the routed index (RoutedIndexPolicy: every node its own k, each entry sent to its
+// shard's owner only) sends across M nodes, per compressed parameter, in the convention
+// above: a node sends its k = density * n entries, 32-bit offset and value, of which the
+// (M-1)/M for other shards leave it (the share the convention divides out, where the
+// shards are evenly loaded), and a count per peer (left out); a call whose entries would
+// outweigh the buffer reduce-scatters the buffer instead (value_bits). Independent of M:
+//   bits = min((32 + value_bits) * density, value_bits)
+// Sharded only (an all-reduce has no owners). tests/test_routed_index.cpp holds it to the
+// bytes the reducer reports.
+inline double routed_index_cross_bits(double density, double value_bits = 16.0) {
+  return std::min((32.0 + value_bits) * density, value_bits);
 }
 
 // The union of M nodes' own selections over k, modelled as union_at_two * (M/2)^growth

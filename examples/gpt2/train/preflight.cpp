@@ -8,7 +8,7 @@
 
 // defines: tagc::default_catalogue, tagc::workspace_bytes_of (the reducers' workspace query)
 #include "tagc/builder/default_catalogue.hpp"
-// defines: tagc::gathered_index_cross_bits, tagc::gathered_union_ratio, tagc::shared_selection_cross_bits
+// defines: tagc::gathered_index_cross_bits, tagc::gathered_union_ratio, tagc::routed_index_cross_bits
 #include "tagc/cost_model.hpp"
 
 #include <cmath>
@@ -86,8 +86,8 @@ std::string node_count_note(const Args& a, int nodes) {
   return "note: --index-bits gathered across " + std::to_string(nodes) + " nodes sends about " + num(std::round(bits)) +
          " bits per compressed parameter and node at --sparsity " + num(a.sparsity) +
          " (the cost model, with the union measured on d2), more than bf16's 16: its position lists grow with the "
-         "nodes; --index-bits shared sends " + num(std::round(10.0 * tagc::shared_selection_cross_bits(1.0 - a.sparsity)) / 10.0) +
-         " at any node count";
+         "nodes; --index-bits routed sends the same sums in about " +
+         num(std::round(10.0 * tagc::routed_index_cross_bits(1.0 - a.sparsity)) / 10.0) + " at any node count";
 }
 
 std::string MemoryEstimate::describe() const {
