@@ -11,6 +11,7 @@ using namespace tagc;
 
 static_assert(communicator<local_communicator>);
 static_assert(communicator<counting_communicator<local_communicator>>);
+static_assert(routing_communicator<counting_communicator<local_communicator>>);
 
 namespace {
 template <class Body> void on_ranks(int n, Body&& body, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
@@ -18,6 +19,33 @@ template <class Body> void on_ranks(int n, Body&& body, std::chrono::millisecond
   w.run([&](local_communicator& c) { body(c); });
 }
 float value(int rank, std::size_t i) { return float(rank + 1) * 0.25f + float(i % 13); }
+
+// all_to_all_v's block sizes: uneven, some zero, and the last rank of 3 or more sends nothing.
+std::size_t route_count(int from, int to, int n) {
+  return n >= 3 && from == n - 1 ? 0 : std::size_t((from * 5 + to * 3 + 1) % 4) * 7;
+}
+// Element i of rank `from`'s block for rank `to`.
+template <class T> T routed_value(int from, int to, std::size_t i) { return T(from * 50 + to * 10 + int(i % 7)); }
+
+template <class T, class C> void route_and_check(C& c) {
+  const int n = c.size(), me = c.rank();
+  std::vector<std::size_t> send_counts, recv_counts;
+  std::vector<T> in;
+  std::size_t expected = 0;
+  for (int q = 0; q < n; ++q) {
+    send_counts.push_back(route_count(me, q, n));
+    recv_counts.push_back(route_count(q, me, n));
+    expected += recv_counts.back();
+    for (std::size_t i = 0; i < send_counts.back(); ++i) in.push_back(routed_value<T>(me, q, i));
+  }
+  std::vector<T> out(expected, T(99));
+  const status s = c.all_to_all_v(std::span<const T>(in), std::span<const std::size_t>(send_counts),
+                                  std::span<T>(out), std::span<const std::size_t>(recv_counts));
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  std::size_t at = 0;
+  for (int q = 0; q < n; ++q)
+    for (std::size_t i = 0; i < recv_counts[std::size_t(q)]; ++i) CHECK(out[at++] == routed_value<T>(q, me, i));
+}
 }  // namespace
 
 TEST_CASE("every collective matches a reference, for several world sizes") {
@@ -60,6 +88,18 @@ TEST_CASE("every collective matches a reference, for several world sizes") {
       REQUIRE(req.wait().ok());
       CHECK(x[4] == std::int64_t(n) * (n + 1) / 2);
       REQUIRE(c.barrier().ok());
+    });
+  }
+}
+
+TEST_CASE("all_to_all_v routes uneven blocks, zero blocks and a rank that sends nothing") {
+  for (int n : {1, 2, 3, 4}) {
+    CAPTURE(n);
+    on_ranks(n, [&](local_communicator& c) {
+      route_and_check<std::uint8_t>(c);
+      route_and_check<std::int64_t>(c);
+      route_and_check<float>(c);
+      route_and_check<std::uint8_t>(c);  // again, after a call whose result was larger
     });
   }
 }
@@ -152,4 +192,32 @@ TEST_CASE("counting decorator: ring-model bytes per collective") {
     CHECK(t[collective::barrier].bytes_sent == 0.0);
     CHECK(t.total_bytes_sent() == doctest::Approx(2.0 * 0.75 * 4064 + 0.75 * 8000));
   }
+}
+
+TEST_CASE("counting decorator: all_to_all_v counts the bytes of the blocks for other ranks") {
+  std::mutex m;
+  std::map<int, traffic> seen;
+  const int n = 3;
+  on_ranks(n, [&](local_communicator& inner) {
+    counting_communicator<local_communicator> c(inner);
+    route_and_check<std::int64_t>(c);
+    route_and_check<std::uint8_t>(c);
+    std::lock_guard lk(m);
+    seen[c.rank()] = c.counters();
+  });
+  REQUIRE(seen.size() == std::size_t(n));
+  for (auto& [r, t] : seen) {
+    CAPTURE(r);
+    double to_others = 0, payload = 0;
+    for (int q = 0; q < n; ++q) {
+      const double elems = double(route_count(r, q, n));
+      payload += elems * (8 + 1);
+      if (q != r) to_others += elems * (8 + 1);  // int64 then uint8: 9 bytes per element over the two calls
+    }
+    CHECK(t[collective::all_to_all].calls == 2);
+    CHECK(t[collective::all_to_all].bytes_sent == to_others);
+    CHECK(t[collective::all_to_all].payload_bytes == payload);
+    CHECK(t.total_bytes_sent() == to_others);
+  }
+  CHECK(seen[n - 1][collective::all_to_all].bytes_sent == 0.0);  // the rank that sends nothing
 }

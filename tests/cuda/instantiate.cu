@@ -118,6 +118,7 @@ namespace {
 static_assert(tagc::communicator<tagc::nccl_communicator>);
 static_assert(tagc::communicator<tagc::counting_communicator<tagc::nccl_communicator>>);
 static_assert(tagc::collective_request<tagc::nccl_communicator::request>);
+static_assert(tagc::routing_communicator<tagc::counting_communicator<tagc::nccl_communicator>>);
 static_assert(std::is_nothrow_move_constructible_v<tagc::nccl_communicator>);
 static_assert(!std::is_copy_constructible_v<tagc::nccl_communicator>);
 
@@ -148,6 +149,9 @@ tagc::status nccl_members(tagc::nccl_communicator& c, std::span<const T> in, std
   TAGC_TRY(every_collective<T>(counted, in, out));
   const std::size_t offsets[2] = {0, in.size()};
   TAGC_TRY(c.reduce_each(in, std::span<const std::size_t>(offsets), out));
+  const std::size_t counts[1] = {in.size()};
+  TAGC_TRY(c.all_to_all_v(in, std::span<const std::size_t>(counts), out, std::span<const std::size_t>(counts)));
+  TAGC_TRY(counted.all_to_all_v(in, std::span<const std::size_t>(counts), out, std::span<const std::size_t>(counts)));
   TAGC_TRY(c.group_start());
   TAGC_TRY(c.all_reduce(in, out));
   auto group = c.start_group_end();

@@ -350,6 +350,51 @@ TEST_CASE_TEMPLATE("reduce_each: uneven shards, out of place and in place", T, f
   }));
 }
 
+TEST_CASE_TEMPLATE("all_to_all_v: uneven blocks, zero blocks, a rank that sends nothing", T, float, std::uint8_t,
+                   std::int64_t) {
+  check_world(run_world([](rank_ctx& c) -> std::string {
+    // Rank p's block for rank q: count(p, q) elements value<T>(p, 1000 q + i); some are
+    // empty, and with 3+ ranks the last one sends nothing.
+    const auto count = [&](int from, int to) {
+      return c.size >= 3 && from == c.size - 1 ? std::size_t(0) : std::size_t((from * 5 + to * 3 + 1) % 4) * 37;
+    };
+    std::vector<std::size_t> send_counts, recv_counts;
+    for (int q = 0; q < c.size; ++q) {
+      send_counts.push_back(count(c.rank, q));
+      recv_counts.push_back(count(q, c.rank));
+    }
+    std::size_t ns = 0, nr = 0;
+    for (int q = 0; q < c.size; ++q) ns += send_counts[std::size_t(q)], nr += recv_counts[std::size_t(q)];
+    device_buffer<T> in(ns), out(nr);
+    pinned<T> h(std::max(ns, nr));
+    std::size_t at = 0;
+    for (int q = 0; q < c.size; ++q)
+      for (std::size_t i = 0; i < send_counts[std::size_t(q)]; ++i)
+        h[at++] = value<T>(c.rank, std::size_t(q) * 1000 + i);
+    GPU_TRY(delay(c.compute, 20));  // the upload lands late: the sends must be ordered after it
+    GPU_TRY(cudaMemcpyAsync(in.p, h.p, ns * sizeof(T), cudaMemcpyHostToDevice, c.compute));
+    GPU_TRY(delay(c.comm.stream(), 20));  // the blocks land late: the download must be ordered after them
+    STATUS_TRY(c.comm.all_to_all_v(in.cspan(), std::span<const std::size_t>(send_counts), out.span(),
+                                   std::span<const std::size_t>(recv_counts)));
+    STR_TRY(download(c, out, h));
+    at = 0;
+    for (int q = 0; q < c.size; ++q)
+      for (std::size_t i = 0; i < recv_counts[std::size_t(q)]; ++i, ++at)
+        STR_TRY(expect_eq("all_to_all_v from rank " + std::to_string(q), at, h[at],
+                          value<T>(q, std::size_t(c.rank) * 1000 + i)));
+
+    // This rank's own arguments are refused in the rules' words (no cross-rank check on NCCL).
+    const auto short_counts = std::span<const std::size_t>(send_counts).first(std::size_t(c.size - 1));
+    const tagc::status bad =
+        c.comm.all_to_all_v(in.cspan(), short_counts, out.span(), std::span<const std::size_t>(recv_counts));
+    const std::string want = "all_to_all_v: rank " + std::to_string(c.rank) + ": send_counts has " +
+                             std::to_string(c.size - 1) + " and recv_counts " + std::to_string(c.size) +
+                             " entries, expected world size " + std::to_string(c.size);
+    if (bad.code() != tagc::errc::size_mismatch || bad.message() != want) return "bad counts: " + bad.what();
+    return {};
+  }));
+}
+
 TEST_CASE("groups: blocking collectives in a group, group_end and start_group_end") {
   check_world(run_world([](rank_ctx& c) -> std::string {
     device_buffer<float> a(kCount), b(kCount);

@@ -1,7 +1,8 @@
 // defines: tests of tagc::mpi_communicator under mpirun (2, 3 and 4 ranks):
 //          every collective for every reducible type against a host reference
 //          built from deterministic per-rank inputs, in-place forms, requests in
-//          flight together, and cross-rank argument checks that never hang.
+//          flight together, cross-rank argument checks that never hang, and
+//          all_to_all_v (uneven blocks, the pair rule refused on every rank).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 static_assert(tagc::communicator<tagc::mpi_communicator>);
 static_assert(tagc::communicator<tagc::counting_communicator<tagc::mpi_communicator>>);
 static_assert(tagc::collective_request<tagc::mpi_communicator::request>);
+static_assert(tagc::routing_communicator<tagc::mpi_communicator>);
 
 namespace {
 
@@ -59,6 +61,37 @@ bool same_on_all_ranks(mpi_communicator& comm, const std::string& s) {
     if (x != h) return false;
   return true;
 }
+
+// all_to_all_v's block sizes: uneven, some zero, and rank 1 sends nothing.
+std::size_t route_count(int from, int to) { return from == 1 ? 0 : std::size_t((from * 7 + to * 3) % 5) * 37; }
+
+// Counts and the send buffer of rank `me` (block q: input<T>(me, 1000 q + i)).
+template <class T> struct routed {
+  std::vector<std::size_t> send_counts, recv_counts;
+  std::vector<T> send, recv;
+  routed(int me, int n) {
+    for (int q = 0; q < n; ++q) {
+      send_counts.push_back(route_count(me, q));
+      recv_counts.push_back(route_count(q, me));
+      for (std::size_t i = 0; i < send_counts.back(); ++i) send.push_back(input<T>(me, std::size_t(q) * 1000 + i));
+    }
+    std::size_t total = 0;
+    for (auto c : recv_counts) total += c;
+    recv.assign(total, T(0));
+  }
+  tagc::status run(mpi_communicator& comm) {
+    return comm.all_to_all_v(std::span<const T>(send), std::span<const std::size_t>(send_counts), std::span<T>(recv),
+                             std::span<const std::size_t>(recv_counts));
+  }
+  // Block q of recv is rank q's block for `me`.
+  void check(int me, int n) const {
+    std::size_t at = 0;
+    for (int q = 0; q < n; ++q)
+      for (std::size_t i = 0; i < route_count(q, me); ++i)
+        REQUIRE(recv[at++] == input<T>(q, std::size_t(me) * 1000 + i));
+    REQUIRE(at == recv.size());
+  }
+};
 
 }  // namespace
 
@@ -366,4 +399,111 @@ TEST_CASE("mpi_communicator: counting decorator forwards") {
   REQUIRE(r.wait().ok());
   CHECK(counted.counters()[tagc::collective::all_reduce].calls == 2);
   CHECK(out[255] == float(comm.size()));
+}
+
+TEST_CASE_TEMPLATE("mpi_communicator: all_to_all_v routes uneven blocks", T, TAGC_REDUCIBLE_TYPES) {
+  for (bool checked : {true, false}) {
+    auto comm = world(checked);
+    const int n = comm.size(), me = comm.rank();
+    INFO("rank ", me, " of ", n, std::string(checked ? " checked" : " unchecked"));
+    routed<T> r(me, n);
+    // A request in flight before it: the all-reduce's MPI call is still issued first.
+    const auto a_in = inputs<float>(me, 257);
+    std::vector<float> a_out(a_in.size());
+    auto ra = comm.start_all_reduce(std::span<const float>(a_in), std::span<float>(a_out));
+    const auto s = r.run(comm);
+    REQUIRE_MESSAGE(s.ok(), s.what());
+    r.check(me, n);
+    REQUIRE(ra.wait().ok());
+    for (std::size_t i = 0; i < a_out.size(); ++i) REQUIRE(a_out[i] == sum_at<float>(n, i));
+    // Nothing at all to route is a valid call too.
+    std::vector<std::size_t> zeros(std::size_t(n), 0);
+    std::vector<T> none;
+    CHECK(comm.all_to_all_v(std::span<const T>(none), std::span<const std::size_t>(zeros), std::span<T>(none),
+                            std::span<const std::size_t>(zeros))
+              .ok());
+  }
+}
+
+TEST_CASE("mpi_communicator: all_to_all_v refusals are the same on every rank (checked)") {
+  auto comm = world();
+  const int n = comm.size(), me = comm.rank();
+  INFO("rank ", me, " of ", n);
+  const auto str = [](auto x) { return std::to_string(x); };
+
+  SUBCASE("a pair whose counts disagree") {
+    // The last rank expects one element more from rank 0 than rank 0 sends it.
+    routed<std::int64_t> r(me, n);
+    if (me == n - 1) {
+      r.recv_counts[0] += 1;
+      r.recv.push_back(0);
+    }
+    const auto s = r.run(comm);
+    CHECK(s.code() == errc::size_mismatch);
+    CHECK(s.message() == "all_to_all_v: rank " + str(n - 1) + ": rank 0 sends " + str(route_count(0, n - 1)) +
+                             " elements to rank " + str(n - 1) + ", which expects " + str(route_count(0, n - 1) + 1) +
+                             " (exchange the counts first)");
+    CHECK(same_on_all_ranks(comm, s.what()));
+  }
+  SUBCASE("one rank's counts have the wrong number of entries") {
+    routed<std::uint8_t> r(me, n);
+    if (me == 1) r.send_counts.push_back(0);
+    const auto s = r.run(comm);
+    CHECK(s.code() == errc::size_mismatch);
+    CHECK(s.message() == "all_to_all_v: rank 1: send_counts has " + str(n + 1) + " and recv_counts " + str(n) +
+                             " entries, expected world size " + str(n));
+    CHECK(same_on_all_ranks(comm, s.what()));
+  }
+  SUBCASE("sums above INT_MAX") {
+    // The span is never read: the check refuses it before any data moves.
+    std::vector<std::uint8_t> small(16);
+    std::vector<std::size_t> send_counts(std::size_t(n), 0), recv_counts(std::size_t(n), 0);
+    std::size_t total = 0;
+    if (me == 0) {
+      send_counts[0] = std::size_t(INT_MAX);
+      send_counts[std::size_t(n - 1)] += 6;
+      total = std::size_t(INT_MAX) + 6;
+    }
+    const auto s = comm.all_to_all_v(std::span<const std::uint8_t>(small.data(), total),
+                                     std::span<const std::size_t>(send_counts), std::span<std::uint8_t>(),
+                                     std::span<const std::size_t>(recv_counts));
+    CHECK(s.code() == errc::size_mismatch);
+    CHECK(s.message() ==
+          "all_to_all_v: rank 0: its blocks hold 2147483653 elements; this backend takes at most 2147483647 per "
+          "collective");
+    CHECK(same_on_all_ranks(comm, s.what()));
+  }
+  SUBCASE("ranks call different collectives or types") {
+    routed<float> r(me, n);
+    std::vector<float> f(8);
+    {
+      const auto s = me == 0 ? r.run(comm) : comm.all_reduce(std::span<const float>(f), std::span<float>(f));
+      CHECK(s.code() == errc::invalid_argument);
+      CHECK(s.message() == "rank 1 called all_reduce while rank 0 called all_to_all_v");
+    }
+    routed<double> d(me, n);
+    const auto s = me == 0 ? r.run(comm) : d.run(comm);
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(s.message() == "all_to_all_v: rank 1 passed double while rank 0 passed float");
+  }
+  // Whatever went wrong above, the communicator is still usable.
+  routed<std::int32_t> r(me, n);
+  const auto s = r.run(comm);
+  REQUIRE_MESSAGE(s.ok(), s.what());
+  r.check(me, n);
+}
+
+TEST_CASE("mpi_communicator: all_to_all_v unchecked refuses a local error without calling MPI") {
+  auto comm = world(/*checked=*/false);
+  INFO("rank ", comm.rank());
+  if (comm.rank() == 0) {  // only rank 0 calls: nothing is sent, nobody waits
+    std::vector<float> buf(8);
+    std::vector<std::size_t> counts(std::size_t(comm.size()), 0);
+    counts[0] = 4;
+    const auto s = comm.all_to_all_v(std::span<const float>(buf.data(), 4), std::span<const std::size_t>(counts),
+                                     std::span<float>(buf.data() + 2, 4), std::span<const std::size_t>(counts));
+    CHECK(s.code() == errc::invalid_argument);
+    CHECK(s.message() == "all_to_all_v: rank 0: send and recv overlap");
+  }
+  CHECK(comm.barrier().ok());
 }

@@ -2,9 +2,11 @@
 //          that arrives late makes the others return errc::timeout instead of
 //          hanging; the communicator then refuses new collectives until the late
 //          collective completes (the late rank does arrive here), after which the
-//          result is right and the communicator works again.
+//          result is right and the communicator works again. all_to_all_v resumes
+//          from its own copy of the counts, after the caller's are gone.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <span>
 #include <string>
@@ -84,4 +86,46 @@ TEST_CASE("mpi_communicator: request.wait() times out and can be waited again") 
   const auto s = req.wait();
   REQUIRE_MESSAGE(s.ok(), s.what());
   for (int r = 0; r < n; ++r) CHECK(out[std::size_t(r) * 64 + 63] == r);
+}
+
+TEST_CASE("mpi_communicator: all_to_all_v times out while agreeing, and completes on drain()") {
+  tagc::mpi_communicator comm(MPI_COMM_WORLD, {.checked = true, .timeout = short_deadline});
+  const int n = comm.size(), me = comm.rank();
+  INFO("rank ", me, " of ", n);
+  REQUIRE(comm.barrier().ok());
+
+  // Rank p sends p + q + 1 copies of 100 p + q to rank q.
+  std::vector<std::int64_t> in, out;
+  {
+    std::vector<std::size_t> send_counts, recv_counts;
+    for (int q = 0; q < n; ++q) {
+      send_counts.push_back(std::size_t(me + q + 1));
+      recv_counts.push_back(std::size_t(q + me + 1));
+      in.insert(in.end(), send_counts.back(), 100 * me + q);
+    }
+    out.assign(in.size(), -1);  // the same total: recv_counts is send_counts
+    const auto run = [&] {
+      return comm.all_to_all_v(std::span<const std::int64_t>(in), std::span<const std::size_t>(send_counts),
+                               std::span<std::int64_t>(out), std::span<const std::size_t>(recv_counts));
+    };
+    if (me == late_rank) {
+      std::this_thread::sleep_for(late_by);
+      comm.set_timeout(std::chrono::seconds(20));
+      const auto s = run();
+      REQUIRE_MESSAGE(s.ok(), s.what());
+    } else {
+      const auto s = run();
+      CHECK(s.code() == errc::timeout);
+      CHECK(s.message().find("all_to_all_v: rank " + std::to_string(me) + " waited 0.") == 0);
+      CHECK(s.message().find("(agreeing on arguments)") != std::string::npos);
+    }
+    std::fill(send_counts.begin(), send_counts.end(), 0);  // then freed: the collective keeps its own copy
+    std::fill(recv_counts.begin(), recv_counts.end(), 0);
+  }
+  comm.set_timeout(std::chrono::seconds(20));
+  const auto d = comm.drain();
+  REQUIRE_MESSAGE(d.ok(), d.what());
+  std::size_t at = 0;
+  for (int q = 0; q < n; ++q)
+    for (int i = 0; i < q + me + 1; ++i) REQUIRE(out[at++] == 100 * q + me);
 }

@@ -9,7 +9,9 @@
 // (tagc::TwoLevelAllGather) into exactly the flat gather's values (fp32 and bf16), with a
 // third of its bytes crossing nodes per rank ((M-1)/(W-1): flat sends W-1 shards, the
 // cross level M-1); a checkpoint of a two-level run (bf16 gathers, or the pooled selection
-// from a dense start) resumes bit for bit; a
+// from a dense start) resumes bit for bit; the routed index learns as the gathered one does
+// (fp32 values), flat and in two levels, with fewer internode bytes, and resumes bit for
+// bit from a dense start; a
 // resume with another --ranks-per-node is refused by name; a count that does not divide
 // the world is refused on every rank.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -127,6 +129,35 @@ TEST_CASE("two levels, the pooled selection across nodes from dense: a checkpoin
   a.sparsity_start = 0.0;
   const std::string dir = (scratch() / "ckpt_two_level_pooled").string();
   check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
+}
+
+TEST_CASE("the routed index, flat and across 2 nodes: the gathered index's losses with fewer internode bytes") {
+  // fp32 values: every owner receives what every rank picked, the gathered index's sums bit
+  // for bit, so the runs learn alike; only the positions' transport differs: no lists
+  // all-gathered, each entry to its owner once.
+  Args gathered = packed(tiny(2, 4));
+  gathered.values = tagc::values_kind::packed;
+  gathered.index_bits = tagc::index_gathered;
+  Args routed = gathered;
+  routed.index_bits = tagc::index_routed;
+  for (const int k : {1, 2}) {
+    CAPTURE(k);
+    const Bytes g = bytes_of(nodes_of(gathered, k), 4), r = bytes_of(nodes_of(routed, k), 4);
+    for (size_t i = 0; i < g.loss.size(); ++i) CHECK(r.loss[i] == g.loss[i]);
+    CHECK(r.internode > 0);
+    CHECK(r.internode < g.internode);
+  }
+}
+
+TEST_CASE("the routed index from a dense start, flat and across 2 nodes: a checkpoint resumes bit for bit") {
+  // the warm-up's first calls exchange the buffer, later ones send entries
+  Args a = packed(tiny(2, 6));
+  a.index_bits = tagc::index_routed;
+  a.sparsity = 0.9;
+  a.sparsity_warmup = 4;
+  a.sparsity_start = 0.0;
+  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_routed_flat").string());
+  check_resume_continues(nodes_of(a, 2), MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_routed_two_level").string());
 }
 
 TEST_CASE("two levels: a count that does not divide the world is refused on every rank") {

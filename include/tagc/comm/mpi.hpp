@@ -45,13 +45,22 @@
 //    offending rank only, without calling MPI, and the other ranks time out.
 //    Check and collective are started in order on their own communicators, so
 //    several requests may be in flight in any combination.
+//  - all_to_all_v (blocking; MPI_Ialltoallv + wait(), so the deadline and the order
+//    after earlier requests hold). Checked, it also checks the rule that spans two
+//    ranks (rank p's send_counts[q] == rank q's recv_counts[p]): after the argument
+//    all-reduce, an all-to-all of one count per pair and an all-gather of 4 int64 per
+//    rank (mpi/route.hpp), so a mismatch is the same refusal on every rank instead of
+//    MPI's truncation error on one. Unchecked, only this rank's own arguments are
+//    checked and the caller guarantees the pairs (the reducer exchanges counts first).
 //  - uint8 sums use a user-defined wrapping op instead of MPI_SUM: Open MPI
 //    4.1's AVX reduction component saturates 8-bit sums (see wrapping_sum_u8).
 //  - bfloat16 and float16 travel as MPI_UINT16_T with user-defined commutative
 //    ops that add in float and round to the 16-bit type at every reduction step
 //    (see half_sum). The ops are created once per communicator.
 //  - Element counts must fit in int (MPI-3; OpenMPI 4.1 has no MPI-4 "_c"
-//    large-count variants): a larger span is a local argument error.
+//    large-count variants): a larger span is a local argument error; for
+//    all_to_all_v, sums of send_counts or recv_counts above INT_MAX (the
+//    displacements are int too).
 //  - In place: all_reduce, reduce, broadcast (send == recv) and all_gather
 //    (send == recv.subspan(rank * send.size())) use MPI_IN_PLACE.
 //    reduce_scatter in place (recv == send.subspan(rank * recv.size())) reduces
@@ -66,7 +75,8 @@
 //
 // Files, read top to bottom: mpi/datatypes.hpp (element types on the wire, the
 // wrapping and 16-bit sums), mpi/argument_check.hpp (checked mode's one
-// all-reduce), mpi/state.hpp (collectives in flight, deadlines),
+// all-reduce), mpi/route.hpp (all_to_all_v's counts and pair check),
+// mpi/state.hpp (collectives in flight, deadlines),
 // mpi/communicator.hpp (the class). The argument rules themselves, and the
 // wording of every refusal, are comm/argument_rules.hpp's.
 

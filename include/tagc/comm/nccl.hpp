@@ -12,7 +12,8 @@
 // stream (set_compute_stream; default: the legacy default stream 0). Every
 // collective is ordered after the work already enqueued on the compute stream by
 // an event (record on compute, wait on comm) -- the host never waits:
-//   - all_reduce, reduce_scatter, all_gather, reduce, broadcast, reduce_each:
+//   - all_reduce, reduce_scatter, all_gather, reduce, broadcast, reduce_each,
+//     all_to_all_v:
 //     enqueue, then make the compute stream wait for the result, and return.
 //     Later work on the compute stream sees the result, exactly as if the
 //     collective had been launched on it (communicator.hpp: "return once
@@ -36,7 +37,8 @@
 // all_gather with send == recv + rank * send.size(). Any other overlap is refused.
 // Lengths are checked locally only: NCCL cannot compare them across ranks, so a
 // rank passing a different length hangs its peers until a deadline (wait(),
-// barrier(), synchronize()) aborts the communicator.
+// barrier(), synchronize()) aborts the communicator. all_to_all_v likewise trusts
+// the caller that each pair's counts agree (exchange them first).
 //
 // Errors. Every call returns a status naming the collective and carrying
 // ncclGetErrorString + ncclGetLastError. The communicator is non-blocking

@@ -48,10 +48,15 @@ class collective_transport {
   // out holds size() blocks of `count`; block r is rank r's in.
   virtual tagc::status all_gather(const void* in, void* out, std::size_t count, wire_elem type) = 0;
   virtual tagc::status broadcast(void* buf, std::size_t count, wire_elem type, int root) = 0;
+  // in holds size() blocks in rank order, send_counts[p] for rank p; out gets size()
+  // blocks, recv_counts[q] from rank q. Each pair's counts agree (the caller's word).
+  virtual tagc::status all_to_all_v(const void* in, std::span<const std::size_t> send_counts, void* out,
+                                    std::span<const std::size_t> recv_counts, wire_elem type) = 0;
 };
 
-// What the Reducers need (tagc::communicator), no more: the hook never calls reduce,
-// a barrier or a non-blocking collective. Arguments are checked by tagc's rules
+// What the Reducers need (tagc::communicator, and all_to_all_v for a routed index:
+// tagc::routing_communicator), no more: the hook never calls reduce, a barrier or a
+// non-blocking collective. Arguments are checked by tagc's rules
 // (comm/argument_rules.hpp), so a refusal reads as on every other backend.
 class pg_communicator {
  public:
@@ -89,6 +94,19 @@ class pg_communicator {
     TAGC_TRY(check(tagc::collective::broadcast, std::span<const T>(buf), buf, root));
     return t_->broadcast(buf.data(), buf.size(), wire_elem_of<T>, root);
   }
+  // This rank's own arguments only: a ProcessGroup cannot compare counts across
+  // ranks before it moves data, so, as on NCCL, the caller exchanges the counts first
+  // (the reducer does). gloo (torch 2.14) does not check them either: a rank expecting
+  // more than its peer sends keeps the rest of that block as it was and returns ok;
+  // one expecting less aborts its process (gloo's enforce), its peer gets an error.
+  template <tagc::reducible T>
+  tagc::status all_to_all_v(std::span<const T> in, std::span<const std::size_t> send_counts, std::span<T> out,
+                            std::span<const std::size_t> recv_counts) {
+    if (const tagc::route_check v = tagc::check_all_to_all_arguments(in, send_counts, out, recv_counts, size());
+        !v.ok())
+      return tagc::route_refusal(v, rank(), size());
+    return t_->all_to_all_v(in.data(), send_counts, out.data(), recv_counts, wire_elem_of<T>);
+  }
 
  private:
   template <class T>
@@ -108,6 +126,6 @@ class pg_communicator {
   collective_transport* t_;
 };
 
-static_assert(tagc::communicator<pg_communicator>);
+static_assert(tagc::routing_communicator<pg_communicator>);
 
 }  // namespace tagc_torch

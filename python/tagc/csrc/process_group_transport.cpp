@@ -11,6 +11,7 @@
 //    then the owner adds the N blocks it received in rank order: the bytes of a
 //    ring reduce-scatter, (N-1)/N of the buffer.
 //  - all_gather is the list form: output views into the caller's buffer.
+//  - all_to_all_v is alltoall_base on bytes with split sizes (gloo: alltoallv).
 // Every exception a ProcessGroup throws becomes errc::communication.
 
 #include "process_group_transport.hpp"
@@ -119,6 +120,22 @@ class process_group_transport final : public collective_transport {
 
   tagc::status all_gather(const void* in, void* out, std::size_t count, wire_elem t) override {
     return guard("all_gather", [&] { gather_bytes(in, out, count * elem_bytes(t)); });
+  }
+
+  tagc::status all_to_all_v(const void* in, std::span<const std::size_t> send_counts, void* out,
+                            std::span<const std::size_t> recv_counts, wire_elem t) override {
+    return guard("all_to_all_v", [&] {
+      const std::size_t b = elem_bytes(t);
+      std::vector<int64_t> send_splits, recv_splits;  // bytes per rank
+      std::size_t sent = 0, received = 0;
+      for (std::size_t c : send_counts) send_splits.push_back(int64_t(c * b)), sent += c * b;
+      for (std::size_t c : recv_counts) recv_splits.push_back(int64_t(c * b)), received += c * b;
+      // An empty span may have no address; a tensor of no bytes still wants one.
+      std::uint8_t none = 0;
+      at::Tensor src = view(sent ? in : &none, sent, at::kByte);
+      at::Tensor dst = view(received ? out : &none, received, at::kByte);
+      pg_->alltoall_base(dst, src, recv_splits, send_splits)->wait();
+    });
   }
 
   tagc::status broadcast(void* buf, std::size_t count, wire_elem t, int root) override {

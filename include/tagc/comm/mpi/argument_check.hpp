@@ -1,7 +1,7 @@
 #pragma once
 // defines: tagc::detail::mpi::check_vector, tagc::detail::mpi::encode_check,
-//          tagc::detail::mpi::check_verdict — mpi_communicator's cross-rank argument
-//          check (part of comm/mpi.hpp).
+//          tagc::detail::mpi::encode_route_check, tagc::detail::mpi::check_verdict —
+//          mpi_communicator's cross-rank argument check (part of comm/mpi.hpp).
 //
 // Before a checked collective every rank contributes check_slots int64 values to
 // one MPI_Iallreduce(MAX). From the reduced vector alone every rank learns whether
@@ -17,6 +17,11 @@
 // key << 42 | value; the agreement slots hold value << 20 | key for the maximum and
 // (cap - value) << 20 | key for the minimum. Values are clamped to 42 bits; roots are
 // offset by 2^40 so that negative ones stay non-negative.
+//
+// all_to_all_v takes part like every collective (so a rank calling it while another
+// calls something else is named as such), with its own verdict (route_check: what,
+// a, b) in the error slots and no count or root to agree on; the rule that spans a
+// pair of ranks is checked afterwards (mpi/route.hpp).
 
 #include <array>
 #include <cstdint>
@@ -46,15 +51,15 @@ inline constexpr std::int64_t clamp_value(std::uint64_t v) noexcept {
 inline constexpr std::int64_t key_of(int rank) noexcept { return key_mask - (rank < key_mask ? rank : key_mask); }
 inline constexpr int rank_of_key(std::int64_t key) noexcept { return int(key_mask - key); }
 
-// One rank's contribution. `check` is argument_rules' verdict on its own arguments.
-inline check_vector encode_check(collective kind, int type_id, const argument_check& check, std::uint64_t send,
-                                 std::uint64_t recv, int root, int rank) {
+// One rank's contribution: `error` (0: none) with its numbers, and the facts ranks must agree on.
+inline check_vector encode_slots(collective kind, int type_id, std::int64_t error, std::uint64_t send,
+                                 std::uint64_t recv, std::uint64_t count, int root, int rank) {
   check_vector v{};
   const std::int64_t key = key_of(rank);
   const std::int64_t err_key = key << value_bits;
-  const bool bad = !check.ok();
+  const bool bad = error != 0;
   const std::int64_t root_value = clamp_value(std::uint64_t(std::int64_t(root) + root_offset));
-  v[err_code] = bad ? err_key | (std::int64_t(kind) << 8 | std::int64_t(check.error)) : -1;
+  v[err_code] = bad ? err_key | (std::int64_t(kind) << 8 | error) : -1;
   v[err_send] = bad ? err_key | clamp_value(send) : -1;
   v[err_recv] = bad ? err_key | clamp_value(recv) : -1;
   v[err_root] = bad ? err_key | root_value : -1;
@@ -64,9 +69,22 @@ inline check_vector encode_check(collective kind, int type_id, const argument_ch
   };
   both(kind_max, std::int64_t(kind));
   both(type_max, type_id);
-  both(count_max, clamp_value(check.count));
+  both(count_max, clamp_value(count));
   both(root_max, root_value);
   return v;
+}
+
+// `check` is argument_rules' verdict on this rank's own arguments.
+inline check_vector encode_check(collective kind, int type_id, const argument_check& check, std::uint64_t send,
+                                 std::uint64_t recv, int root, int rank) {
+  return encode_slots(kind, type_id, std::int64_t(check.error), send, recv, check.count, root, rank);
+}
+
+// all_to_all_v: route_check's a and b travel in the send and recv slots (c belongs to
+// the pair rule, never to one rank's own verdict).
+inline check_vector encode_route_check(int type_id, const route_check& check, int rank) {
+  return encode_slots(collective::all_to_all, type_id, check.what, std::uint64_t(check.a), std::uint64_t(check.b),
+                      0, 0, rank);
 }
 
 // The status every rank derives from the reduced vector `a` (ok: the call may run).
@@ -82,9 +100,11 @@ inline status check_verdict(const check_vector& a, int size, std::uint64_t max_c
   if (a[err_code] >= 0) {
     const auto value = [&](int slot) { return a[slot] & value_cap; };
     const std::int64_t code = value(err_code);
+    const int rank = rank_of_key(a[err_code] >> value_bits);
+    if (collective(code >> 8) == collective::all_to_all)
+      return route_refusal({code & 0xff, value(err_send), value(err_recv)}, rank, size, max_count);
     return argument_refusal(collective(code >> 8), argument_error(code & 0xff), std::uint64_t(value(err_send)),
-                            std::uint64_t(value(err_recv)), value(err_root) - root_offset,
-                            rank_of_key(a[err_code] >> value_bits), size, max_count);
+                            std::uint64_t(value(err_recv)), value(err_root) - root_offset, rank, size, max_count);
   }
   TAGC_TRY(field_differs(agreement_field::element_type, type_max, 0));
   TAGC_TRY(field_differs(agreement_field::count, count_max, 0));

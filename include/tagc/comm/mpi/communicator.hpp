@@ -151,6 +151,14 @@ class mpi_communicator {
   template <reducible T> status broadcast(std::span<T> buf, int root) {
     return start<T>(collective::broadcast, std::span<const T>(buf), buf, root).wait();
   }
+  // Blocks of any size to each rank (communicator.hpp); blocking like the others, with
+  // the deadline, after every collective started before it. Checked mode refuses a
+  // pair of ranks whose counts disagree, on every rank (mpi/route.hpp).
+  template <reducible T>
+  status all_to_all_v(std::span<const T> in, std::span<const std::size_t> send_counts, std::span<T> out,
+                      std::span<const std::size_t> recv_counts) {
+    return start_all_to_all(in, send_counts, out, recv_counts).wait();
+  }
 
   template <reducible T> request start_all_reduce(std::span<const T> in, std::span<T> out) {
     return start<T>(collective::all_reduce, in, out, 0);
@@ -195,37 +203,72 @@ class mpi_communicator {
   request start(collective kind, std::span<const T> in, std::span<T> out, int root) {
     namespace m = detail::mpi;
     auto& s = *s_;
-    if (!s.init.ok()) return request(s.init);
-    s.advance();
-    if (const m::pending* p = s.stuck())
-      return request(status{errc::communication,
-                            std::string(collective_name(kind)) + ": refused: an earlier " + collective_name(p->kind) +
-                                " timed out after " + m::seconds(p->waited_s) +
-                                " and is still pending; wait() on it again, drain(), or abort()"});
-
+    if (status refused = admit(kind); !refused.ok()) return request(std::move(refused));
     const argument_check args = check_collective_arguments(kind, in, out, root, s.rank, s.size, m::max_count);
     if (kind != collective::reduce && kind != collective::broadcast) root = 0;
     if (!s.checked && !args.ok())
       return request(argument_refusal(kind, args.error, in.size(), out.size(), root, s.rank, s.size, m::max_count));
 
-    auto owned = std::make_unique<m::pending>();
-    m::pending& p = *owned;
-    p.kind = kind;
-    p.type_id = element_type_id<T>;
-    p.datatype = m::datatype_of<T>();
-    p.elem_size = sizeof(T);
-    p.send = in.data();
-    p.recv = out.data();
-    p.count = int(args.count <= m::max_count ? args.count : 0);
-    p.root = root;
-    p.in_place = args.in_place;
+    auto p = new_pending<T>(kind, in.data(), out.data());
+    p->count = int(args.count <= m::max_count ? args.count : 0);
+    p->root = root;
+    p->in_place = args.in_place;
+    const m::check_vector mine = m::encode_check(kind, p->type_id, args, in.size(), out.size(), root, s.rank);
+    return launch(std::move(p), mine);
+  }
 
+  template <class T>
+  request start_all_to_all(std::span<const T> in, std::span<const std::size_t> send_counts, std::span<T> out,
+                           std::span<const std::size_t> recv_counts) {
+    namespace m = detail::mpi;
+    auto& s = *s_;
+    if (status refused = admit(collective::all_to_all); !refused.ok()) return request(std::move(refused));
+    const route_check args = check_all_to_all_arguments(in, send_counts, out, recv_counts, s.size, m::max_count);
+    if (!s.checked && !args.ok()) return request(route_refusal(args, s.rank, s.size, m::max_count));
+
+    auto p = new_pending<T>(collective::all_to_all, in.data(), out.data());
+    if (args.ok()) p->routed.plan(send_counts, recv_counts, s.checked);
+    const m::check_vector mine = m::encode_route_check(p->type_id, args, s.rank);
+    return launch(std::move(p), mine);
+  }
+
+  // Why a new collective cannot start now (ok: it may).
+  status admit(collective kind) {
+    namespace m = detail::mpi;
+    auto& s = *s_;
+    if (!s.init.ok()) return s.init;
+    s.advance();
+    if (const m::pending* p = s.stuck())
+      return {errc::communication, std::string(collective_name(kind)) + ": refused: an earlier " +
+                                       collective_name(p->kind) + " timed out after " + m::seconds(p->waited_s) +
+                                       " and is still pending; wait() on it again, drain(), or abort()"};
+    return {};
+  }
+
+  template <class T>
+  std::unique_ptr<detail::mpi::pending> new_pending(collective kind, const void* send, void* recv) {
+    auto p = std::make_unique<detail::mpi::pending>();
+    p->kind = kind;
+    p->type_id = element_type_id<T>;
+    p->datatype = detail::mpi::datatype_of<T>();
+    p->elem_size = sizeof(T);
+    p->send = send;
+    p->recv = recv;
+    return p;
+  }
+
+  // Queues p (checked: after starting the argument check with this rank's
+  // contribution `mine`).
+  request launch(std::unique_ptr<detail::mpi::pending> owned, const detail::mpi::check_vector& mine) {
+    namespace m = detail::mpi;
+    auto& s = *s_;
+    m::pending& p = *owned;
     if (s.checked) {
-      p.mine = m::encode_check(kind, p.type_id, args, in.size(), out.size(), root, s.rank);
+      p.mine = mine;
       if (int rc = MPI_Iallreduce(p.mine.data(), p.agreed.data(), m::check_slots, MPI_INT64_T, MPI_MAX, s.check_comm,
                                   &p.req);
           rc != MPI_SUCCESS) {
-        return request(m::mpi_error(kind, "MPI_Iallreduce (argument check)", rc));
+        return request(m::mpi_error(p.kind, "MPI_Iallreduce (argument check)", rc));
       }
       p.ph = m::phase::checking;
     } else {
@@ -257,6 +300,6 @@ class mpi_communicator {
   std::unique_ptr<detail::mpi::state> s_;
 };
 
-static_assert(full_communicator<mpi_communicator>);
+static_assert(full_communicator<mpi_communicator> && routing_communicator<mpi_communicator>);
 
 TAGC_END_NAMESPACE

@@ -6,6 +6,12 @@
 // checking (the cross-rank argument check, mpi/argument_check.hpp) -> ready ->
 // running -> done, starting an MPI call only after every earlier one has started, so
 // all ranks issue them in the same order whatever order their requests are waited in.
+// A checked all_to_all_v passes two more phases between checking and ready,
+// exchanging and pairing (its pair rule, mpi/route.hpp). Their small collectives go
+// on the collectives' communicator in the all_to_all_v's own slot: every earlier call
+// has started and no later one starts before they finish, so every rank issues them
+// at the same point of its sequence. (On the check communicator they would race with
+// the argument checks that later collectives issue when they start.)
 
 #include <mpi.h>
 
@@ -22,6 +28,7 @@
 
 #include "argument_check.hpp"
 #include "datatypes.hpp"
+#include "route.hpp"
 
 TAGC_BEGIN_NAMESPACE
 
@@ -47,7 +54,8 @@ inline std::string seconds(double s) {
   return buf;
 }
 
-enum class phase { checking, ready, running, done };
+// exchanging, pairing: a checked all_to_all_v's pair check (mpi/route.hpp).
+enum class phase { checking, exchanging, pairing, ready, running, done };
 
 // One collective in flight. Heap-allocated and owned by the communicator's
 // state, so the buffers MPI writes into (the check vectors) never move.
@@ -62,6 +70,7 @@ struct pending {
   int root = 0;
   bool in_place = false;
   std::vector<std::byte> temp;  // in-place reduce_scatter: result before it is copied home
+  route routed;                 // all_to_all_v: counts, displacements, the pair check
 
   phase ph = phase::ready;
   MPI_Request req = MPI_REQUEST_NULL;
@@ -126,6 +135,13 @@ struct state {
         call = "MPI_Ibarrier";
         rc = MPI_Ibarrier(comm, &p.req);
         break;
+      case collective::all_to_all: {
+        call = "MPI_Ialltoallv";
+        route& r = p.routed;
+        rc = MPI_Ialltoallv(p.send, r.send_counts.data(), r.send_displs.data(), p.datatype, p.recv,
+                            r.recv_counts.data(), r.recv_displs.data(), p.datatype, comm, &p.req);
+        break;
+      }
       default: break;
     }
     if (rc != MPI_SUCCESS) {
@@ -142,6 +158,28 @@ struct state {
     p.ph = phase::done;
   }
 
+  // Whether p's request has completed (false while in flight). A failed MPI_Test
+  // ends p with the error.
+  bool completed(pending& p, const char* call) {
+    int flag = 0;
+    if (int rc = MPI_Test(&p.req, &flag, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
+      p.result = mpi_error(p.kind, call, rc);
+      p.ph = phase::done;
+      return false;
+    }
+    return flag != 0;
+  }
+
+  // Starts one of the pair check's collectives (`rc` is its MPI return code).
+  void next_check(pending& p, phase next, const char* call, int rc) {
+    if (rc != MPI_SUCCESS) {
+      p.result = mpi_error(p.kind, call, rc);
+      p.ph = phase::done;
+    } else {
+      p.ph = next;
+    }
+  }
+
   // Progress everything in flight without blocking. A collective's MPI call is
   // started only after every earlier one has been started, so all ranks issue
   // them in the same order whatever order their requests are waited in.
@@ -149,28 +187,25 @@ struct state {
     bool blocked = false;
     for (auto it = live.begin(); it != live.end();) {
       pending& p = **it;
-      if (!blocked && p.ph == phase::checking) {
-        int flag = 0;
-        if (int rc = MPI_Test(&p.req, &flag, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
-          p.result = mpi_error(p.kind, "MPI_Test (argument check)", rc);
+      if (!blocked && p.ph == phase::checking && completed(p, "MPI_Test (argument check)")) {
+        p.result = check_verdict(p.agreed, size, max_count);
+        if (!p.result.ok())
           p.ph = phase::done;
-        } else if (flag) {
-          p.result = check_verdict(p.agreed, size, max_count);
-          p.ph = p.result.ok() ? phase::ready : phase::done;
-        } else {
-          blocked = true;
-        }
+        else if (p.kind == collective::all_to_all)
+          next_check(p, phase::exchanging, "MPI_Ialltoall (pair check)", p.routed.start_exchange(comm, &p.req));
+        else
+          p.ph = phase::ready;
       }
+      if (!blocked && p.ph == phase::exchanging && completed(p, "MPI_Test (pair check)"))
+        next_check(p, phase::pairing, "MPI_Iallgather (pair check)", p.routed.start_verdicts(comm, &p.req));
+      if (!blocked && p.ph == phase::pairing && completed(p, "MPI_Test (pair check)")) {
+        p.result = p.routed.verdict(size, max_count);
+        p.ph = p.result.ok() ? phase::ready : phase::done;
+      }
+      // Still agreeing on arguments: nothing later may start its MPI call yet.
+      if (p.ph == phase::checking || p.ph == phase::exchanging || p.ph == phase::pairing) blocked = true;
       if (!blocked && p.ph == phase::ready) start_op(p);
-      if (p.ph == phase::running) {
-        int flag = 0;
-        if (int rc = MPI_Test(&p.req, &flag, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
-          p.result = mpi_error(p.kind, "MPI_Test", rc);
-          p.ph = phase::done;
-        } else if (flag) {
-          finish_op(p);
-        }
-      }
+      if (p.ph == phase::running && completed(p, "MPI_Test")) finish_op(p);
       if (p.ph == phase::done && p.abandoned)
         it = live.erase(it);
       else

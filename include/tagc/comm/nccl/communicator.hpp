@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -155,6 +156,43 @@ class nccl_communicator {
       detail::assign(first, s_->settle(ncclReduce(send, recv, n, detail::nccl_type_of<T>(), ncclSum, r, s_->comm, s_->stream),
                                        "reduce_each"));
       if (!first.ok()) break;
+    }
+    status end = group_end();  // always close the group we opened
+    if (!first.ok()) return first;
+    return end;
+  }
+
+  // Blocks of any size to each rank (communicator.hpp): one NCCL group of an
+  // ncclSend and an ncclRecv per peer with a nonzero block, of bytes (only bytes
+  // move; the counts stay elements at this boundary). This rank's own arguments are
+  // checked (comm/argument_rules.hpp); the pair rule (rank p's send_counts[q] ==
+  // rank q's recv_counts[p]) is not: NCCL cannot compare ranks, so the caller
+  // exchanges the counts first (an all_to_all_v of one count per rank, as the
+  // reducer does). NCCL does not define a pair that disagrees: expect a hang until a
+  // deadline (wait(), barrier(), synchronize()) aborts the communicator, or a wrong
+  // block. A rank with nothing to send or receive enqueues nothing (its peers' blocks
+  // for it are empty too).
+  template <reducible T>
+  status all_to_all_v(std::span<const T> in, std::span<const std::size_t> send_counts, std::span<T> out,
+                      std::span<const std::size_t> recv_counts) {
+    if (!usable()) return refuse("all_to_all_v");
+    if (const route_check v = check_all_to_all_arguments(in, send_counts, out, recv_counts, size()); !v.ok())
+      return route_refusal(v, rank(), size());
+    TAGC_TRY(check_buffers("all_to_all_v", in, out));
+    if (in.empty() && out.empty()) return {};
+    TAGC_TRY(group_start());
+    status first;
+    const auto* send = reinterpret_cast<const std::byte*>(in.data());
+    auto* recv = reinterpret_cast<std::byte*>(out.data());
+    for (int p = 0; p < size() && first.ok(); ++p) {
+      const std::size_t sent = send_counts[std::size_t(p)] * sizeof(T);
+      const std::size_t received = recv_counts[std::size_t(p)] * sizeof(T);
+      if (sent != 0)
+        detail::assign(first, s_->settle(ncclSend(send, sent, ncclUint8, p, s_->comm, s_->stream), "all_to_all_v"));
+      if (received != 0 && first.ok())
+        detail::assign(first, s_->settle(ncclRecv(recv, received, ncclUint8, p, s_->comm, s_->stream), "all_to_all_v"));
+      send += sent;
+      recv += received;
     }
     status end = group_end();  // always close the group we opened
     if (!first.ok()) return first;
@@ -356,6 +394,6 @@ class nccl_communicator {
   std::shared_ptr<detail::nccl_state> s_;
 };
 
-static_assert(full_communicator<nccl_communicator>);
+static_assert(full_communicator<nccl_communicator> && routing_communicator<nccl_communicator>);
 
 TAGC_END_NAMESPACE
