@@ -209,6 +209,9 @@ def shared(values, theta, index="shared"):
     return lambda m: tt.TagcState(values=values, index_bits=index, sparsity=theta, module=m)
 
 
+POOLED_AND_ROUTED = {"pooled": "pooled selection", "routed": "routed index"}
+
+
 def case_shared(rank, out):
     """The shared selection: at theta = 0 (fp32 values) it equals FSDP2's own reduce-scatter bit
     for bit; sparse (packed-bf16, theta 0.9) the loss falls, the process group carries the bytes
@@ -227,12 +230,14 @@ def case_shared(rank, out):
     out["shared_resume_equal"] = same(whole, resumed)
     out["shared_resume_maxdiff"] = maxdiff(whole, resumed)
     out["shared_without_state_differs"] = not same(whole, without)
-    # the pooled selection: the same contract
-    out["pooled_equal"], out["pooled_maxdiff"], _ = against_own(rank, shared("packed", 0.0, "pooled"))
-    model, opt, s = make(shared("packed-bf16", 0.9, "pooled"))
-    out["pooled_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
-    out["pooled_bytes"] = s.bytes_sent
-    out["pooled_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
+    # the pooled selection and the routed index (every rank's own top-k to the shards' owners,
+    # all_to_all_v through the process group): the same contract
+    for index in POOLED_AND_ROUTED:
+        out[index + "_equal"], out[index + "_maxdiff"], _ = against_own(rank, shared("packed", 0.0, index))
+        model, opt, s = make(shared("packed-bf16", 0.9, index))
+        out[index + "_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
+        out[index + "_bytes"] = s.bytes_sent
+        out[index + "_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
 
 
 def case_refusals(rank, out):
@@ -318,15 +323,16 @@ def main():
         check(oo.get("shared_bytes", 0) > 0 and abs(oo.get("shared_counted", -1) - oo["shared_bytes"]) < 1e-6,
               "rank %d: shared selection, bytes counted at the process group (%s) == the reducer's account (%s)"
               % (r, oo.get("shared_counted"), oo.get("shared_bytes")))
-        check(oo.get("pooled_equal") is True, "rank %d: pooled selection at theta = 0 equals FSDP2's own "
-              "reduce-scatter exactly over 4 steps (max |diff| %s)" % (r, oo.get("pooled_maxdiff")))
-        ls = oo.get("pooled_losses") or [0.0]
-        head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
-        check(tail < 0.85 * head, "rank %d: pooled selection (packed-bf16, theta 0.9) loss falls %.3f -> %.3f"
-              % (r, head, tail))
-        check(oo.get("pooled_bytes", 0) > 0 and abs(oo.get("pooled_counted", -1) - oo["pooled_bytes"]) < 1e-6,
-              "rank %d: pooled selection, bytes counted at the process group (%s) == the reducer's account (%s)"
-              % (r, oo.get("pooled_counted"), oo.get("pooled_bytes")))
+        for index, what in POOLED_AND_ROUTED.items():
+            check(oo.get(index + "_equal") is True, "rank %d: %s at theta = 0 equals FSDP2's own reduce-scatter "
+                  "exactly over 4 steps (max |diff| %s)" % (r, what, oo.get(index + "_maxdiff")))
+            ls = oo.get(index + "_losses") or [0.0]
+            head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
+            check(tail < 0.85 * head, "rank %d: %s (packed-bf16, theta 0.9) loss falls %.3f -> %.3f"
+                  % (r, what, head, tail))
+            bytes_sent, counted = oo.get(index + "_bytes", 0), oo.get(index + "_counted", -1)
+            check(bytes_sent > 0 and abs(counted - bytes_sent) < 1e-6, "rank %d: %s, bytes counted at the process "
+                  "group (%s) == the reducer's account (%s)" % (r, what, counted, bytes_sent))
 
     check_same_error("NaN on rank 0", [oo.get("nan_error", "") for oo in outs], "not finite")
     check(all("different runs" in oo.get("foreign_run", "") for oo in outs),
