@@ -7,9 +7,10 @@ writes the CSV to stdout)
 Per run, over the steps after the first S (warm-up):
   bits_per_param_internode  gradient bits per parameter per step that one node sends to
                             other nodes: rank 0's grad_bytes_internode x ranks_per_node x 8 /
-                            params (the step log is rank 0's; ranks of a node are taken to send
-                            alike). Logs without grad_bytes_internode fall back to grad_bytes
-                            (all gradient bytes, intra-node included), marked in bytes_source.
+                            params: the mean over ranks (grad_bytes_internode_mean) where the
+                            log has it, else rank 0's (ranks of a node taken to send alike).
+                            Logs without grad_bytes_internode fall back to grad_bytes (all
+                            gradient bytes, intra-node included), marked in bytes_source.
   bits_per_param_rank       the same for rank 0 alone
   param_bits_per_param_internode  the parameter all-gather's bits per parameter per step that
                             one node sends to other nodes (param_bytes_internode, the same way;
@@ -53,8 +54,12 @@ for path in sorted(glob.glob(os.path.join(root, "*", "*.jsonl"))):
     k = world // nodes
     params = run["params"]
     kept = steps[skip:] or steps
-    source = "grad_bytes_internode" if all("grad_bytes_internode" in s for s in kept) else "grad_bytes (all, fallback)"
-    key = "grad_bytes_internode" if source == "grad_bytes_internode" else "grad_bytes"
+    if all("grad_bytes_internode_mean" in s for s in kept):
+        source = key = "grad_bytes_internode_mean"
+    elif all("grad_bytes_internode" in s for s in kept):
+        source = key = "grad_bytes_internode"
+    else:
+        source, key = "grad_bytes (all, fallback)", "grad_bytes"
     per_rank = mean(s[key] for s in kept) * 8 / params
     param_bits = (round(mean(s["param_bytes_internode"] for s in kept) * 8 / params * k, 3)
                   if all("param_bytes_internode" in s for s in kept) else "")

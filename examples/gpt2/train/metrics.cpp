@@ -94,7 +94,9 @@ nlohmann::json step_json(const StepMetrics& m) {
             {"lr", m.lr},             {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms},
             {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms},
             {"tokens", m.tokens},     {"grad_bytes", m.grad_bytes},
-            {"grad_bytes_internode", m.grad_bytes_internode}, {"param_bytes", m.param_bytes},
+            {"grad_bytes_internode", m.grad_bytes_internode},
+            {"grad_bytes_internode_mean", m.grad_bytes_internode_mean},
+            {"grad_bytes_internode_max", m.grad_bytes_internode_max}, {"param_bytes", m.param_bytes},
             {"param_bytes_internode", m.param_bytes_internode}, {"bytes", bytes},
             {"calls", calls}};
   if (!m.compression.empty()) {

@@ -21,20 +21,24 @@ struct StepTotals {
   double support = 0.0, cells = 0.0, unresolved = 0.0, pending = 0.0;
   std::vector<double> unit_grad_sq;  // per unit: which unit's gradient is not finite
   std::vector<double> rank_loss;     // per rank, each rank fills its own: which rank's loss
+  // per rank, each its own: gradient bytes sent to other nodes (a routed index loads the
+  // owner of a hot shard: rank 0's figure alone is not the mean rank's)
+  std::vector<double> rank_internode;
   double stop = 0.0;                 // > 0: SIGTERM/SIGINT reached some rank (stop_signal.hpp)
 
-  StepTotals(size_t units, size_t ranks) : unit_grad_sq(units, 0.0), rank_loss(ranks, 0.0) {}
+  StepTotals(size_t units, size_t ranks) : unit_grad_sq(units, 0.0), rank_loss(ranks, 0.0), rank_internode(ranks, 0.0) {}
 
   // The one place that knows the order of the all-reduced values.
   std::vector<double> flatten() const {
     std::vector<double> v = {grad_sq, loss, support, cells, unresolved, pending};
     v.insert(v.end(), unit_grad_sq.begin(), unit_grad_sq.end());
     v.insert(v.end(), rank_loss.begin(), rank_loss.end());
+    v.insert(v.end(), rank_internode.begin(), rank_internode.end());
     v.push_back(stop);
     return v;
   }
   void unflatten(std::span<const double> v) {
-    if (v.size() != 7 + unit_grad_sq.size() + rank_loss.size())
+    if (v.size() != 7 + unit_grad_sq.size() + rank_loss.size() + rank_internode.size())
       throw std::logic_error("StepTotals::unflatten: " + std::to_string(v.size()) + " values for " +
                              std::to_string(unit_grad_sq.size()) + " units and " + std::to_string(rank_loss.size()) +
                              " ranks");
@@ -42,6 +46,7 @@ struct StepTotals {
     for (double* x : {&grad_sq, &loss, &support, &cells, &unresolved, &pending}) *x = *p++;
     for (double& x : unit_grad_sq) x = *p++;
     for (double& x : rank_loss) x = *p++;
+    for (double& x : rank_internode) x = *p++;
     stop = *p;
   }
 };

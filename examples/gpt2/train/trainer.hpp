@@ -107,6 +107,9 @@ struct StepMetrics {
   double grad_bytes = 0.0;  // bytes this rank sent for gradient reductions (ring model)
   // ... of which to ranks of other nodes (--ranks-per-node; 1: every rank its own node, all of it)
   double grad_bytes_internode = 0.0;
+  // ... over every rank: the mean and the largest (a routed index's hot-shard owner sends
+  // less and receives more than the others)
+  double grad_bytes_internode_mean = 0.0, grad_bytes_internode_max = 0.0;
   // bytes this rank sent for parameter all-gathers this step (forward, and backward's
   // re-gathers without --zero2), and of those to ranks of other nodes (as above)
   double param_bytes = 0.0, param_bytes_internode = 0.0;

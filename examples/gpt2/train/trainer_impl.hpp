@@ -299,6 +299,7 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   totals.grad_sq = sum_of_squares(raw(grad_shard_), owned);
   totals.loss = loss_sum;
   totals.rank_loss[size_t(rank())] = loss_sum;
+  totals.rank_internode[size_t(rank())] = grad_bytes_internode_;
   std::vector<std::string> names;
   for (int u = 0; u < U; ++u) {
     names.push_back(plan_.unit(u).name);
@@ -347,6 +348,10 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   m.compute_ms = m.step_ms - m.wait_ms;
   m.grad_bytes = grad_bytes_;
   m.grad_bytes_internode = grad_bytes_internode_;
+  for (const double b : totals.rank_internode) {
+    m.grad_bytes_internode_mean += b / double(world());
+    m.grad_bytes_internode_max = std::max(m.grad_bytes_internode_max, b);
+  }
   m.param_bytes = param_bytes_;
   m.param_bytes_internode = param_bytes_internode_;
   m.all_support = totals.support;
