@@ -41,7 +41,7 @@ expect 2 "the catalogue has: values=sketch ratio=2" -- train --index-exchange re
 expect 2 "exchange=all-reduce (they have reduce-scatter)" -- train --index-bits exact
 expect 2 "ratio=2 (they have 4|10)" -- train --index-bits exact --index-exchange reduce-scatter --ratio 2
 expect 2 "decoder=peel (they have peel-estimate)" -- train --index-bits exact --index-exchange reduce-scatter --decoder peel
-expect 2 "index=1 (they have exact|shared|pooled|gathered)" -- train --values packed --index-bits 1
+expect 2 "index=1 (they have exact|shared|pooled|gathered|routed)" -- train --values packed --index-bits 1
 expect 2 "need the whole reduced index" -- train --values packed-bf16 --index-bits exact --index-exchange reduce-scatter
 expect 2 "packed values have no sketch" -- train --values packed --index-bits exact --adaptive
 expect 2 "expected a number" -- train --B four
