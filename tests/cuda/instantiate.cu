@@ -86,6 +86,11 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
   // gathered: the same union, each rank's values only where it picked
   TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyPolicy, tagc::GatheredIndexPolicy, tagc::PackedBf16Policy,
                                    tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
+  // routed: every rank's own k sent to the shards' owners (NCCL's grouped all_to_all_v)
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyPolicy, tagc::RoutedIndexPolicy, tagc::PackedPolicy,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
+  TAGC_TRY((run_once<tagc::Reducer<tagc::SparsifyBf16ResidualPolicy, tagc::RoutedIndexPolicy, tagc::PackedBf16Policy,
+                                   tagc::DecodePolicy<>, tagc::exec::cuda>>(c, g, out, s)));
   // Two levels: the world split by ncclCommSplit, plain bf16 inside a node, packed across.
   std::optional<tagc::two_level_communicator<tagc::nccl_communicator>> levels;
   TAGC_TRY(tagc::split_two_level(c, tagc::node_shape{c.size(), 1}, levels));
