@@ -19,9 +19,10 @@
 //   policy/decode.hpp     DecodePolicy<mode>: peeling, estimation, carry
 //   policy/packed.hpp     PackedPolicy: exact union values instead of a sketch (PackedBf16Policy, PackedFp16Policy)
 //   policy/shared_index.hpp SharedIndexPolicy: one selection for all ranks (shared_reducer.hpp), no union
+//                         (Pooled, Gathered; RoutedIndexPolicy: each rank's own picks to their owners)
 //   policy/wire_value.hpp 16-bit values on the wire: rounding, the fp16 range scale
 //   core/bfloat16.hpp, core/float16.hpp  the 16-bit types
-//   comm/communicator.hpp the Communicator concept; comm/local.hpp, comm/mpi.hpp,
+//   comm/communicator.hpp the Communicator concepts (routing_communicator: all_to_all_v); comm/local.hpp, comm/mpi.hpp,
 //                         comm/nccl.hpp backends; comm/counting.hpp byte accounting
 //   shard/layout.hpp      how a buffer is cut into shards, blocks and lanes
 //   exec/host.hpp         execution spaces (exec/cuda.hpp under nvcc)

@@ -145,12 +145,20 @@ template <class Exec>
 using narrow_peel = tagc::Reducer<tagc::SparsifyPolicy, tagc::IndexPolicy<1>, tagc::SketchPolicy<10>,
                                   tagc::DecodePolicy<tagc::decode_mode::peel>, Exec>;
 
+template <class Exec>
+using routed_f32 = tagc::Reducer<tagc::SparsifyPolicy, tagc::RoutedIndexPolicy, tagc::PackedPolicy,
+                                 tagc::DecodePolicy<>, Exec>;
+
 TEST_CASE("Reducer<4-bit index> reduce_scatter: GPU + NCCL equals host + threads") {
   compare<wide_sharded>(tagc::topology::sharded);
 }
 
 TEST_CASE("Reducer<1-bit index, peel> all_reduce: GPU + NCCL equals host + threads") {
   compare<narrow_peel>(tagc::topology::replicated);
+}
+
+TEST_CASE("Reducer<routed index> reduce_scatter: GPU + NCCL (grouped all_to_all_v) equals host + threads") {
+  compare<routed_f32>(tagc::topology::sharded);
 }
 
 }  // namespace
