@@ -17,6 +17,8 @@ Configurations (--config):
   tagc-best   tagc.torch.apply_fsdp2: packed bf16 values over the exact index, theta 0.9875
               reached by an exponential warm-up from dense over the first --sparsity-warmup
               steps (docs/results.md's recommended configuration; default a third of the steps)
+  tagc-routed tagc-best's selection and warm-up with the routed index: each rank's own picks
+              sent to their shards' owners (all_to_all_v), no index; bytes independent of the ranks
 
 FSDP2's parameter all-gather is not compressed by any configuration: it moves fp32
 parameters in every one (forward, and again in backward for the blocks).
@@ -44,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2  # noqa: E402
 from ddp_bench import add_run_arguments, batches, launch, lr_at, lo_tx_bytes, read_shard, train_step, val_loss  # noqa: E402  (shared with the DDP bench)
 
-CONFIGS = ("fp32", "bf16", "tagc-paper", "tagc-best")
+CONFIGS = ("fp32", "bf16", "tagc-paper", "tagc-best", "tagc-routed")
 
 
 class CountingAllGather(DefaultAllGather):
@@ -117,7 +119,9 @@ def worker(rank, a, port):
         import tagc.torch as tt
         kw = {"tagc-paper": dict(values="sketch", ratio=10, index_bits=1),
               "tagc-best": dict(values="packed-bf16", index_bits="exact", sparsity=0.9875,
-                                sparsity_warmup=a.sparsity_warmup, sparsity_schedule="exp", sparsity_start=0.0)}[cfg]
+                                sparsity_warmup=a.sparsity_warmup, sparsity_schedule="exp", sparsity_start=0.0),
+              "tagc-routed": dict(values="packed-bf16", index_bits="routed", sparsity=0.9875,
+                                  sparsity_warmup=a.sparsity_warmup, sparsity_schedule="exp", sparsity_start=0.0)}[cfg]
         state = tt.TagcState(module=model, **kw)
         tt.apply_fsdp2(model, state)
     else:
@@ -161,7 +165,7 @@ def worker(rank, a, port):
            "val_loss": vloss, "epochs": a.steps * a.world * a.B * a.T / (train.numel() - 1), "B": a.B, "T": a.T, "params": sum(p.numel() for p in model.parameters()),
            "torch": torch.__version__}
     if state is not None:
-        out["sparsity_warmup"] = a.sparsity_warmup if cfg == "tagc-best" else 0
+        out["sparsity_warmup"] = a.sparsity_warmup if cfg in ("tagc-best", "tagc-routed") else 0
     if rank == 0:
         print(json.dumps(out), flush=True)
     dist.barrier()

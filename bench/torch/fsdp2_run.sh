@@ -6,7 +6,7 @@
 # sweep keeps what finished and a rerun with other --nps/--depths adds to it.
 #
 # Usage: bench/torch/fsdp2_run.sh [--rates 200mbit,1gbit] [--steps 500] [--repeats 1]
-#                                 [--nps 2] [--depths 2] [--configs fp32,bf16,tagc-paper,tagc-best]
+#                                 [--nps 2] [--depths 2] [--configs fp32,bf16,tagc-paper,tagc-best[,tagc-routed]]
 #                                 [--out docs/results/torch-fsdp2] [--jobs 1]
 # --jobs K runs K configurations at once, each on its own shaped link (namespace): for the
 # losses and bytes (deterministic) when the machine has no time for one run after the other;

@@ -20,7 +20,7 @@ import statistics as st
 import subprocess
 import sys
 
-ORDER = ["fp32", "bf16", "fp16", "powersgd-1", "powersgd-2", "powersgd-4", "tagc-paper", "tagc-best", "tagc-best-sched", "tagc-dense"]
+ORDER = ["fp32", "bf16", "fp16", "powersgd-1", "powersgd-2", "powersgd-4", "tagc-paper", "tagc-best", "tagc-routed", "tagc-best-sched", "tagc-dense"]
 
 
 def pct(xs, q):
