@@ -1,6 +1,6 @@
 // tagc_bench_two_level — the gradient exchange of one training step in two levels, without
 // the step's compute: two-level bf16 (the fair baseline, as ZeRO++ compares) against the
-// shared selection across nodes, on the multi-node test bed (scripts/multinode.sh), so the
+// shared selection and the routed index across nodes, on the multi-node test bed (scripts/multinode.sh), so the
 // time is what a step waits for its gradient, link and codec, and not 16 ranks' forward and
 // backward queueing for 2 cores.
 //
@@ -12,9 +12,11 @@
 // `compressed` elements (token embedding, attention output projection, MLP matrices) and
 // `plain` ones (position embedding, QKV, biases, norms). bf16 reduces both plainly in two
 // levels; TAGC reduces the compressed part with
-//   TwoLevelReducer<PlainReducer<bfloat16>, Reducer<SparsifyPolicy, SharedIndexPolicy, PackedBf16Policy>>
+//   TwoLevelReducer<PlainReducer<bfloat16>, Reducer<SparsifyPolicy, SharedIndexPolicy | RoutedIndexPolicy, PackedBf16Policy>>
 // and the plain part as bf16 does. Each call starts after a barrier and takes the slowest
-// rank's time; the two configurations alternate call by call within each round. Printed:
+// rank's time; the three configurations alternate call by call within each round. Every
+// rank's gradient is independent noise, so the routed index has no hot shard here (the
+// trainer's flat runs do: docs/results.md, Scaling). Printed:
 // one CSV row per configuration (median and spread of the calls, bytes one node sends to
 // other nodes per call), then the ratio of the medians.
 #include <mpi.h>
@@ -35,8 +37,11 @@ namespace {
 
 using plain_bf16 = tagc::PlainReducer<tagc::bfloat16>;
 using plain_levels = tagc::TwoLevelReducer<plain_bf16, plain_bf16>;
-using shared_levels =
-    tagc::TwoLevelReducer<plain_bf16, tagc::Reducer<tagc::SparsifyPolicy, tagc::SharedIndexPolicy, tagc::PackedBf16Policy>>;
+template <class Index>
+using compressed_levels =
+    tagc::TwoLevelReducer<plain_bf16, tagc::Reducer<tagc::SparsifyPolicy, Index, tagc::PackedBf16Policy>>;
+using shared_levels = compressed_levels<tagc::SharedIndexPolicy>;
+using routed_levels = compressed_levels<tagc::RoutedIndexPolicy>;
 
 double flag(int argc, char** argv, const char* name, double fallback) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -98,10 +103,20 @@ double timed(E& e, tagc::two_level_communicator<tagc::mpi_communicator>& levels,
   return dt;
 }
 
-void report(const char* name, std::vector<double> t, double node_bytes) {
+// Prints one CSV row; returns the median in seconds.
+double report(const char* name, std::vector<double> t, double node_bytes) {
   std::sort(t.begin(), t.end());
   std::printf("%s,%zu,%.2f,%.2f,%.2f,%.0f\n", name, t.size(), 1e3 * t[t.size() / 2], 1e3 * t.front(), 1e3 * t.back(),
               node_bytes);
+  return t[t.size() / 2];
+}
+
+void print_stages(const char* name, const tagc::reduce_stats& last) {
+  const auto& t = last.seconds;
+  std::printf("# %s cross stage, rank 0, last call (ms): check %.1f, sparsify %.1f, index_exchange %.1f, "
+              "pack %.1f, value_exchange %.1f, decode %.1f, residual %.1f\n",
+              name, 1e3 * t.check, 1e3 * t.sparsify, 1e3 * t.index_exchange, 1e3 * t.sketch, 1e3 * t.value_exchange,
+              1e3 * t.decode, 1e3 * t.residual);
 }
 
 }  // namespace
@@ -120,40 +135,41 @@ int main(int argc, char** argv) {
   const tagc::reducer_arguments base{.world_size = world.size(), .rank = world.rank(),
                                      .op = tagc::reduce_op::mean, .sparsity = theta};
   exchange<plain_levels> bf16;
-  exchange<shared_levels> tagc_shared;
+  exchange<shared_levels> shared;
+  exchange<routed_levels> routed;
   bf16.initialize(base, n_c, n_p, shape, world.rank());
-  tagc_shared.initialize(base, n_c, n_p, shape, world.rank());
-  tagc_shared.compressed.cross_stage().set_profiling(true);  // where the cross stage's time goes
+  shared.initialize(base, n_c, n_p, shape, world.rank());
+  routed.initialize(base, n_c, n_p, shape, world.rank());
+  shared.compressed.cross_stage().set_profiling(true);  // where the cross stage's time goes
+  routed.compressed.cross_stage().set_profiling(true);
 
-  double bytes_bf16 = 0, bytes_tagc = 0;
-  timed(bf16, *levels, bytes_bf16);  // warm-up: connections, first-touch
-  timed(tagc_shared, *levels, bytes_tagc);
-  std::vector<double> t_bf16, t_tagc;
+  double bytes[3] = {0, 0, 0};
+  timed(bf16, *levels, bytes[0]);  // warm-up: connections, first-touch
+  timed(shared, *levels, bytes[1]);
+  timed(routed, *levels, bytes[2]);
+  std::vector<double> t_bf16, t_shared, t_routed;
   for (int r = 0; r < rounds; ++r)
     for (int c = 0; c < calls; ++c) {
-      t_bf16.push_back(timed(bf16, *levels, bytes_bf16));
-      t_tagc.push_back(timed(tagc_shared, *levels, bytes_tagc));
+      t_bf16.push_back(timed(bf16, *levels, bytes[0]));
+      t_shared.push_back(timed(shared, *levels, bytes[1]));
+      t_routed.push_back(timed(routed, *levels, bytes[2]));
     }
   // bytes one node sends to other nodes: its ranks' together
-  double node[2] = {bytes_bf16, bytes_tagc};
-  MPI_Allreduce(MPI_IN_PLACE, node, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, bytes, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   if (world.rank() == 0) {
     std::printf("# %d nodes x %d ranks, %zu compressed + %zu plain elements, theta %.4f\n", shape.nodes,
                 shape.ranks_per_node, n_c, n_p, theta);
     std::printf("config,calls,median_ms,min_ms,max_ms,internode_bytes_per_node\n");
-    report("two-level bf16", t_bf16, node[0] / shape.nodes);
-    report("two-level shared-bf16", t_tagc, node[1] / shape.nodes);
-    std::sort(t_bf16.begin(), t_bf16.end());
-    std::sort(t_tagc.begin(), t_tagc.end());
-    std::printf("# bf16 / tagc, medians: %.2fx\n", t_bf16[t_bf16.size() / 2] / t_tagc[t_tagc.size() / 2]);
-    // The shared selection's cross stage, rank 0's last call: codec (sparsify = g + residual,
-    // sketch = packing, decode, residual) against its collectives (the leader's selection
-    // is timed inside index_exchange, with the broadcast).
-    const auto& t = tagc_shared.last.seconds;
-    std::printf("# shared cross stage, rank 0, last call (ms): check %.1f, sparsify %.1f, index_exchange %.1f, "
-                "pack %.1f, value_exchange %.1f, decode %.1f, residual %.1f\n",
-                1e3 * t.check, 1e3 * t.sparsify, 1e3 * t.index_exchange, 1e3 * t.sketch, 1e3 * t.value_exchange,
-                1e3 * t.decode, 1e3 * t.residual);
+    const double m_bf16 = report("two-level bf16", t_bf16, bytes[0] / shape.nodes);
+    const double m_shared = report("two-level shared-bf16", t_shared, bytes[1] / shape.nodes);
+    const double m_routed = report("two-level routed-bf16", t_routed, bytes[2] / shape.nodes);
+    std::printf("# bf16 / shared, medians: %.2fx; bf16 / routed: %.2fx\n", m_bf16 / m_shared, m_bf16 / m_routed);
+    // Each compressed cross stage, rank 0's last call: codec (sparsify = g + residual,
+    // sketch = packing, decode, residual) against its collectives. index_exchange: the
+    // shared leader's selection with its broadcast; the routed rank's own selection (nothing
+    // is sent). value_exchange: routed, the counts, the entries and the owner's sum.
+    print_stages("shared", shared.last);
+    print_stages("routed", routed.last);
   }
   MPI_Finalize();
   return 0;
