@@ -433,7 +433,7 @@ std::vector<leader_pick> picks_on(const std::vector<float>& acc, const std::vect
   p.args.length = acc.size();
   p.lay.length = acc.size();
   stage::SharedSelection<Exec> sel;
-  REQUIRE(sel.initialize(p, acc.size(), false, Exec{}).ok());
+  REQUIRE(sel.initialize(p, acc.size(), stage::selection_rule::leader, 0, Exec{}).ok());
   std::vector<leader_pick> out;
   on_ranks(1, [&](local_communicator& comm) {
     for (const std::size_t k : ks) {

@@ -184,11 +184,14 @@ TEST_CASE("pooled lists: 16-bit offsets by block decode to the positions coded, 
   const std::size_t words = detail::coded_list_words(entries, n);
   CHECK(words == blocks + 1 + (entries + 1) / 2);
   std::vector<std::uint32_t> all(2 * words, 0u);
-  for (std::size_t j = 0; j <= blocks; ++j) detail::code_list_starts{list.data(), entries, all.data()}(j);
+  const auto starts = [&](const std::uint32_t* l, std::uint32_t* out) {
+    return detail::list_starts<std::uint32_t>{l, entries, detail::coded_block_positions, out};
+  };
+  for (std::size_t j = 0; j <= blocks; ++j) starts(list.data(), all.data())(j);
   for (std::size_t w = 0; w < (entries + 1) / 2; ++w)
     detail::code_list_offsets{list.data(), entries, all.data() + blocks + 1}(w);
   const std::vector<std::uint32_t> none(entries, detail::no_position);
-  for (std::size_t j = 0; j <= blocks; ++j) detail::code_list_starts{none.data(), entries, all.data() + words}(j);
+  for (std::size_t j = 0; j <= blocks; ++j) starts(none.data(), all.data() + words)(j);
   CHECK(all[blocks] == positions.size());  // the count leaves the free slots out
   CHECK(all[words + blocks] == 0);
   std::vector<std::uint32_t> bitmap((n + 31) / 32, 0u);

@@ -8,6 +8,7 @@
 // is held to the same for every default-catalogue entry in builder/check_entries.hpp.)
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
@@ -71,6 +72,23 @@ TEST_CASE("workspace query: packed, shared- and pooled-index reducers") {
   check_query<PackedReducer<SparsifyBf16ResidualPolicy, PooledIndexPolicy, PackedBf16Policy, exec::host_portable>>(
       "pooled index bf16, bf16 residual, portable paths");
   check_query<PackedReducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy>>("gathered index bf16");
+  check_query<PackedReducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy>>("routed index bf16 (sharded only)");
+  check_query<PackedReducer<SparsifyPolicy, RoutedIndexPolicy, PackedPolicy, exec::host_portable>>(
+      "routed index fp32, portable paths");
+}
+
+TEST_CASE("workspace: a selection that picks its own positions keeps no broadcast buffer") {
+  // The leader's rule sizes a buffer for the broadcast list or bitmap; the routed index's
+  // own picks need only the threshold's word there.
+  stage::reducer_plan p;
+  p.args.length = p.lay.length = 100003;
+  const std::size_t capacity = 5000, words = (p.lay.length + 31) / 32;
+  stage::SharedSelection<exec::host> leader, own;
+  REQUIRE(leader.initialize(p, capacity, stage::selection_rule::leader, 0, exec::host{}).ok());
+  REQUIRE(own.initialize(p, capacity, stage::selection_rule::own, 0, exec::host{}).ok());
+  CHECK(leader.workspace_bytes() - own.workspace_bytes() == std::max(capacity, words) * sizeof(std::uint32_t));
+  CHECK(own.workspace_bytes() ==
+        stage::SharedSelection<exec::host>::workspace_bytes_for(p, capacity, stage::selection_rule::own, 0));
 }
 
 TEST_CASE("workspace query: plain reducers") {

@@ -106,6 +106,9 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   static constexpr bool pooled = Pick == shared_pick::pooled || Pick == shared_pick::gathered;
   static constexpr bool own_values = Pick == shared_pick::gathered;
   static constexpr bool follows_overlap = Pick == shared_pick::pooled;
+  static constexpr stage::selection_rule rule = routed   ? stage::selection_rule::own
+                                                : pooled ? stage::selection_rule::pool
+                                                         : stage::selection_rule::leader;
   // The most picks per position of k the selection is sized for: none (the leader
   // selects; routed, each rank its own), the overlap's bound (pooled), or k from each of
   // the N ranks (gathered).
@@ -149,7 +152,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     counters_.assign(n_counters, 0ull);
     const auto initialize_stages = [&]() -> status {
       TAGC_TRY(agreement_.initialize(p, exec));
-      TAGC_TRY(selection_.initialize(p, capacity, picks_per_k(args.world_size), exec));
+      TAGC_TRY(selection_.initialize(p, capacity, rule, picks_per_k(args.world_size), exec));
       if constexpr (routed) TAGC_TRY(routing_.initialize(p, routed_capacity(p, capacity), exec));
       // the statistics' counts (sums over the buffer and over the positions)
       TAGC_TRY(sums_.template reserve<unsigned long long>(exec, args.length, detail::above_threshold{}));
@@ -185,7 +188,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const std::size_t sums = buffer_exchange(p, slots) ? p.lay.shard_size : 0;
     return args.length * (sizeof(residual_t) + sizeof(float)) + (value_words(p, slots) + sums) * sizeof(wire_t) +
            n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
-           selection_stage::workspace_bytes_for(p, capacity, picks_per_k(args.world_size)) +
+           selection_stage::workspace_bytes_for(p, capacity, rule, picks_per_k(args.world_size)) +
            (routed ? routing_stage::workspace_bytes_for(p, routed_capacity(p, capacity)) : 0);
   }
   std::size_t workspace_bytes() const {

@@ -1,14 +1,14 @@
 #pragma once
-// defines: the routed index's functors (RoutedIndexPolicy): where this rank's list of
-//          own positions splits by shard, its entries packed per owner, and an owner's
-//          sum of what it received (scaled for mean by decode_kernels.hpp's scale_output).
-//          Implementation detail of stage/routed_exchange.hpp; users read
-//          policy/shared_index.hpp, not this file.
+// defines: the routed index's functors (RoutedIndexPolicy): this rank's entries packed
+//          per owner, and an owner's sum of what it received (scaled for mean by
+//          decode_kernels.hpp's scale_output). Implementation detail of
+//          stage/routed_exchange.hpp; users read policy/shared_index.hpp, not this file.
 //
 // The wire: this rank's block for owner d is c_d entries, first their offsets in d's
 // shard (uint32, c_d of them), then their values (c_d of the wire type). The list is
-// sorted, so the entries for d are list[bounds[d], bounds[d + 1]) and the block starts
-// at byte bounds[d] x (4 + sizeof(value)): no scan is needed to place them.
+// sorted, so the entries for d are list[bounds[d], bounds[d + 1]) (shared_kernels.hpp's
+// list_starts, the shard size as stride) and the block starts at byte
+// bounds[d] x (4 + sizeof(value)): no scan is needed to place them.
 
 #include <cstddef>
 #include <cstdint>
@@ -24,18 +24,6 @@ namespace detail {
 // Bytes one routed entry takes on the wire.
 template <class Value>
 inline constexpr std::size_t routed_entry_bytes = sizeof(std::uint32_t) + sizeof(Value);
-
-// bounds[d], d in [0, shards]: how many listed positions lie below shard d's first
-// (bounds[shards]: all of them; free slots sort last and are never counted).
-struct route_bounds {
-  const std::uint32_t* list;
-  std::size_t k;
-  std::size_t shard_size;
-  unsigned long long* bounds;
-  TAGC_HOST_DEVICE void operator()(std::size_t d) const {
-    bounds[d] = entries_below(list, k, std::uint64_t(d) * shard_size);
-  }
-};
 
 // Entry j of the list into its owner's block (see the wire above).
 template <class Value>

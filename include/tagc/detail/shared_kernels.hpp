@@ -99,15 +99,19 @@ TAGC_HOST_DEVICE inline std::size_t entries_below(const std::uint32_t* list, std
   }
   return lo;
 }
-// out[j], j in [0, blocks]: how many of the list's positions lie below block j's first
-// (free slots, no_position, sort last and are never counted).
-struct code_list_starts {
+// out[j]: how many of a sorted list's positions lie below j x stride (free slots,
+// no_position, sort last and are never counted). Where a list splits into blocks of
+// `stride` positions: the pooled index's coded blocks (uint32 starts, stride
+// coded_block_positions), the routed index's shards (64-bit bounds, stride the shard size).
+template <class Count>
+struct list_starts {
   const std::uint32_t* list;
   std::size_t entries;
-  std::uint32_t* out;
+  std::uint64_t stride;
+  Count* out;
   TAGC_HOST_DEVICE void operator()(std::size_t j) const {
-    const std::uint64_t first = std::uint64_t(j) * coded_block_positions;
-    out[j] = std::uint32_t(entries_below(list, entries, first < no_position ? first : std::uint64_t(no_position)));
+    const std::uint64_t first = std::uint64_t(j) * stride;
+    out[j] = Count(entries_below(list, entries, first < no_position ? first : std::uint64_t(no_position)));
   }
 };
 // out[w]: entries 2w and 2w + 1's offsets within their blocks (0 past the list).

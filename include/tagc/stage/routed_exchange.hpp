@@ -88,7 +88,7 @@ class RoutedExchange {
   status exchange(C& comm, const float* acc, const std::uint32_t* list, std::size_t k, float* out, std::size_t size,
                   float scale) {
     unsigned long long* bounds = detail::raw(bounds_);
-    launch_(world_ + 1, detail::route_bounds{list, k, shard_, bounds});
+    launch_(world_ + 1, detail::list_starts<unsigned long long>{list, k, shard_, bounds});
     TAGC_TRY(launch_.exec.copy_to_host(bounds, bounds_host_.data(), world_ + 1));
     for (std::size_t d = 0; d < world_; ++d) counts_host_[d] = std::int64_t(bounds_host_[d + 1] - bounds_host_[d]);
     std::int64_t* counts = detail::raw(counts_);

@@ -16,11 +16,12 @@
 //           the picks go to their shards' owners as entries, stage/routed_exchange.hpp)
 //
 // Sized at initialize for the largest k the reducer may ask for (`capacity`; pooled,
-// for `picks_per_k` x capacity picks and their union); nothing is allocated per call. The execution space's own implementation marks
-// the leader's bitmap and turns bitmaps into lists (detail/compress_dispatch.hpp):
-// the radix select's launches, whose threshold never leaves the space's memory,
-// or on the host a sampled bracket and the marks in one pass. Both give the same
-// threshold and positions, bit for bit (tests/test_paths.cpp). The threshold
+// for `picks_per_k` x capacity picks and their union) and for the one rule the reducer
+// uses (selection_rule); nothing is allocated per call. The execution space's own
+// implementation marks the leader's bitmap and turns bitmaps into lists
+// (detail/compress_dispatch.hpp): the radix select's launches, whose threshold never
+// leaves the space's memory, or on the host a sampled bracket and the marks in one
+// pass. Both give the same threshold and positions, bit for bit (tests/test_paths.cpp). The threshold
 // travels with the positions (one trailing word), so every rank can count what it
 // holds back at the leader's threshold; a pooling rank counts at its own.
 
@@ -42,6 +43,9 @@
 TAGC_BEGIN_NAMESPACE
 namespace stage {
 
+// Which of the three ways a reducer selects: select(), pool() or pick_own().
+enum class selection_rule { leader, pool, own };
+
 template <class Exec>
 class SharedSelection {
  public:
@@ -54,10 +58,12 @@ class SharedSelection {
   }
 
   // `capacity`: the largest k of any call (from the densest theta the schedule reaches);
-  // `picks_per_k`: 0 when select() is called, else the most picks pool() is given per
-  // position of k (it needs the shares' exchange buffer).
-  status initialize(const reducer_plan& p, std::size_t capacity, std::size_t picks_per_k, Exec exec) {
-    const bool pooled = picks_per_k > 0;
+  // `picks_per_k` (pool only): the most picks pool() is given per position of k (it needs
+  // the shares' exchange buffer).
+  status initialize(const reducer_plan& p, std::size_t capacity, selection_rule rule, std::size_t picks_per_k,
+                    Exec exec) {
+    const bool pooled = rule == selection_rule::pool;
+    if (!pooled) picks_per_k = 0;
     launch_ = {exec};
     n_ = p.lay.length;
     rank_ = p.args.rank;
@@ -68,8 +74,8 @@ class SharedSelection {
     if (pooled) pool_.assign(pool_words(capacity_ * picks_per_k, world_, n_), detail::no_position);
     listed_.assign(3, 0ull);
     // The broadcast buffer: the list (capacity) or the bitmap (words), whichever a call
-    // uses, plus the leader's threshold (select() only).
-    if (!pooled) wire_.assign(wire_words(capacity_, words_), detail::no_position);
+    // uses, plus the leader's threshold; pick_own() keeps only its threshold there.
+    if (!pooled) wire_.assign(wire_words(rule, capacity_, words_), detail::no_position);
     bitmap_.assign(words_, 0u);
     list_.assign(slots_for(capacity_, n_, picks_per_k), detail::no_position);
     if (pooled) {  // the count of the gathered shares' picks (over the bitmaps' words, or the ranks)
@@ -86,12 +92,14 @@ class SharedSelection {
   }
   // What initialize(p, capacity, ...) allocates, before it does (the reducers' workspace
   // query; on a device, but for CUB's scan temporary, a few KiB queried there).
-  static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity, std::size_t picks_per_k) {
+  static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity, selection_rule rule,
+                                         std::size_t picks_per_k) {
     const std::size_t n = p.lay.length, cap = std::min(capacity, n), words = ceil_div(n, 32);
     const std::size_t world = std::size_t(std::max(p.args.world_size, 1));
-    const bool pooled = picks_per_k > 0;
+    const bool pooled = rule == selection_rule::pool;
+    if (!pooled) picks_per_k = 0;
     const std::size_t pool = pooled ? pool_words(cap * picks_per_k, world, n) : 0;
-    const std::size_t wire = pooled ? 0 : wire_words(cap, words);
+    const std::size_t wire = pooled ? 0 : wire_words(rule, cap, words);
     return (wire + words + slots_for(cap, n, picks_per_k) + pool) * sizeof(std::uint32_t) +
            3 * sizeof(unsigned long long) + impl_t::workspace_bytes_for(n);
   }
@@ -176,7 +184,7 @@ class SharedSelection {
         std::uint32_t* share_list = detail::raw(list_);  // scratch until the union is listed there
         impl_.to_list(bitmap, share_list, entries);
         const std::size_t blocks = detail::coded_list_blocks(n_);
-        launch_(blocks + 1, detail::code_list_starts{share_list, entries, mine});
+        launch_(blocks + 1, detail::list_starts<std::uint32_t>{share_list, entries, detail::coded_block_positions, mine});
         launch_(ceil_div(entries, 2), detail::code_list_offsets{share_list, entries, mine + blocks + 1});
       }
       TAGC_TRY(detail::in_phase(comm.all_gather(std::span<const std::uint32_t>(mine, b),
@@ -235,8 +243,8 @@ class SharedSelection {
  private:
   using impl_t = detail::shared_select_impl_t<Exec>;
   static std::size_t list_words(std::size_t k) { return k; }
-  static std::size_t wire_words(std::size_t capacity, std::size_t words) {
-    return std::max(list_words(capacity), words) + 1;
+  static std::size_t wire_words(selection_rule rule, std::size_t capacity, std::size_t words) {
+    return rule == selection_rule::own ? 1 : std::max(list_words(capacity), words) + 1;
   }
   // A pooling rank's largest share of `picks`.
   std::size_t block(std::size_t picks) const {
@@ -261,7 +269,7 @@ class SharedSelection {
   detail::launcher<Exec> launch_{};
   std::size_t n_ = 0, words_ = 0, capacity_ = 0, world_ = 1, slots_ = 0, picked_ = 0;
   int rank_ = 0;
-  vector<std::uint32_t> wire_;    // what is broadcast: [list | bitmap][threshold]
+  vector<std::uint32_t> wire_;    // what is broadcast: [list | bitmap][threshold] (own: [threshold])
   vector<std::uint32_t> bitmap_;  // the leader's marks before they become a list
   vector<std::uint32_t> list_;    // the list expanded from a received bitmap, or the pooled union
   vector<std::uint32_t> pool_;    // pool(): [this rank's share | all ranks' shares][its threshold]
