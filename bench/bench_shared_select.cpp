@@ -93,8 +93,9 @@ int main(int argc, char** argv) {
   plan.lay.length = n;
   path<tagc::exec::host> host;
   path<tagc::exec::host_portable> portable;
-  if (auto s = host.selection.initialize(plan, k, tagc::stage::selection_rule::leader, 0, {}); !s.ok()) fail("initialize (host)", s);
-  if (auto s = portable.selection.initialize(plan, k, tagc::stage::selection_rule::leader, 0, {}); !s.ok()) fail("initialize (portable)", s);
+  constexpr auto leader = tagc::stage::selection_rule::leader;
+  if (auto s = host.selection.initialize(plan, k, leader, 0, {}); !s.ok()) fail("initialize (host)", s);
+  if (auto s = portable.selection.initialize(plan, k, leader, 0, {}); !s.ok()) fail("initialize (portable)", s);
   if (auto s = host.red.initialize(args); !s.ok()) fail("initialize (host reducer)", s);
   if (auto s = portable.red.initialize(args); !s.ok()) fail("initialize (portable reducer)", s);
   std::vector<float> out(n);

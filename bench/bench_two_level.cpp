@@ -12,7 +12,8 @@
 // `compressed` elements (token embedding, attention output projection, MLP matrices) and
 // `plain` ones (position embedding, QKV, biases, norms). bf16 reduces both plainly in two
 // levels; TAGC reduces the compressed part with
-//   TwoLevelReducer<PlainReducer<bfloat16>, Reducer<SparsifyPolicy, SharedIndexPolicy | RoutedIndexPolicy, PackedBf16Policy>>
+//   TwoLevelReducer<PlainReducer<bfloat16>,
+//                   Reducer<SparsifyPolicy, SharedIndexPolicy | RoutedIndexPolicy, PackedBf16Policy>>
 // and the plain part as bf16 does. Each call starts after a barrier and takes the slowest
 // rank's time; the three configurations alternate call by call within each round. Every
 // rank's gradient is independent noise, so the routed index has no hot shard here (the
