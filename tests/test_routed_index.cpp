@@ -192,41 +192,13 @@ TEST_CASE_TEMPLATE("routed: conservation, inputs = delivered + residuals; k smal
 }
 
 TEST_CASE("routed: save and load in the middle resume bit for bit") {
-  const int world = 4;
-  const std::size_t n = 9001;
-  const int first = 3, second = 4;
-  std::mutex m;
-  std::vector<std::vector<float>> whole_out(world), split_out(world), whole_res(world), split_res(world);
-  on_ranks(world, [&](local_communicator& comm) {
-    const int r = comm.rank();
-    reducer_arguments args{.length = n, .world_size = world, .rank = r, .sparsity = 0.98};
-    args.schedule = {.warmup_steps = 5, .start = 0.5};
-    routed_bf16 a, b, c;
-    REQUIRE(a.initialize(args).ok());
-    REQUIRE(b.initialize(args).ok());
-    REQUIRE(c.initialize(args).ok());
-    std::vector<float> out(a.output_size()), last_a, last_c;
-    for (int t = 0; t < first + second; ++t) {
-      REQUIRE(a.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
-      last_a = out;
-    }
-    for (int t = 0; t < first; ++t) REQUIRE(b.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
-    REQUIRE(c.load_state(b.save_state()).ok());
-    CHECK(c.steps() == std::uint64_t(first));
-    for (int t = first; t < first + second; ++t) {
-      REQUIRE(c.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
-      last_c = out;
-    }
-    std::lock_guard lk(m);
-    whole_out[std::size_t(r)] = last_a;
-    split_out[std::size_t(r)] = last_c;
-    whole_res[std::size_t(r)] = a.residual_to_host();
-    split_res[std::size_t(r)] = c.residual_to_host();
-  });
-  for (int r = 0; r < world; ++r) {
-    CHECK(std::memcmp(whole_out[r].data(), split_out[r].data(), whole_out[r].size() * 4) == 0);
-    CHECK(std::memcmp(whole_res[r].data(), split_res[r].data(), whole_res[r].size() * 4) == 0);
-  }
+  const int world = 4, first = 3, second = 4;
+  const auto args_for = [&](int r) {
+    reducer_arguments a{.length = 9001, .world_size = world, .rank = r, .sparsity = 0.98};
+    a.schedule = {.warmup_steps = 5, .start = 0.5};
+    return a;
+  };
+  expect_resumed_exactly(resume_in_the_middle<routed_bf16>(world, args_for, first, second, 9), first);
 }
 
 namespace {

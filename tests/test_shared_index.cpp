@@ -168,49 +168,15 @@ TEST_CASE("shared index: save and load in the middle resume bit for bit; mismatc
   const int world = 3;
   const std::size_t n = 3001;
   const int first = 4, second = 5;
-  std::mutex m;
-  std::vector<std::vector<float>> whole_out(world), split_out(world), whole_res(world), split_res(world);
-  std::vector<std::byte> saved_rank0;
-  reducer_arguments args0;
   const auto args_for = [&](int r) {
     reducer_arguments a{.length = n, .world_size = world, .rank = r, .sparsity = 0.95};
     a.schedule = {.warmup_steps = 6, .start = 0.5};
     return a;
   };
-  on_ranks(world, [&](local_communicator& comm) {
-    const int r = comm.rank();
-    shared_bf16_residual a, b, c;
-    REQUIRE(a.initialize(args_for(r)).ok());
-    REQUIRE(b.initialize(args_for(r)).ok());
-    REQUIRE(c.initialize(args_for(r)).ok());
-    std::vector<float> out(a.output_size()), last_a, last_c;
-    for (int t = 0; t < first + second; ++t) {
-      REQUIRE(a.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
-      last_a = out;
-    }
-    for (int t = 0; t < first; ++t) REQUIRE(b.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
-    const auto state = b.save_state();
-    REQUIRE(c.load_state(state).ok());
-    CHECK(c.steps() == std::uint64_t(first));
-    CHECK(c.next_sparsity() == b.next_sparsity());
-    for (int t = first; t < first + second; ++t) {
-      REQUIRE(c.reduce_scatter(comm, gradient(n, 9, r, t), out).ok());
-      last_c = out;
-    }
-    std::lock_guard lk(m);
-    whole_out[std::size_t(r)] = last_a;
-    split_out[std::size_t(r)] = last_c;
-    whole_res[std::size_t(r)] = a.residual_to_host();
-    split_res[std::size_t(r)] = c.residual_to_host();
-    if (r == 0) {
-      saved_rank0 = state;
-      args0 = args_for(0);
-    }
-  });
-  for (int r = 0; r < world; ++r) {
-    CHECK(std::memcmp(whole_out[r].data(), split_out[r].data(), whole_out[r].size() * 4) == 0);
-    CHECK(std::memcmp(whole_res[r].data(), split_res[r].data(), whole_res[r].size() * 4) == 0);
-  }
+  const resume_record run = resume_in_the_middle<shared_bf16_residual>(world, args_for, first, second, 9);
+  expect_resumed_exactly(run, first);
+  const std::vector<std::byte>& saved_rank0 = run.saved[0];
+  const reducer_arguments args0 = args_for(0);
 
   const auto refused = [&](auto&& reducer, const reducer_arguments& a, std::span<const std::byte> s, const char* words) {
     REQUIRE(reducer.initialize(a).ok());

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -198,6 +200,70 @@ inline void expect_dense_sum(const run_record& rec, int world, std::size_t n, do
   }
   // The residual is exactly the reference's (same float arithmetic).
   for (int r = 0; r < world; ++r) CHECK(rec.residual[r] == ref.residual[r]);
+}
+
+// A reducer's run of first + second calls on every rank, whole (one reducer) and split
+// (a second reducer's state saved after `first` calls, loaded into a third that makes the
+// rest), on gradient(n, seed, rank, step): what each delivered last, their residuals, and
+// every rank's saved state.
+struct resume_record {
+  std::vector<std::vector<float>> whole_out, split_out, whole_res, split_res;  // [rank]
+  std::vector<std::vector<std::byte>> saved;                                   // [rank]
+  std::vector<std::uint64_t> steps_after_load;                                 // [rank]
+};
+
+template <class R>
+resume_record resume_in_the_middle(int world, const std::function<reducer_arguments(int rank)>& args_for, int first,
+                                   int second, std::uint64_t seed) {
+  resume_record rec;
+  for (auto* v : {&rec.whole_out, &rec.split_out, &rec.whole_res, &rec.split_res}) v->resize(std::size_t(world));
+  rec.saved.resize(std::size_t(world));
+  rec.steps_after_load.resize(std::size_t(world));
+  std::mutex m;
+  on_ranks(world, [&](local_communicator& comm) {
+    const int r = comm.rank();
+    const reducer_arguments args = args_for(r);
+    R whole, before, after;
+    REQUIRE(whole.initialize(args).ok());
+    REQUIRE(before.initialize(args).ok());
+    REQUIRE(after.initialize(args).ok());
+    std::vector<float> out(whole.output_size()), last_whole, last_split;
+    for (int t = 0; t < first + second; ++t) {
+      REQUIRE(whole.reduce_scatter(comm, gradient(args.length, seed, r, t), out).ok());
+      last_whole = out;
+    }
+    for (int t = 0; t < first; ++t) REQUIRE(before.reduce_scatter(comm, gradient(args.length, seed, r, t), out).ok());
+    auto state = before.save_state();
+    REQUIRE(after.load_state(state).ok());
+    CHECK(after.next_sparsity() == before.next_sparsity());
+    const std::uint64_t steps = after.steps();
+    for (int t = first; t < first + second; ++t) {
+      REQUIRE(after.reduce_scatter(comm, gradient(args.length, seed, r, t), out).ok());
+      last_split = out;
+    }
+    std::lock_guard lk(m);
+    const std::size_t i = std::size_t(r);
+    rec.whole_out[i] = std::move(last_whole);
+    rec.split_out[i] = std::move(last_split);
+    rec.whole_res[i] = whole.residual_to_host();
+    rec.split_res[i] = after.residual_to_host();
+    rec.saved[i] = std::move(state);
+    rec.steps_after_load[i] = steps;
+  });
+  return rec;
+}
+
+// The split run continued exactly: the step count it loaded, and the last outputs and
+// residuals bit for bit the whole run's, on every rank.
+inline void expect_resumed_exactly(const resume_record& rec, int first) {
+  for (std::size_t r = 0; r < rec.whole_out.size(); ++r) {
+    CAPTURE(r);
+    CHECK(rec.steps_after_load[r] == std::uint64_t(first));
+    REQUIRE(rec.whole_out[r].size() == rec.split_out[r].size());
+    REQUIRE(rec.whole_res[r].size() == rec.split_res[r].size());
+    CHECK(std::memcmp(rec.whole_out[r].data(), rec.split_out[r].data(), rec.whole_out[r].size() * 4) == 0);
+    CHECK(std::memcmp(rec.whole_res[r].data(), rec.split_res[r].data(), rec.whole_res[r].size() * 4) == 0);
+  }
 }
 
 }  // namespace tagc_test
