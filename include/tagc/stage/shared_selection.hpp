@@ -21,9 +21,9 @@
 // implementation marks the leader's bitmap and turns bitmaps into lists
 // (detail/compress_dispatch.hpp): the radix select's launches, whose threshold never
 // leaves the space's memory, or on the host a sampled bracket and the marks in one
-// pass. Both give the same threshold and positions, bit for bit (tests/test_paths.cpp). The threshold
-// travels with the positions (one trailing word), so every rank can count what it
-// holds back at the leader's threshold; a pooling rank counts at its own.
+// pass. Both give the same threshold and positions, bit for bit (tests/test_paths.cpp).
+// The threshold travels with the positions (one trailing word), so every rank can count
+// what it holds back at the leader's threshold; a pooling rank counts at its own.
 
 #include <algorithm>
 #include <cstddef>
