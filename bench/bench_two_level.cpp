@@ -19,7 +19,8 @@
 // rank's gradient is independent noise, so the routed index has no hot shard here (the
 // trainer's flat runs do: docs/results.md, Scaling). Printed:
 // one CSV row per configuration (median and spread of the calls, bytes one node sends to
-// other nodes per call), then the ratio of the medians.
+// other nodes per call), then the ratio of the medians; then the compressed part's
+// cross-node exchange alone, bf16 against routed (cross_exchange below).
 #include <mpi.h>
 
 #include <algorithm>
@@ -43,6 +44,7 @@ using compressed_levels =
     tagc::TwoLevelReducer<plain_bf16, tagc::Reducer<tagc::SparsifyPolicy, Index, tagc::PackedBf16Policy>>;
 using shared_levels = compressed_levels<tagc::SharedIndexPolicy>;
 using routed_levels = compressed_levels<tagc::RoutedIndexPolicy>;
+using routed_cross = tagc::Reducer<tagc::SparsifyPolicy, tagc::RoutedIndexPolicy, tagc::PackedBf16Policy>;
 
 double flag(int argc, char** argv, const char* name, double fallback) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -91,6 +93,33 @@ struct exchange {
     if (auto s = compressed.reduce_scatter(levels, g_c, out_c, &a); !s.ok()) fail("reduce_scatter", s);
     if (auto s = plain.reduce_scatter(levels, g_p, out_p, &b); !s.ok()) fail("reduce_scatter", s);
     return a.internode_bytes() + b.internode_bytes();
+  }
+};
+
+// The cross-node exchange alone: each lane's cross stage on its slice of a two-level call
+// (slice = shard x nodes, shard = n / world rounded up), all K lanes of a node at once
+// through the node's link, without the node stage around it: what a step waits for the
+// network once the node has reduced (on 2 cores the node stage of 16 ranks is compute).
+template <class Cross>
+struct cross_exchange {
+  Cross reducer;
+  std::vector<float> g, out;
+
+  void initialize(const tagc::reducer_arguments& base, std::size_t n, tagc::node_shape shape, int rank) {
+    const std::size_t shard = (n + std::size_t(base.world_size) - 1) / std::size_t(base.world_size);
+    tagc::reducer_arguments a = base;
+    a.length = shard * std::size_t(shape.nodes);
+    a.world_size = shape.nodes;
+    a.rank = shape.node_of(rank);
+    a.op = tagc::reduce_op::sum;
+    if (auto s = reducer.initialize(a); !s.ok()) fail("initialize (cross stage alone)", s);
+    g = gradient(a.length, rank);
+    out.resize(reducer.output_size());
+  }
+  double call(tagc::two_level_communicator<tagc::mpi_communicator>& levels) {
+    tagc::reduce_stats st;
+    if (auto s = reducer.reduce_scatter(levels.cross, g, out, &st); !s.ok()) fail("reduce_scatter (cross alone)", s);
+    return st.internode_bytes();
   }
 };
 
@@ -171,6 +200,28 @@ int main(int argc, char** argv) {
     // is sent). value_exchange: routed, the counts, the entries and the owner's sum.
     print_stages("shared", shared.last);
     print_stages("routed", routed.last);
+  }
+
+  // The compressed part's cross-node exchange alone, bf16 against routed (alternating).
+  cross_exchange<plain_bf16> bf16_cross;
+  cross_exchange<routed_cross> routed_cross_only;
+  bf16_cross.initialize(base, n_c, shape, world.rank());
+  routed_cross_only.initialize(base, n_c, shape, world.rank());
+  double cross_bytes[2] = {0, 0};
+  timed(bf16_cross, *levels, cross_bytes[0]);
+  timed(routed_cross_only, *levels, cross_bytes[1]);
+  std::vector<double> c_bf16, c_routed;
+  for (int r = 0; r < rounds; ++r)
+    for (int c = 0; c < calls; ++c) {
+      c_bf16.push_back(timed(bf16_cross, *levels, cross_bytes[0]));
+      c_routed.push_back(timed(routed_cross_only, *levels, cross_bytes[1]));
+    }
+  MPI_Allreduce(MPI_IN_PLACE, cross_bytes, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  if (world.rank() == 0) {
+    std::printf("# the compressed part's cross-node exchange alone (every lane's cross stage at once, no node stage)\n");
+    const double m_bf16 = report("cross-node bf16", c_bf16, cross_bytes[0] / shape.nodes);
+    const double m_routed = report("cross-node routed-bf16", c_routed, cross_bytes[1] / shape.nodes);
+    std::printf("# cross-node, bf16 / routed, medians: %.2fx\n", m_bf16 / m_routed);
   }
   MPI_Finalize();
   return 0;
