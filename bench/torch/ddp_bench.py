@@ -22,10 +22,12 @@ time split per rank (TagcState(profile=True), the library's stage clock): codec
 bucket first waits for the other).
 """
 import argparse
+import ctypes
 import functools
 import json
 import math
 import os
+import signal
 import socket
 import sys
 import time
@@ -202,12 +204,23 @@ def worker(rank, a, port):
     os._exit(0)
 
 
+def _rank_tied_to_launcher(rank, worker, a, port, launcher):
+    """One spawned rank: ends with its launcher, however the launcher ends (SIGKILL too), so a
+    stopped benchmark leaves no ranks running beside the next one."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != launcher:  # the launcher ended before the line above
+        os._exit(1)
+    worker(rank, a, port)
+
+
 def launch(worker, a):
     """Runs worker(rank, a, port) on a.world spawned processes; the worst exit code."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ctx = mp.start_processes(worker, args=(a, port), nprocs=a.world, join=False, start_method="spawn")
+    ctx = mp.start_processes(_rank_tied_to_launcher, args=(worker, a, port, os.getpid()), nprocs=a.world,
+                             join=False, start_method="spawn")
     for p in ctx.processes:
         p.join()
     return max(p.exitcode for p in ctx.processes)
