@@ -24,6 +24,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -133,6 +134,24 @@ double timed(E& e, tagc::two_level_communicator<tagc::mpi_communicator>& levels,
   return dt;
 }
 
+// Times the configurations alternating call by call, `rounds` x `calls` each, after one
+// untimed call each (connections, first-touch); returns each one's call times, and in
+// bytes[i] what configuration i's last call sent to other nodes, summed over a node's ranks.
+template <class... E>
+std::array<std::vector<double>, sizeof...(E)> alternate(tagc::two_level_communicator<tagc::mpi_communicator>& levels,
+                                                        int rounds, int calls, double* bytes, E&... e) {
+  std::array<std::vector<double>, sizeof...(E)> t;
+  std::size_t i = 0;
+  ((timed(e, levels, bytes[i++])), ...);
+  for (int r = 0; r < rounds; ++r)
+    for (int c = 0; c < calls; ++c) {
+      i = 0;
+      ((t[i].push_back(timed(e, levels, bytes[i])), ++i), ...);
+    }
+  MPI_Allreduce(MPI_IN_PLACE, bytes, int(sizeof...(E)), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return t;
+}
+
 // Prints one CSV row; returns the median in seconds.
 double report(const char* name, std::vector<double> t, double node_bytes) {
   std::sort(t.begin(), t.end());
@@ -174,18 +193,7 @@ int main(int argc, char** argv) {
   routed.compressed.cross_stage().set_profiling(true);
 
   double bytes[3] = {0, 0, 0};
-  timed(bf16, *levels, bytes[0]);  // warm-up: connections, first-touch
-  timed(shared, *levels, bytes[1]);
-  timed(routed, *levels, bytes[2]);
-  std::vector<double> t_bf16, t_shared, t_routed;
-  for (int r = 0; r < rounds; ++r)
-    for (int c = 0; c < calls; ++c) {
-      t_bf16.push_back(timed(bf16, *levels, bytes[0]));
-      t_shared.push_back(timed(shared, *levels, bytes[1]));
-      t_routed.push_back(timed(routed, *levels, bytes[2]));
-    }
-  // bytes one node sends to other nodes: its ranks' together
-  MPI_Allreduce(MPI_IN_PLACE, bytes, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const auto [t_bf16, t_shared, t_routed] = alternate(*levels, rounds, calls, bytes, bf16, shared, routed);
   if (world.rank() == 0) {
     std::printf("# %d nodes x %d ranks, %zu compressed + %zu plain elements, theta %.4f\n", shape.nodes,
                 shape.ranks_per_node, n_c, n_p, theta);
@@ -208,15 +216,7 @@ int main(int argc, char** argv) {
   bf16_cross.initialize(base, n_c, shape, world.rank());
   routed_cross_only.initialize(base, n_c, shape, world.rank());
   double cross_bytes[2] = {0, 0};
-  timed(bf16_cross, *levels, cross_bytes[0]);
-  timed(routed_cross_only, *levels, cross_bytes[1]);
-  std::vector<double> c_bf16, c_routed;
-  for (int r = 0; r < rounds; ++r)
-    for (int c = 0; c < calls; ++c) {
-      c_bf16.push_back(timed(bf16_cross, *levels, cross_bytes[0]));
-      c_routed.push_back(timed(routed_cross_only, *levels, cross_bytes[1]));
-    }
-  MPI_Allreduce(MPI_IN_PLACE, cross_bytes, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const auto [c_bf16, c_routed] = alternate(*levels, rounds, calls, cross_bytes, bf16_cross, routed_cross_only);
   if (world.rank() == 0) {
     std::printf("# the compressed part's cross-node exchange alone (every lane's cross stage at once, no node stage)\n");
     const double m_bf16 = report("cross-node bf16", c_bf16, cross_bytes[0] / shape.nodes);
