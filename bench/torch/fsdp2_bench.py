@@ -20,6 +20,10 @@ Configurations (--config):
   tagc-routed tagc-best's selection and warm-up with the routed index: each rank's own picks
               sent to their shards' owners (all_to_all_v), no index; bytes independent of the ranks
 
+The tagc configurations compress the parameters --compress names (apply_fsdp2's compress=:
+non-attention, the default, matrices or all); the others are reduced plainly in the values'
+precision (bf16 for the packed-bf16 configurations, fp32 for the paper's).
+
 FSDP2's parameter all-gather is not compressed by any configuration: it moves fp32
 parameters in every one (forward, and again in backward for the blocks).
 
@@ -123,7 +127,7 @@ def worker(rank, a, port):
               "tagc-routed": dict(values="packed-bf16", index_bits="routed", sparsity=0.9875,
                                   sparsity_warmup=a.sparsity_warmup, sparsity_schedule="exp", sparsity_start=0.0)}[cfg]
         state = tt.TagcState(module=model, **kw)
-        tt.apply_fsdp2(model, state)
+        tt.apply_fsdp2(model, state, compress=a.compress)
     else:
         scatters = [(Bf16ReduceScatter if cfg == "bf16" else CountingReduceScatter)(a.world) for _ in units]
         for m, s in zip(units, scatters):
@@ -165,6 +169,7 @@ def worker(rank, a, port):
            "val_loss": vloss, "epochs": a.steps * a.world * a.B * a.T / (train.numel() - 1), "B": a.B, "T": a.T, "params": sum(p.numel() for p in model.parameters()),
            "torch": torch.__version__}
     if state is not None:
+        out["compress"] = a.compress
         out["sparsity_warmup"] = a.sparsity_warmup if cfg in ("tagc-best", "tagc-routed") else 0
     if rank == 0:
         print(json.dumps(out), flush=True)
@@ -178,6 +183,8 @@ def main():
     ap.add_argument("--config", required=True, choices=CONFIGS)
     add_run_arguments(ap, "untimed first steps (FSDP2's lazy init)")
     ap.add_argument("--sparsity-warmup", type=int, default=None, help="tagc-best's theta warm-up (default steps / 3)")
+    ap.add_argument("--compress", default="non-attention", choices=("non-attention", "matrices", "all"),
+                    help="tagc configurations: which parameters go through tagc (apply_fsdp2's compress=)")
     ap.add_argument("--progress", type=int, default=0, help="rank 0 prints every N steps to stderr (0: never)")
     a = ap.parse_args()
     if a.steps <= a.warmup_steps:

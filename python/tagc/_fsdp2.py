@@ -6,13 +6,21 @@ elements, the parameters' dim-0 chunks laid out rank by rank) and wants this ran
 shard. That is tagc's sharded topology. The comm must be set on every FSDPModule:
 FSDP calls the one of the unit whose gradients it reduces, never the root's for the others.
 
-One reducer per unit, keyed by the unit's qualified name in the model (and the
-gradient's size: a unit whose set of gradients changes, e.g. an unused parameter,
+Not every parameter need be compressed (apply_fsdp2's `compress`; by default the large
+non-attention matrices, as the paper and tagc-gpt2 choose): a unit whose parameters are
+mixed is split by parameter into a compressed part and a plain part, each a reducer of
+its own over the same ranks.
+
+One reducer per unit (per part), keyed by the unit's qualified name in the model (and
+the gradient's size: a unit whose set of gradients changes, e.g. an unused parameter,
 gets a reducer of its own rather than a residual laid out for other parameters).
 The key is a name, not an object: FSDP2's lazy init, resharding, and re-wrapping the
 same model all leave it unchanged, so the residuals stay with their unit, and a
 checkpoint (TagcState.state_dict) finds its reducers in a new process.
 """
+
+import math
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -27,6 +35,109 @@ def is_unit_name(name):
     return name.startswith(_UNIT_PREFIX) or name.startswith(_HSDP_PREFIX)
 
 
+# The names attention's input projection goes by (GPT-2's c_attn, torch's MultiheadAttention
+# in_proj_weight, q/k/v projections of Llama-style models, BERT's query/key/value, fused Wqkv):
+# compress="non-attention" sends these plainly, as the paper and tagc-gpt2's default do.
+_ATTENTION_INPUTS = frozenset(("qkv", "wqkv", "c_attn", "in_proj", "in_proj_weight", "q_proj", "k_proj",
+                               "v_proj", "query", "key", "value", "query_key_value"))
+
+COMPRESS_CHOICES = ("non-attention", "matrices", "all")
+
+
+def is_attention_input(name):
+    """Whether a parameter's qualified name names an attention input projection (its own
+    name or its module's, e.g. blocks.0.qkv.weight, attn.in_proj_weight)."""
+    return any(part.lower() in _ATTENTION_INPUTS for part in name.split(".")[-2:])
+
+
+def compress_predicate(compress):
+    """apply_fsdp2's `compress` as (qualified name, parameter) -> bool; None for "all"
+    (every unit compressed whole)."""
+    if callable(compress):
+        return compress
+    if compress == "all":
+        return None
+    if compress == "matrices":
+        return lambda name, p: p.dim() >= 2
+    if compress == "non-attention":
+        return lambda name, p: p.dim() >= 2 and not is_attention_input(name)
+    raise ValueError("tagc: compress=%r: want one of %s or a callable (name, parameter) -> bool"
+                     % (compress, ", ".join(COMPRESS_CHOICES)))
+
+
+def plain_values_for(config):
+    """The plain part's values: bf16 beside 16-bit bf16 compressed values (the traffic the
+    user chose), fp32 otherwise."""
+    return "plain-bf16" if config["values"].endswith("-bf16") else "plain-fp32"
+
+
+class UnitSplit:
+    """A unit's gradient split by parameter into the columns tagc compresses and the
+    columns it sends plainly. FSDP2's copy-in lays each rank's shard out as the unit's
+    parameters' padded chunks in the unit's parameter order
+    (_fsdp_collectives.foreach_reduce_scatter_copy_in), so a parameter holds the same
+    columns in every rank's row: splitting columns keeps each part a reduce-scatter input."""
+
+    def __init__(self, compressed, plain, shard):
+        self.compressed, self.plain, self.shard = compressed, plain, shard
+
+    @staticmethod
+    def of(fsdp_module, names, predicate, shard, where):
+        """The split of `fsdp_module`'s shard of `shard` elements; None when every parameter
+        is compressed (the unit goes whole). FSDP2 does not publish where a parameter lies
+        in the flat gradient; the layout is read from its parameter group and held to the
+        shard's size. When it cannot be read (another torch), the unit goes whole, with a warning."""
+        try:
+            params = fsdp_module._get_fsdp_state()._fsdp_param_group.fsdp_params
+            layout = [(names.get(id(fp.sharded_param)) or fp._param_fqn or "", fp.sharded_param,
+                       math.prod(fp.padded_sharded_param_size)) for fp in params if fp.sharded_param.requires_grad]
+        except AttributeError as e:
+            layout, why = None, "this torch's FSDP2 does not show its parameter layout (%s)" % e
+        if layout is not None and sum(n for _, _, n in layout) != shard:
+            layout, why = None, ("its parameters' chunks hold %d elements, FSDP's shard %d (a parameter without "
+                                 "a gradient?)" % (sum(n for _, _, n in layout), shard))
+        if layout is None:
+            warnings.warn("tagc: %s: compressing the whole unit: %s" % (where, why))
+            return None
+        keep, at = ([], []), 0
+        for name, p, n in layout:
+            keep[0 if predicate(name, p) else 1].append(torch.arange(at, at + n))
+            at += n
+        if not keep[1]:
+            return None
+        cols = [torch.cat(k) if k else torch.zeros(0, dtype=torch.int64) for k in keep]
+        return UnitSplit(cols[0], cols[1], shard)
+
+
+def reduce_unit(state, kind, prefix, qualified_name, grad, rows, split, topology, method, where):
+    """Reduces a unit's flat gradient (`rows` x shard) through the state's worker: whole
+    (split None) or in its compressed and plain parts; returns this rank's result (shard
+    elements). Each part is a unit of the state, keyed <prefix><name>:<elements>[:plain]."""
+    parts = [(None, None)] if split is None else [(split.compressed, None), (split.plain, plain_values_for(state.config))]
+    parts = [(cols, pv) for cols, pv in parts if cols is None or cols.numel()]
+    shard = grad.numel() // rows
+    inputs = [grad if cols is None else grad.view(rows, shard).index_select(1, cols).reshape(-1) for cols, _ in parts]
+    result = torch.empty(shard)
+
+    def job():
+        for (cols, pv), inp in zip(parts, inputs):
+            n = inp.numel()
+            key = "%s%s:%d%s" % (prefix, qualified_name, n, ":plain" if pv else "")
+            unit = state._unit((kind, key), (key,), [n], n, topology, lambda r: r.output_size, plain_values=pv)
+            want = shard if cols is None else cols.numel()
+            if unit.out.numel() != want:
+                raise RuntimeError("tagc: %s: FSDP's shard has %d elements, tagc's layout gives %d on %d ranks"
+                                   % (where, want, unit.out.numel(), state.world_size))
+            state._reduce(unit, method, inp, unit.out)
+            if cols is None:
+                result.copy_(unit.out)
+            else:
+                result[cols] = unit.out
+
+    state._run(job)
+    return result
+
+
 def _fsdp_module_class():
     try:
         from torch.distributed.fsdp import FSDPModule
@@ -36,7 +147,25 @@ def _fsdp_module_class():
     return FSDPModule
 
 
-class TagcReduceScatter:
+class _UnitComm:
+    """What a unit's comm (reduce-scatter or all-reduce hook) keeps: its state, its unit's
+    qualified name, and how its gradient splits by parameter (per shard size, read once)."""
+
+    def __init__(self, state, qualified_name, module=None, names=None, predicate=None):
+        self.state, self.qualified_name = state, qualified_name
+        self.module, self.names, self.predicate = module, names or {}, predicate
+        self.splits = {}  # shard elements -> UnitSplit (None: the unit goes whole)
+        self.calls = 0
+
+    def split(self, shard, where):
+        if self.predicate is None or self.module is None:
+            return None
+        if shard not in self.splits:
+            self.splits[shard] = UnitSplit.of(self.module, self.names, self.predicate, shard, where)
+        return self.splits[shard]
+
+
+class TagcReduceScatter(_UnitComm):
     """The comm FSDP2 calls for one unit: comm(output_tensor, input_tensor, group, op).
 
     Reduces the unit's flat padded gradient with tagc's sharded topology into this rank's
@@ -48,10 +177,6 @@ class TagcReduceScatter:
     rounded into FSDP's buffer; for 16-bit traffic choose values="packed-bf16".
     Not on the CPU: staged through host memory (tagc._C reduces host tensors)."""
 
-    def __init__(self, state, qualified_name):
-        self.state, self.qualified_name = state, qualified_name
-        self.calls = 0
-
     def allocate(self, size, *, dtype, device):
         return torch.empty(size, dtype=dtype, device=device)
 
@@ -61,20 +186,14 @@ class TagcReduceScatter:
         where = "FSDP2 unit %r (%d elements)" % (self.qualified_name or "<root>", n)
         _check_group(state, group, where)
         scale = _scale_for(op, state.world_size, where)
-        key = "%s%s:%d" % (_UNIT_PREFIX, self.qualified_name, n)
         grad = input_tensor.detach().to(device="cpu", dtype=torch.float32).contiguous()
-        result = []
-
-        def job():
-            unit = state._unit(("fsdp2", key), (key,), [n], n, "sharded", lambda r: r.output_size)
-            if unit.reducer.output_size != shard:
-                raise RuntimeError("tagc: %s: FSDP's shard has %d elements, tagc's layout gives %d on %d ranks"
-                                   % (where, shard, unit.reducer.output_size, state.world_size))
-            state._reduce(unit, "reduce_scatter", grad, unit.out)
-            result.append(unit.out)
-
-        state._run(job)
-        out = result[0] if scale == 1 else result[0] * scale
+        if n != shard * state.world_size:
+            raise RuntimeError("tagc: %s: FSDP's shard has %d elements, not 1/%d of the gradient"
+                               % (where, shard, state.world_size))
+        out = reduce_unit(state, "fsdp2", _UNIT_PREFIX, self.qualified_name, grad, state.world_size,
+                          self.split(shard, where), "sharded", "reduce_scatter", where)
+        if scale != 1:
+            out *= scale
         output_tensor.copy_(out.view(output_tensor.shape))
         self.calls += 1
         return None
@@ -119,59 +238,61 @@ def _fsdp_modules(module, caller):
     return found
 
 
-def apply_fsdp2(module, state):
+def apply_fsdp2(module, state, compress="non-attention"):
     """Registers tagc's reduce-scatter on every FSDPModule in `module` (fully_shard'ed);
     returns {qualified name: comm}. Call it after fully_shard, before the first backward,
-    on every rank alike. Refuses, on every rank, a configuration the world cannot run."""
+    on every rank alike. Refuses, on every rank, a configuration the world cannot run.
+
+    compress: which parameters go through tagc; the others are reduced plainly (bf16 when
+    the compressed values are bf16, else fp32) with no residual. "non-attention" (default):
+    matrices (2+ dimensions) except attention's input projections (is_attention_input),
+    the paper's choice and tagc-gpt2's --compress non-attention; "matrices": every matrix;
+    "all": every unit whole, biases and norms included; or a callable (qualified name,
+    parameter) -> bool, the same on every rank."""
     if not isinstance(module, torch.nn.Module):
         raise TypeError("tagc: apply_fsdp2 wants the fully_shard'ed nn.Module, got %s" % type(module).__name__)
+    predicate = compress_predicate(compress)
     if state.config["values"] == "dense":
         raise RuntimeError("tagc: values='dense' is DDP's all-reduce; FSDP2 needs a reduce-scatter")
     _C.can_implement(state.config, state.world_size, state.world_size, state.rank, "sharded")
+    names = {id(p): name for name, p in module.named_parameters()}
     comms = {}
     for name, m in _fsdp_modules(module, "apply_fsdp2").items():
-        comm = TagcReduceScatter(state, name)
+        comm = TagcReduceScatter(state, name, m, names, predicate)
         m.set_custom_reduce_scatter(comm)
         comms[name] = comm
     state.fsdp2_comms = comms
     return comms
 
 
-class TagcAllReduceHook:
+class TagcAllReduceHook(_UnitComm):
     """FSDPModule.set_all_reduce_hook for two levels (HSDP with tagc across replicas):
     FSDP2, sharded over a 1-D mesh (the shard group), reduce-scatters the unit's gradient
     inside it and hands this hook its shard, which the hook averages in place across the
     replicas (the state's group) through tagc's replicated topology. FSDP2's own 2-D HSDP
     would all-reduce first and call the hook after, so this hook wants the 1-D mesh."""
 
-    def __init__(self, state, qualified_name):
-        self.state, self.qualified_name = state, qualified_name
-        self.calls = 0
 
     def __call__(self, reduce_output):
         state = self.state
         n = reduce_output.numel()
-        key = "%s%s:%d" % (_HSDP_PREFIX, self.qualified_name, n)
+        where = "HSDP unit %r (%d elements)" % (self.qualified_name or "<root>", n)
         grad = reduce_output.detach().to(device="cpu", dtype=torch.float32).contiguous()
-        result = []
-
-        def job():
-            unit = state._unit(("hsdp", key), (key,), [n], n, "replicated", lambda r: r.output_size)
-            state._reduce(unit, "all_reduce", grad, unit.out)
-            result.append(unit.out)
-
-        state._run(job)
-        reduce_output.copy_(result[0].view(reduce_output.shape))
+        out = reduce_unit(state, "hsdp", _HSDP_PREFIX, self.qualified_name, grad, 1, self.split(n, where),
+                          "replicated", "all_reduce", where)
+        reduce_output.copy_(out.view(reduce_output.shape))
         self.calls += 1
 
 
-def apply_hsdp(module, state):
+def apply_hsdp(module, state, compress="non-attention"):
     """Two levels: FSDP2 reduce-scatters inside the shard group, tagc averages across replicas.
 
     `module` is fully_shard'ed on the shard dimension's 1-D mesh (mesh["shard"]); `state`
     is a TagcState over the replica group (mesh["replicate"].get_group()). Registers a
     TagcAllReduceHook on every FSDPModule; returns {qualified name: hook}. Refuses a
-    module sharded on a 2-D mesh (FSDP2 would all-reduce across replicas itself)."""
+    module sharded on a 2-D mesh (FSDP2 would all-reduce across replicas itself).
+    compress: which parameters go through tagc, as for apply_fsdp2."""
+    predicate = compress_predicate(compress)
     if state.config["values"] == "dense":
         raise RuntimeError("tagc: values='dense' is for measuring the DDP hook; use a catalogue entry")
     _C.can_implement(state.config, 1, state.world_size, state.rank, "replicated")
@@ -182,9 +303,10 @@ def apply_hsdp(module, state):
             if mesh is not None and mesh.ndim != 1:
                 raise RuntimeError("tagc: apply_hsdp: %r is sharded on a %d-D mesh; shard it on the 1-D shard mesh "
                                    "(mesh['shard']): tagc does the cross-replica reduction" % (name or "<root>", mesh.ndim))
+    names = {id(p): name for name, p in module.named_parameters()}
     hooks = {}
     for name, m in modules.items():
-        hook = TagcAllReduceHook(state, name)
+        hook = TagcAllReduceHook(state, name, m, names, predicate)
         m.set_all_reduce_hook(hook)
         hooks[name] = hook
     state.hsdp_hooks = hooks

@@ -37,7 +37,8 @@ from . import _C
 from . import _dcp
 from . import _fsdp2
 
-__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "apply_hsdp", "dcp_state", "catalogue"]
+__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "apply_hsdp", "is_attention_input", "dcp_state",
+           "catalogue"]
 
 _STATE_VERSION = 1
 _NO_WARMUP = dict(sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
@@ -73,8 +74,9 @@ def _private_group(group):
 class _Unit:
     """One reducer: a DDP bucket (its parameters, in bucket order) or an FSDP flat gradient.
 
-    plain: a unit below min_compress_numel, reduced uncompressed (the library's plain fp32
-    reducer), so it holds no residual of its own; `carry` is residual its parameters
+    plain: a unit reduced uncompressed (below min_compress_numel, or the parameters
+    apply_fsdp2 leaves uncompressed) by the library's plain reducer, so it holds no
+    residual of its own; `carry` is residual its parameters
     brought from compressed units (a bucket rebuild, a checkpoint), added to its next
     gradient so that nothing owed is dropped."""
 
@@ -306,7 +308,9 @@ class TagcState:
         self._name_of(p)
         return self._order[id(p)]
 
-    def _unit(self, key, names, numels, length, topology, out_shape_of):
+    def _unit(self, key, names, numels, length, topology, out_shape_of, plain_values=None):
+        """The unit under `key`, made on first use. plain_values ("plain-fp32", "plain-bf16"):
+        reduced uncompressed with those values, whatever its size (apply_fsdp2's plain part)."""
         unit = self._units.get(key)
         if unit is not None:
             return unit
@@ -327,12 +331,12 @@ class TagcState:
                     self._owner.pop(k, None)
                 self.rebuilds += 1
         c = self.config
-        plain = c["values"] != "dense" and length < c["min_compress_numel"]
+        plain = plain_values is not None or (c["values"] != "dense" and length < c["min_compress_numel"])
         if c["values"] == "dense":
             reducer = _DenseReducer(length, self._group, self.world_size)
         elif plain:
-            reducer = _C.Reducer(dict(c, values="plain-fp32", sparsity=-1.0, adaptive=False, sparsity_warmup=0),
-                                 length, self._group, topology)
+            reducer = _C.Reducer(dict(c, values=plain_values or "plain-fp32", sparsity=-1.0, adaptive=False,
+                                      sparsity_warmup=0), length, self._group, topology)
         else:
             reducer = _C.Reducer(c, length, self._group, topology)
         if self.profile and not isinstance(reducer, _DenseReducer):
@@ -386,7 +390,7 @@ class TagcState:
             bad = torch.tensor([0 if bool(torch.isfinite(grad).all()) else 1], dtype=torch.int32)
             dist.all_reduce(bad, group=self._group)
             if bad.item():
-                raise RuntimeError("tagc: unit %r (%d elements, plain: below min_compress_numel): the gradient "
+                raise RuntimeError("tagc: unit %r (%d elements, reduced plainly): the gradient "
                                    "on %d rank(s) is not finite (NaN or Inf)" % (unit.names[0], unit.length, bad.item()))
         return grad
 
@@ -549,4 +553,5 @@ def fsdp_comm_hook(state: TagcState, grad: torch.Tensor, output: torch.Tensor = 
 
 apply_fsdp2 = _fsdp2.apply_fsdp2
 apply_hsdp = _fsdp2.apply_hsdp
+is_attention_input = _fsdp2.is_attention_input
 dcp_state = _dcp.dcp_state

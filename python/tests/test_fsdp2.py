@@ -23,10 +23,17 @@ from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, 
                        spawn)
 
 UNITS = ["", "body1", "body2", "head"]  # the FSDPModules' qualified names ("" is the root)
+# compress="all": a reducer per unit, keyed by its name and flat gradient's size
+WHOLE = sorted("fsdp2:%s:%d" % (u, n) for u, n in zip(UNITS, (EMB, 16512, 16512, 1290)))
+# compress="non-attention" (default): the root's embedding whole; each linear's weight compressed, its bias plain
+PARTS = sorted(["fsdp2::%d" % EMB] + ["fsdp2:%s:%d" % (u, n) for u, n in (("body1", 16384), ("body2", 16384),
+                                                                          ("head", 1280))]
+               + ["fsdp2:%s:%d:plain" % (u, n) for u, n in (("body1", 128), ("body2", 128), ("head", 10))])
 
 
-def make(state=None, seed=0):
-    """A fully_shard'ed Net (with tagc when `state(model)` makes a TagcState) and its optimizer."""
+def make(state=None, seed=0, compress="non-attention"):
+    """A fully_shard'ed Net (with tagc when `state(model)` makes a TagcState, its parameters
+    chosen by apply_fsdp2's `compress`) and its optimizer."""
     torch.manual_seed(seed)
     model = Net()
     mesh = init_device_mesh("cpu", (WORLD,))
@@ -36,7 +43,7 @@ def make(state=None, seed=0):
     s = None
     if state is not None:
         s = state(model)
-        tt.apply_fsdp2(model, s)
+        tt.apply_fsdp2(model, s, compress=compress)
     opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     return model, opt, s
 
@@ -99,6 +106,44 @@ def case_accumulation(rank, out):
     # Without the sync switch each micro-batch would be reduced: the comms saw 3 steps x 4 units.
 
 
+def grads(model):
+    """This rank's gradient shards after a backward, by parameter name."""
+    return {n: p.grad.to_local().clone() for n, p in model.named_parameters()}
+
+
+def case_split(rank, out):
+    """compress= splits a unit by parameter. Default (non-attention: matrices): the biases go
+    plain, their fp32 mean equal to FSDP2's own bit for bit, while the weights go through a
+    sparse tagc (theta 0.9) and differ; the plain part travels in bf16 beside bf16 values;
+    compress="all" keeps whole units; a predicate that compresses nothing equals FSDP2's own
+    over 4 steps even at theta 0.9."""
+    sparse = lambda values: (lambda m: tt.TagcState(values=values, index_bits="exact", sparsity=0.9, module=m,
+                                                    profile=True))
+    ref, _, _ = make()
+    model, _, s = make(sparse("packed"))
+    for m in (ref, model):
+        x, y = batch(rank, 0)
+        nn.functional.cross_entropy(m(x), y).backward()
+    g_ref, g = grads(ref), grads(model)
+    out["split_bias_equal"] = all(torch.equal(g_ref[n], g[n]) for n in g if n.endswith("bias"))
+    out["split_weight_zeros"] = {n: (g[n] == 0).float().mean().item() - (g_ref[n] == 0).float().mean().item()
+                                 for n in g if n.endswith("weight") and n != "emb.weight"}
+    out["split_units"] = sorted(k[1] for k in s._units)
+    plain_bytes = {}
+    for values in ("packed", "packed-bf16"):
+        model, _, s = make(sparse(values))
+        x, y = batch(rank, 0)
+        nn.functional.cross_entropy(model(x), y).backward()
+        plain_bytes[values] = sum(c["total_bytes"] for c in s.call_log if c["plain"])
+    out["split_plain_bytes"] = plain_bytes
+    model, _, s = make(sparse("packed"), compress="all")
+    x, y = batch(rank, 0)
+    nn.functional.cross_entropy(model(x), y).backward()
+    out["split_all_units"] = sorted(k[1] for k in s._units)
+    out["split_none_equal"], out["split_none_maxdiff"], _ = against_own(
+        rank, sparse("packed"), compress=lambda name, p: False)
+
+
 def case_sketch(rank, out):
     """The paper's configuration: the loss falls; the embedding's unit sends <= 1/5 of
     fp32's reduce-scatter bytes; the bytes counted at the process group equal the account."""
@@ -114,11 +159,11 @@ def resumable(rank, steps, save_after=None, load=None, state=lambda m: tt.TagcSt
     return run_resumable(*make(state), shards, step, rank, steps, save_after, load)
 
 
-def against_own(rank, state, steps=4):
+def against_own(rank, state, steps=4, compress="non-attention"):
     """`steps` steps of FSDP2's own reduce-scatter and of tagc (state) from the same start:
     (equal shards and losses, max |diff| of the shards, the TagcState)."""
     ref, ref_opt, _ = make()
-    model, opt, s = make(state)
+    model, opt, s = make(state, compress=compress)
     ref_loss = [step(ref, ref_opt, rank, i) for i in range(steps)]
     loss = [step(model, opt, rank, i) for i in range(steps)]
     return same(local(ref), local(model)) and ref_loss == loss, maxdiff(local(ref), local(model)), s
@@ -243,11 +288,12 @@ def case_shared(rank, out):
 def case_refusals(rank, out):
     """apply_fsdp2 on a module with no FSDPModule is refused, and so is values='dense'."""
     for what, fn in (("plain", lambda: tt.apply_fsdp2(nn.Linear(2, 2), tt.TagcState())),
+                     ("compress", lambda: make(lambda m: tt.TagcState(module=m), compress="weights")),
                      ("dense", lambda: make(lambda m: tt.TagcState(values="dense", module=m)))):
         try:
             fn()
             out["refused_" + what] = ""
-        except RuntimeError as e:
+        except (RuntimeError, ValueError) as e:
             out["refused_" + what] = str(e)
 
 
@@ -258,7 +304,7 @@ def case_nan(rank, out):
 
 
 def worker(rank, port, scratch):
-    run_cases(rank, port, scratch, (case_packed_equals_default, case_accumulation, case_sketch,
+    run_cases(rank, port, scratch, (case_packed_equals_default, case_accumulation, case_split, case_sketch,
                                     lambda r, o: case_save_resume(r, o, scratch),
                                     lambda r, o: case_dcp_resume(r, o, scratch), case_foreign_state, case_shared,
                                     case_refusals, case_nan))
@@ -274,11 +320,30 @@ def main():
               "4 steps (max |diff| %s)" % (r, oo.get("maxdiff")))
         check(oo.get("comm_calls") == {u: 4 for u in UNITS},
               "rank %d: every FSDPModule's comm ran once per backward: %s" % (r, oo.get("comm_calls")))
-        check(oo.get("accum_equal") is True and oo.get("accum_calls") == 3 * len(UNITS),
+        check(oo.get("accum_equal") is True and oo.get("accum_calls") == 3 * len(PARTS),
               "rank %d: 3 micro-batches, sync on the last: equals FSDP2's own, %s reductions (want %d; max |diff| %s)"
-              % (r, oo.get("accum_calls"), 3 * len(UNITS), oo.get("accum_maxdiff")))
-    want_units = sorted("fsdp2:%s:%d" % (u, n) for u, n in zip(UNITS, (EMB, 16512, 16512, 1290)))
-    check(o.get("units") == want_units, "one reducer per unit, keyed by its qualified name: %s" % o.get("units"))
+              % (r, oo.get("accum_calls"), 3 * len(PARTS), oo.get("accum_maxdiff")))
+    check(o.get("units") == PARTS, "one reducer per unit and part, keyed by its qualified name: %s" % o.get("units"))
+
+    for r, oo in enumerate(outs):
+        check(oo.get("split_bias_equal") is True, "rank %d: compress=non-attention: the biases go plain, equal to "
+              "FSDP2's own fp32 mean bit for bit" % r)
+        zeros = oo.get("split_weight_zeros") or {}
+        check(len(zeros) == 3 and all(z > 0.3 for z in zeros.values()),
+              "rank %d: the weights go through tagc at theta 0.9: their gradients gain zeros (share more than "
+              "FSDP2's own: %s)" % (r, zeros))
+        pb = oo.get("split_plain_bytes") or {}
+        check(pb.get("packed", 0) > 0 and pb.get("packed-bf16") == pb.get("packed") / 2,
+              "rank %d: the plain part travels in fp32 beside fp32 values, in bf16 beside bf16 values: %s" % (r, pb))
+        check(oo.get("split_none_equal") is True, "rank %d: a predicate that compresses nothing equals FSDP2's own "
+              "reduce-scatter over 4 steps at theta 0.9 (max |diff| %s)" % (r, oo.get("split_none_maxdiff")))
+    attention = {n: tt.is_attention_input(n) for n in ("blocks.0.qkv.weight", "h.3.attn.c_attn.weight",
+                                                        "layers.1.self_attn.in_proj_weight", "model.q_proj.weight",
+                                                        "blocks.0.fc.weight", "blocks.0.attn_proj.weight", "wte.weight")}
+    check(list(attention.values()) == [True] * 4 + [False] * 3,
+          "attention's input projections are named as such, the output projection and the rest not: %s" % attention)
+    check(o.get("split_units") == PARTS, "mixed units split into a compressed and a plain part: %s" % o.get("split_units"))
+    check(o.get("split_all_units") == WHOLE, "compress='all': one reducer per whole unit: %s" % o.get("split_all_units"))
 
     for r, oo in enumerate(outs):
         ls = oo.get("sketch_losses")
@@ -304,10 +369,12 @@ def main():
               "re-wrapped model == 6 uninterrupted steps (max |diff| %s)" % (r, oo.get("dcp_maxdiff")))
     check("other rank(s) refused" in o.get("dcp_damaged", "") and "does not decode" in outs[1].get("dcp_damaged", ""),
           "a damaged DCP tagc entry on rank 1: both refuse, rank 1 says why: %r" % [oo.get("dcp_damaged") for oo in outs])
-    check(o.get("resume_units") == want_units, "the checkpoint names its units: %s" % o.get("resume_units"))
+    check(o.get("resume_units") == PARTS, "the checkpoint names its units: %s" % o.get("resume_units"))
     check("no FSDPModule" in o.get("refused_plain", ""), "a module without fully_shard is refused: %r"
           % o.get("refused_plain"))
     check("dense" in o.get("refused_dense", ""), "values='dense' is refused: %r" % o.get("refused_dense"))
+    check("compress='weights'" in o.get("refused_compress", ""), "an unknown compress= is refused, naming it: %r"
+          % o.get("refused_compress"))
 
     for r, oo in enumerate(outs):
         check(oo.get("shared_equal") is True, "rank %d: shared selection at theta = 0 equals FSDP2's own "

@@ -62,6 +62,7 @@ def case_packed_equals_native(rank, out):
     """Packed at theta = 0 across replicas == FSDP2's native HSDP, bit for bit, 4 steps."""
     out["equal"], out["maxdiff"], s = against_native(rank, across_replicas(PACKED))
     out["hook_calls"] = {k: h.calls for k, h in s.hsdp_hooks.items()}
+    out["units"] = sorted(k[1] for k in s._units)
 
 
 def case_shared(rank, out):
@@ -119,6 +120,11 @@ def worker(rank, port, scratch):
 
 def main():
     outs = spawn(worker, "tagc_hsdp_", world=WORLD)
+    # compress="non-attention" (default) on a shard of 2: each linear's weight compressed, its bias plain
+    parts = sorted(["hsdp::262144"] + ["hsdp:%s:%d" % (u, n) for u, n in (("body1", 8192), ("body2", 8192), ("head", 640))]
+                   + ["hsdp:%s:%d:plain" % (u, n) for u, n in (("body1", 64), ("body2", 64), ("head", 5))])
+    check(outs[0].get("units") == parts, "across replicas, mixed units split into a compressed and a plain part: %s"
+          % outs[0].get("units"))
     for r, oo in enumerate(outs):
         check(oo.get("equal") is True, "rank %d: 2 x 2, packed at theta = 0 across replicas == FSDP2's native HSDP "
               "(max |diff| %s)" % (r, oo.get("maxdiff")))
