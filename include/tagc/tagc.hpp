@@ -13,6 +13,8 @@
 //   reducer.hpp           the pipeline and its contract
 //   plain_reducer.hpp     PlainReducer<Wire>: the uncompressed fp32/bf16 baseline with the same contract
 //   two_level_reducer.hpp TwoLevelReducer: plain inside a node, compressed across nodes
+//   two_level_all_gather.hpp TwoLevelAllGather: the parameter all-gather, across nodes then inside
+//   int8_blocks.hpp       the int8 block code for the parameter all-gather (ZeRO++'s qwZ idea)
 //   policy/sparsify.hpp   SparsifyPolicy: threshold + error feedback (SparsifyBf16ResidualPolicy: bf16 residual)
 //   policy/index.hpp      IndexPolicy<1|2|4|8|index_auto[, exchange]>: support counters, summed
 //   policy/sketch.hpp     SketchPolicy<ratio[, lanes, value]>: block-keyed count sketch (SketchBf16Policy, SketchFp16Policy)
@@ -36,6 +38,7 @@
 #include "comm/two_level.hpp"
 #include "cost_model.hpp"
 #include "exec/host.hpp"
+#include "int8_blocks.hpp"
 #include "policy/decode.hpp"
 #include "policy/index.hpp"
 #include "policy/packed.hpp"

@@ -28,6 +28,7 @@
 // defines: tagc::split_two_level on NCCL (ncclCommSplit), tagc::TwoLevelReducer
 #  include <tagc/comm/nccl_two_level.hpp>
 #  include <tagc/plain_reducer.hpp>
+#  include <tagc/int8_blocks.hpp>
 #  include <tagc/two_level_all_gather.hpp>
 #  include <tagc/two_level_reducer.hpp>
 
@@ -110,6 +111,14 @@ tagc::status tagc_cuda_check_reducer(tagc::nccl_communicator& c, std::span<const
   tagc::exec::cuda::vector<tagc::bfloat16> shard16(gather_bf16.shard_size()), whole16(g.size());
   TAGC_TRY(gather_bf16.all_gather(*levels, std::span<const tagc::bfloat16>(tagc::detail::raw(shard16), shard16.size()),
                                   std::span<tagc::bfloat16>(tagc::detail::raw(whole16), whole16.size())));
+  // ... and in int8 blocks (--gather-dtype int8): encode the shard, gather the bytes, decode.
+  tagc::exec::cuda::vector<std::uint8_t> piece(tagc::int8_blocks::piece_bytes(gather.shard_size())),
+      pieces(piece.size() * std::size_t(c.size()));
+  tagc::int8_blocks::encode(tagc::exec::cuda{s}, out.data(), gather.shard_size(), tagc::detail::raw(piece));
+  TAGC_TRY(c.all_gather(std::span<const std::uint8_t>(tagc::detail::raw(piece), piece.size()),
+                        std::span<std::uint8_t>(tagc::detail::raw(pieces), pieces.size())));
+  tagc::int8_blocks::decode(tagc::exec::cuda{s}, tagc::detail::raw(pieces), gather.shard_size(), g.size(),
+                            tagc::detail::raw(whole));
   narrow n;
   TAGC_TRY(n.initialize(
       {.length = g.size(), .world_size = c.size(), .rank = c.rank(), .topo = tagc::topology::replicated},

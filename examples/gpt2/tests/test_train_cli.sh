@@ -47,7 +47,7 @@ expect 2 "packed values have no sketch" -- train --values packed --index-bits ex
 expect 2 "expected a number" -- train --B four
 expect 2 "missing value" -- train --steps
 expect 2 "expected fp32|bf16" -- train --baseline-dtype fp16
-expect 2 "--gather-dtype: expected fp32|bf16" -- train --gather-dtype fp16
+expect 2 "--gather-dtype: expected fp32|bf16|int8" -- train --gather-dtype fp16
 expect 2 "expected non-attention|all|none|auto" -- train --compress some
 expect 2 "link-mbps: expected a bandwidth > 0" -- train --compress auto --link-mbps 0
 expect 2 "link-latency-us: expected a latency >= 0" -- train --compress auto --link-latency-us -5

@@ -61,6 +61,11 @@ Args g16(Args a) {
   return a;
 }
 
+Args g8(Args a) {
+  a.gather_dtype = "int8";
+  return a;
+}
+
 Args packed(Args a) {
   a.compress = train::CompressMode::non_attention;
   a.values = tagc::values_kind::packed_bf16;
@@ -91,15 +96,15 @@ TEST_CASE("two levels, plain fp32: the flat run's losses; a third of its bytes c
   CHECK(two.param_internode == doctest::Approx(flat.param_all / 3.0).epsilon(1e-3));
 }
 
-TEST_CASE("two levels: the parameters gathered are the flat gather's, bit for bit, in fp32 and bf16") {
+TEST_CASE("two levels: the parameters gathered are the flat gather's, bit for bit, in fp32, bf16 and int8") {
   tagc::mpi_communicator mpi(MPI_COMM_WORLD);
-  for (const Args& a : {tiny(2, 2), g16(tiny(2, 2))}) {
+  for (const Args& a : {tiny(2, 2), g16(tiny(2, 2)), g8(tiny(2, 2))}) {
     INFO("--gather-dtype " << a.gather_dtype);
     Trainer flat(a, mpi), two(nodes_of(a, 2), mpi);
     flat.init_from_seed();
     two.init_from_seed();
     CHECK(two.gather_model() == flat.gather_model());  // the fp32 master (--save-model)
-    // what the model computes with: the forward's gathers (rounded to bf16 in the second)
+    // what the model computes with: the forward's gathers (rounded to bf16 in the second, coded in the third)
     CHECK(two.evaluate_batches(2) == flat.evaluate_batches(2));
   }
 }

@@ -169,10 +169,12 @@ const std::map<std::string, Flag>& flags() {
          a.baseline_dtype = v;
        }, "uncompressed reduce-scatter in fp32|bf16 (fp32)"}},
       {"gather-dtype", {false, [](A& a, S v) {
-         if (v != "fp32" && v != "bf16") throw ArgsError("--gather-dtype: expected fp32|bf16, got '" + v + "'");
+         if (v != "fp32" && v != "bf16" && v != "int8")
+           throw ArgsError("--gather-dtype: expected fp32|bf16|int8, got '" + v + "'");
          a.gather_dtype = v;
-       }, "parameter all-gather in fp32|bf16 (fp32); bf16: the model computes with the bf16-rounded master "
-          "weights, half the gather bytes; master weights, AdamW state and gradients stay fp32"}},
+       }, "parameter all-gather in fp32|bf16|int8 (fp32); bf16: the model computes with the bf16-rounded master "
+          "weights, half the gather bytes; int8: with weights coded in blocks of 256 (int8 and an fp32 scale "
+          "each), 0.51x bf16's bytes; master weights, AdamW state and gradients stay fp32"}},
       {"ranks-per-node", {false, [](A& a, S v) {
          if (v == "auto") { a.ranks_per_node = 0; return; }
          a.ranks_per_node = number<int>("ranks-per-node", v);

@@ -112,6 +112,8 @@ MemoryEstimate estimate_memory(const gpt2::Config& cfg, const Args& a, int world
   e.gathered = bytes((a.zero2 ? P : double(units.front().size) + 2 * biggest) * f);
   // --gather-dtype bf16: a 16-bit send shard and receive segment beside the fp32 slots
   if (a.gather_dtype == "bf16") e.gathered += bytes((biggest / W + biggest) * 2);
+  // --gather-dtype int8: a coded shard and the gathered pieces (8.125 bits a value; one rank: the model's copy too)
+  if (a.gather_dtype == "int8") e.gathered += bytes((biggest / W + biggest) * 260.0 / 256.0 + (W == 1 ? P * f : 0.0));
   e.reducers = bytes(reducer_workspace(units, a, world));  // residual, index, values, decode workspaces
   // Model::activations: per layer ~16 BTC + NH*B*T*T, plus the head's B*T*Vp, scratch.
   e.activations = bytes((L * (16 * B * T * C + NH * B * T * T) + B * T * Vp + 16 * B * T * C) * f);

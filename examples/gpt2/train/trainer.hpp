@@ -224,10 +224,12 @@ class Trainer {
   CheckpointHeader file_header() const { return run_header(cfg_, args_, world(), rank(), plan_.owned_size()); }
   float lr_at(int step) const;
   float* gathered(int u);
-  // master: gather the fp32 master values even with --gather-dtype bf16 (--save-model)
+  // master: gather the fp32 master values even with --gather-dtype bf16|int8 (--save-model)
   Ticket enqueue_gather(int u, bool master = false);
+  // What a gather moves: the fp32 values, bf16-rounded ones or int8 blocks (--gather-dtype).
+  enum class GatherCode { fp32, bf16, int8 };
   // One segment of a unit into dst (the worker's side of enqueue_gather): flat or in two levels.
-  tagc::status gather_segment(const Segment& g, float* dst, bool bf16);
+  tagc::status gather_segment(const Segment& g, float* dst, GatherCode code);
   void enqueue_reduce(int u);
   double forward(const int32_t* inputs, const int32_t* targets);
   void check(const tagc::status& s, const char* what) const;
@@ -267,6 +269,10 @@ class Trainer {
   // (used by the worker only, one task at a time); on one rank the rounded model instead
   bool gather_bf16_ = false;
   vector<tagc::bfloat16> gather_send16_, gather_recv16_;
+  // --gather-dtype int8: the coded shard of one segment and the gathered pieces
+  // (tagc/int8_blocks.hpp); on one rank the coded segment, decoded into the rounded model
+  bool gather_int8_ = false;
+  vector<std::uint8_t> gather_send8_, gather_recv8_;
   vector<float> local_rounded_;
   // --ranks-per-node K > 1: the node and cross communicators (split from comm) and their
   // byte-counting views, which the segments' two-level reducers use

@@ -17,6 +17,8 @@
 #include "gpt2/checkpoint.hpp"
 // defines: train::nonfinite_message
 #include "step_checks.hpp"
+// defines: tagc::int8_blocks (--gather-dtype int8)
+#include "tagc/int8_blocks.hpp"
 // defines: train::StepTotals
 #include "step_totals.hpp"
 // defines: train::stop_requested
@@ -127,7 +129,7 @@ template <class Exec, class Comm>
 float* Trainer<Exec, Comm>::gathered(int u) {
   if (local_) {  // the whole unit, in place (or its rounded copy)
     const size_t at = plan_.unit(u).seg[0].owned;
-    return gather_bf16_ ? raw(local_rounded_) + at : raw(params_) + at;
+    return gather_bf16_ || gather_int8_ ? raw(local_rounded_) + at : raw(params_) + at;
   }
   if (args_.zero2) return raw(gather_bufs_[size_t(u)]);
   return u == 0 ? raw(gather_bufs_[0]) : raw(gather_bufs_[1 + size_t(u % 2)]);
@@ -136,24 +138,32 @@ float* Trainer<Exec, Comm>::gathered(int u) {
 template <class Exec, class Comm>
 typename Trainer<Exec, Comm>::Ticket Trainer<Exec, Comm>::enqueue_gather(int u, bool master) {
   if (local_) {
-    // gathered(u) is the owned buffer: a ticket that is already done (0). With bf16 the
-    // unit is rounded into its copy here (what a 2-rank gather would deliver), on the
+    // gathered(u) is the owned buffer: a ticket that is already done (0). With bf16 or int8
+    // the unit is rounded into its copy here (what a 1-rank gather would deliver), on the
     // model's space.
     if (gather_bf16_) {
       const size_t at = plan_.unit(u).seg[0].owned, n = plan_.unit(u).size;
       thrust::transform(model_exec_.policy(), raw(params_) + at, raw(params_) + at + n, raw(local_rounded_) + at,
                         trainer_detail::round_bf16{});
     }
+    if (gather_int8_)
+      for (const Segment& g : plan_.unit(u).seg) {
+        tagc::int8_blocks::encode(model_exec_, raw(params_) + g.owned, g.length, raw(gather_send8_));
+        tagc::int8_blocks::decode(model_exec_, raw(gather_send8_), g.length, g.length, raw(local_rounded_) + g.owned);
+      }
     return 0;
   }
   float* dst = gathered(u);
-  const bool bf16 = gather_bf16_ && !master;
-  return queue_.enqueue([this, u, dst, bf16]() -> tagc::status {
+  // the fp32 master (--save-model) is never coded
+  const GatherCode code = master ? GatherCode::fp32
+                                 : gather_bf16_ ? GatherCode::bf16 : gather_int8_ ? GatherCode::int8 : GatherCode::fp32;
+  return queue_.enqueue([this, u, dst, code]() -> tagc::status {
     const double before = bytes_sent(false), before_internode = bytes_sent(true);
     for (const Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
-      if (tagc::status st = gather_segment(g, dst, bf16); !st.ok())
-        return {st.code(), "all-gather of unit " + plan_.unit(u).name + (bf16 ? " (bf16)" : "") +
+      if (tagc::status st = gather_segment(g, dst, code); !st.ok())
+        return {st.code(), "all-gather of unit " + plan_.unit(u).name +
+                               (code == GatherCode::bf16 ? " (bf16)" : code == GatherCode::int8 ? " (int8)" : "") +
                                (levels_ ? " in two levels" : "") + ": " + st.what()};
     }
     param_bytes_ += bytes_sent(false) - before;
@@ -168,10 +178,22 @@ typename Trainer<Exec, Comm>::Ticket Trainer<Exec, Comm>::enqueue_gather(int u, 
 // stream on a GPU). Two levels: exactly the segment's length (TwoLevelAllGather cuts the
 // padding off).
 template <class Exec, class Comm>
-tagc::status Trainer<Exec, Comm>::gather_segment(const Segment& g, float* dst, bool bf16) {
+tagc::status Trainer<Exec, Comm>::gather_segment(const Segment& g, float* dst, GatherCode code) {
   const float* shard = raw(params_) + g.owned;
   const size_t n = levels_ ? g.length : g.padded(world());
-  if (!bf16) {
+  if (code == GatherCode::int8) {  // coding, gather of the pieces and decoding in order on the side space
+    const size_t piece = tagc::int8_blocks::piece_bytes(g.shard);
+    std::uint8_t* send = raw(gather_send8_);
+    std::uint8_t* recv = raw(gather_recv8_);
+    tagc::int8_blocks::encode(queue_.side(), shard, g.shard, send);
+    const std::span<const std::uint8_t> in(send, piece);
+    const std::span<std::uint8_t> out(recv, piece * size_t(world()));
+    TAGC_TRY(levels_ ? gathers_->template of<std::uint8_t>(g.length).all_gather(*levels_, in, out)
+                     : comm_.all_gather(in, out));
+    tagc::int8_blocks::decode(queue_.side(), recv, g.shard, n, dst + g.offset);
+    return {};
+  }
+  if (code == GatherCode::fp32) {
     const std::span<const float> in(shard, g.shard);
     const std::span<float> out(dst + g.offset, n);
     return levels_ ? gathers_->template of<float>(g.length).all_gather(*levels_, in, out) : comm_.all_gather(in, out);

@@ -125,6 +125,16 @@ void Trainer<Exec, Comm>::allocate_shards() {
     gather_send16_.assign(shard, tagc::bfloat16::from_bits(0));
     gather_recv16_.assign(padded, tagc::bfloat16::from_bits(0));
   }
+  // --gather-dtype int8: the same for the int8 blocks (one rank: a segment's code, decoded in place)
+  gather_int8_ = args_.gather_dtype == "int8";
+  if (gather_int8_) {
+    size_t shard = 0;
+    for (int u = 0; u < U; ++u)
+      for (const Segment& g : plan_.unit(u).seg) shard = std::max(shard, local_ ? g.length : g.shard);
+    if (local_) local_rounded_.assign(owned, 0.0f);
+    gather_send8_.assign(tagc::int8_blocks::piece_bytes(shard), 0);
+    gather_recv8_.assign(local_ ? 0 : tagc::int8_blocks::piece_bytes(shard) * size_t(world()), 0);
+  }
 }
 
 // The segment table, and which path each segment takes: fixed by the mode, or measured
@@ -272,7 +282,8 @@ void Trainer<Exec, Comm>::split_levels() {
 // per segment length on the side space, where the worker runs them.
 template <class Exec, class Comm>
 void Trainer<Exec, Comm>::plan_gathers() {
-  if (levels_) gathers_ = std::make_unique<ParamGathers<Exec>>(plan_, shape_, gather_bf16_, queue_.side());
+  if (levels_)
+    gathers_ = std::make_unique<ParamGathers<Exec>>(plan_, shape_, gather_bf16_, gather_int8_, queue_.side());
 }
 
 }  // namespace train
