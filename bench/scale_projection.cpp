@@ -31,6 +31,9 @@
 //                       nothing has run on a GPU yet; the CPU codec is ~1-2 GB/s)
 //   --overlap F         share of the compute that hides gradient communication (0: none;
 //                       2/3: the whole backward)
+//   --gather bf16|int8  the parameter all-gather's code, in both configurations alike: bf16
+//                       (default, 2 bytes a parameter) or int8 blocks (tagc/int8_blocks.hpp,
+//                       the trainer's --gather-dtype int8: 260 bytes a block of 256, 1.016)
 //   --full-shard 1      backward re-gathers the parameters (FSDP FULL_SHARD, the trainer's
 //                       default): the embedding once (the LM head keeps it gathered), every
 //                       other unit twice, 1.68x the bytes of GPT-2 124M; 0 (default): once
@@ -113,9 +116,16 @@ int main(int argc, char** argv) {
   const double overlap = flag(argc, argv, "--overlap", 0.0);
   const bool full_shard = flag(argc, argv, "--full-shard", 0.0) != 0.0;
   const double gathered = full_shard ? m::embedding + 2.0 * (m::params - m::embedding) : m::params;  // per step
+  const std::string gather_code = text_flag(argc, argv, "--gather", "bf16");
+  if (gather_code != "bf16" && gather_code != "int8") {
+    std::fprintf(stderr, "tagc_scale_projection: --gather %s: expected bf16 or int8\n", gather_code.c_str());
+    return 2;
+  }
+  const double gather_bytes = gather_code == "int8" ? 260.0 / 256.0 : 2.0;  // per gathered parameter
   const double plain = m::params - m::compressed;
-  std::fprintf(stderr, "GPT-2 124M: %.0f parameters, %.1f %% compressed (%s index, theta %.4f), the rest bf16\n",
-               m::params, 100.0 * m::compressed / m::params, index.c_str(), theta);
+  std::fprintf(stderr, "GPT-2 124M: %.0f parameters, %.1f %% compressed (%s index, theta %.4f), the rest bf16; "
+               "parameters gathered in %s\n", m::params, 100.0 * m::compressed / m::params, index.c_str(), theta,
+               gather_code.c_str());
   const int per_node = 8;
   const tagc::link_model nvlink{.bytes_per_second = 450e9, .latency_seconds = 10e-6};
   const tagc::codec_model codec_m{.compress_bytes_per_second = codec, .decode_bytes_per_second = codec};
@@ -135,12 +145,12 @@ int main(int argc, char** argv) {
         };
         const double bf16_grad = estimate(m::params).dense_seconds;
         const double tagc_grad = estimate(plain).dense_seconds + estimate(m::compressed).compressed_seconds;
-        // bf16 parameters: sharded gathers across nodes ((M-1)/M over the node's link) and then
-        // inside the node ((K-1)/K over NVLink); hsdp inside the node only
+        // parameters (bf16 or int8 blocks): sharded gathers across nodes ((M-1)/M over the node's
+        // link) and then inside the node ((K-1)/K over NVLink); hsdp inside the node only
         const double cross_gather =
-            hsdp ? 0.0 : double(nodes - 1) / double(nodes) * gathered * 2.0 / node_link.bytes_per_second;
-        const double gather =
-            cross_gather + double(per_node - 1) / double(per_node) * gathered * 2.0 / nvlink.bytes_per_second;
+            hsdp ? 0.0 : double(nodes - 1) / double(nodes) * gathered * gather_bytes / node_link.bytes_per_second;
+        const double gather = cross_gather + double(per_node - 1) / double(per_node) * gathered * gather_bytes /
+                                                 nvlink.bytes_per_second;
         const auto step = [&](double grad) { return compute + gather + std::max(0.0, grad - overlap * compute); };
         const double bf16 = step(bf16_grad), tagc = step(tagc_grad);
         std::printf("%s,%d,%d,%.0f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f\n", hsdp ? "hsdp" : "sharded", gpus, nodes, gbit,

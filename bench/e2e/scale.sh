@@ -21,7 +21,7 @@
 #               -t96-d300), gathered-bf16 (--index-bits gathered: the per-rank selection, its
 #               positions all-gathered; -t9875-d300 as packed-bf16-exact's), routed-bf16
 #               (--index-bits routed: the same sums, every rank's picks sent to the shards'
-#               owners; -t9875-d300 as gathered's)
+#               owners; -t9875-d300 as gathered's; -t9875-d300-g8: and --gather-dtype int8)
 #   --rates     tc rate of each node's link, per direction (full duplex); 'loopback': no bed,
 #               every rank on plain loopback (losses and bytes only: they do not depend on the link)
 #   --steps     steps per run (default 5: a smoke run; the study proper wants 1000); the
@@ -74,6 +74,8 @@ flags_of() {
     gathered-bf16-t9875-d300) echo "$(flags_of gathered-bf16) --sparsity 0.9875 --sparsity-warmup 300 --sparsity-start 0" ;;
     routed-bf16) echo "--compress non-attention --values packed-bf16 --index-bits routed" ;;
     routed-bf16-t9875-d300) echo "$(flags_of routed-bf16) --sparsity 0.9875 --sparsity-warmup 300 --sparsity-start 0" ;;
+    # the same with the parameters gathered in int8 blocks (what the cost model needs at 25 Gbit/s)
+    routed-bf16-t9875-d300-g8) echo "$(flags_of routed-bf16-t9875-d300) --gather-dtype int8" ;;
     *) echo "scale.sh: unknown config $1 (see --help)" >&2; return 2 ;;
   esac
 }
