@@ -21,8 +21,9 @@ Configurations (--config):
               sent to their shards' owners (all_to_all_v), no index; bytes independent of the ranks
 
 The tagc configurations compress the parameters --compress names (apply_fsdp2's compress=:
-non-attention, the default, matrices or all); the others are reduced plainly in the values'
-precision (bf16 for the packed-bf16 configurations, fp32 for the paper's).
+non-attention, the default, matrices or all), each matrix its own reducer (--granularity
+parameter, the default) or a unit's together (unit); the others are reduced plainly in the
+values' precision (bf16 for the packed-bf16 configurations, fp32 for the paper's).
 
 FSDP2's parameter all-gather is not compressed by any configuration: it moves fp32
 parameters in every one (forward, and again in backward for the blocks).
@@ -127,7 +128,7 @@ def worker(rank, a, port):
               "tagc-routed": dict(values="packed-bf16", index_bits="routed", sparsity=0.9875,
                                   sparsity_warmup=a.sparsity_warmup, sparsity_schedule="exp", sparsity_start=0.0)}[cfg]
         state = tt.TagcState(module=model, **kw)
-        tt.apply_fsdp2(model, state, compress=a.compress)
+        tt.apply_fsdp2(model, state, compress=a.compress, granularity=a.granularity)
     else:
         scatters = [(Bf16ReduceScatter if cfg == "bf16" else CountingReduceScatter)(a.world) for _ in units]
         for m, s in zip(units, scatters):
@@ -169,7 +170,7 @@ def worker(rank, a, port):
            "val_loss": vloss, "epochs": a.steps * a.world * a.B * a.T / (train.numel() - 1), "B": a.B, "T": a.T, "params": sum(p.numel() for p in model.parameters()),
            "torch": torch.__version__}
     if state is not None:
-        out["compress"] = a.compress
+        out["compress"], out["granularity"] = a.compress, a.granularity
         out["sparsity_warmup"] = a.sparsity_warmup if cfg in ("tagc-best", "tagc-routed") else 0
     if rank == 0:
         print(json.dumps(out), flush=True)
@@ -185,6 +186,8 @@ def main():
     ap.add_argument("--sparsity-warmup", type=int, default=None, help="tagc-best's theta warm-up (default steps / 3)")
     ap.add_argument("--compress", default="non-attention", choices=("non-attention", "matrices", "all"),
                     help="tagc configurations: which parameters go through tagc (apply_fsdp2's compress=)")
+    ap.add_argument("--granularity", default="parameter", choices=("parameter", "unit"),
+                    help="tagc configurations: a reducer per compressed matrix or per unit (apply_fsdp2's granularity=)")
     ap.add_argument("--progress", type=int, default=0, help="rank 0 prints every N steps to stderr (0: never)")
     a = ap.parse_args()
     if a.steps <= a.warmup_steps:

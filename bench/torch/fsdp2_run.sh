@@ -8,20 +8,22 @@
 # Usage: bench/torch/fsdp2_run.sh [--rates 200mbit,1gbit] [--steps 500] [--repeats 1]
 #                                 [--nps 2] [--depths 2] [--configs fp32,bf16,tagc-paper,tagc-best[,tagc-routed]]
 #                                 [--out docs/results/torch-fsdp2] [--jobs 1] [--compress non-attention]
+#                                 [--granularity parameter]
 # --jobs K runs K configurations at once, each on its own shaped link (namespace): for the
 # losses and bytes (deterministic) when the machine has no time for one run after the other;
 # their ms/step then share the CPU and are not a timing (runs.jsonl notes "jobs").
 # --compress: which parameters the tagc configurations compress (apply_fsdp2's compress=:
-# non-attention, matrices, all); the rest go plainly.
+# non-attention, matrices, all); the rest go plainly. --granularity: a reducer per compressed
+# matrix (parameter) or per unit (apply_fsdp2's granularity=).
 # Needs root (network namespaces, the chroot). Builds the root and the extension on first use.
 # Writes OUT/runs.jsonl, OUT/summary.csv, OUT/table.md, OUT/*.png (bench/torch/summarize.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rates=200mbit,1gbit steps=500 repeats=1 nps=2 depths=2 out=docs/results/torch-fsdp2
-configs=fp32,bf16,tagc-paper,tagc-best jobs=1 compress=non-attention
+configs=fp32,bf16,tagc-paper,tagc-best jobs=1 compress=non-attention granularity=parameter
 source scripts/lib/options.sh
 parse_options fsdp2_run.sh --rates rates --steps steps --repeats repeats --nps nps --depths depths \
-  --configs configs --out out --jobs jobs --compress compress -- "$@"
+  --configs configs --out out --jobs jobs --compress compress --granularity granularity -- "$@"
 mkdir -p "$out"
 if [[ ! -f build-torch/python/tagc/_C.cpython*.so || python/tagc/torch.py -nt build-torch/python/tagc/torch.py ||
       python/tagc/_fsdp2.py -nt build-torch/python/tagc/_fsdp2.py ]]; then
@@ -49,7 +51,7 @@ bench() {  # bench RATE NP DEPTH CONFIG
   # once never write one file (a truncated shared log lost a run's result)
   log=${TMPDIR:-/tmp}/fsdp2_run.$(basename "$out").$rate.np$np.d$depth.$cfg.log
   scripts/slow_net.sh --rate "$rate" -- "${in_root[@]}" bench/torch/fsdp2_bench.py --config "$cfg" --data "$tok" \
-    --steps "$steps" --world "$np" --depth "$depth" --warmup 25 --compress "$compress" --progress 50 >"$log" 2>&1 || true
+    --steps "$steps" --world "$np" --depth "$depth" --warmup 25 --compress "$compress" --granularity "$granularity" --progress 50 >"$log" 2>&1 || true
   line=$(grep -a '^{' "$log" | tail -1 || true)
   if [[ -z $line ]]; then
     echo "fsdp2_run.sh: $rate np$np d$depth $cfg produced no result; its log:" >&2

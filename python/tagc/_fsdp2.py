@@ -6,14 +6,14 @@ elements, the parameters' dim-0 chunks laid out rank by rank) and wants this ran
 shard. That is tagc's sharded topology. The comm must be set on every FSDPModule:
 FSDP calls the one of the unit whose gradients it reduces, never the root's for the others.
 
-Not every parameter need be compressed (apply_fsdp2's `compress`; by default the large
-non-attention matrices, as the paper and tagc-gpt2 choose): a unit whose parameters are
-mixed is split by parameter into a compressed part and a plain part, each a reducer of
-its own over the same ranks.
+Not every parameter need be compressed (apply_fsdp2's `compress`; by default the
+non-attention matrices, as the paper and tagc-gpt2 choose), and each compressed matrix
+keeps its own top share (`granularity`): a unit is split by parameter into parts, each a
+reducer of its own over the same ranks.
 
-One reducer per unit (per part), keyed by the unit's qualified name in the model (and
-the gradient's size: a unit whose set of gradients changes, e.g. an unused parameter,
-gets a reducer of its own rather than a residual laid out for other parameters).
+One reducer per part, keyed by its qualified name in the model (and the part's size: a
+unit whose set of gradients changes, e.g. an unused parameter, gets reducers of its own
+rather than residuals laid out for other parameters).
 The key is a name, not an object: FSDP2's lazy init, resharding, and re-wrapping the
 same model all leave it unchanged, so the residuals stay with their unit, and a
 checkpoint (TagcState.state_dict) finds its reducers in a new process.
@@ -71,22 +71,32 @@ def plain_values_for(config):
     return "plain-bf16" if config["values"].endswith("-bf16") else "plain-fp32"
 
 
-class UnitSplit:
-    """A unit's gradient split by parameter into the columns tagc compresses and the
-    columns it sends plainly. FSDP2's copy-in lays each rank's shard out as the unit's
-    parameters' padded chunks in the unit's parameter order
-    (_fsdp_collectives.foreach_reduce_scatter_copy_in), so a parameter holds the same
-    columns in every rank's row: splitting columns keeps each part a reduce-scatter input."""
+GRANULARITY_CHOICES = ("parameter", "unit")
 
-    def __init__(self, compressed, plain, shard):
-        self.compressed, self.plain, self.shard = compressed, plain, shard
+
+class UnitSplit:
+    """A unit's gradient split into parts, each reduced by a reducer of its own: the
+    compressed parameters (one part each, or one for all of them) and the plain ones (one
+    part). FSDP2's copy-in lays each rank's shard out as the unit's parameters' padded
+    chunks in the unit's parameter order (_fsdp_collectives.foreach_reduce_scatter_copy_in),
+    so a parameter holds the same columns in every rank's row: a part's columns, taken from
+    every row, are a reduce-scatter input of their own.
+
+    parts: [(label, columns, plain)]; columns None: the whole unit."""
+
+    def __init__(self, parts):
+        self.parts = parts
 
     @staticmethod
-    def of(fsdp_module, names, predicate, shard, where):
-        """The split of `fsdp_module`'s shard of `shard` elements; None when every parameter
-        is compressed (the unit goes whole). FSDP2 does not publish where a parameter lies
-        in the flat gradient; the layout is read from its parameter group and held to the
-        shard's size. When it cannot be read (another torch), the unit goes whole, with a warning."""
+    def whole(qualified_name):
+        return UnitSplit([(qualified_name, None, False)])
+
+    @staticmethod
+    def of(fsdp_module, qualified_name, names, predicate, granularity, shard, where):
+        """The parts of `fsdp_module`'s shard of `shard` elements. FSDP2 does not publish
+        where a parameter lies in the flat gradient; the layout is read from its parameter
+        group and held to the shard's size. When it cannot be read (another torch, a
+        parameter without a gradient), the unit goes whole, with a warning."""
         try:
             params = fsdp_module._get_fsdp_state()._fsdp_param_group.fsdp_params
             layout = [(names.get(id(fp.sharded_param)) or fp._param_fqn or "", fp.sharded_param,
@@ -98,32 +108,37 @@ class UnitSplit:
                                  "a gradient?)" % (sum(n for _, _, n in layout), shard))
         if layout is None:
             warnings.warn("tagc: %s: compressing the whole unit: %s" % (where, why))
-            return None
-        keep, at = ([], []), 0
+            return UnitSplit.whole(qualified_name)
+        compressed, plain, at = [], [], 0
         for name, p, n in layout:
-            keep[0 if predicate(name, p) else 1].append(torch.arange(at, at + n))
+            (compressed if predicate(name, p) else plain).append((name, torch.arange(at, at + n)))
             at += n
-        if not keep[1]:
-            return None
-        cols = [torch.cat(k) if k else torch.zeros(0, dtype=torch.int64) for k in keep]
-        return UnitSplit(cols[0], cols[1], shard)
+        if granularity == "unit":
+            if not plain:
+                return UnitSplit.whole(qualified_name)
+            compressed = [(qualified_name, torch.cat([c for _, c in compressed]))] if compressed else []
+        parts = [(label, cols, False) for label, cols in compressed]
+        if plain:
+            parts.append((qualified_name, torch.cat([c for _, c in plain]), True))
+        return UnitSplit(parts)
 
 
-def reduce_unit(state, kind, prefix, qualified_name, grad, rows, split, topology, method, where):
-    """Reduces a unit's flat gradient (`rows` x shard) through the state's worker: whole
-    (split None) or in its compressed and plain parts; returns this rank's result (shard
-    elements). Each part is a unit of the state, keyed <prefix><name>:<elements>[:plain]."""
-    parts = [(None, None)] if split is None else [(split.compressed, None), (split.plain, plain_values_for(state.config))]
-    parts = [(cols, pv) for cols, pv in parts if cols is None or cols.numel()]
+def reduce_unit(state, kind, prefix, grad, rows, split, topology, method, where):
+    """Reduces a unit's flat gradient (`rows` x shard) through the state's worker, part by
+    part (UnitSplit); returns this rank's result (shard elements). Each part is a unit of
+    the state, keyed <prefix><label>:<elements>[:plain]."""
     shard = grad.numel() // rows
-    inputs = [grad if cols is None else grad.view(rows, shard).index_select(1, cols).reshape(-1) for cols, _ in parts]
+    inputs = [grad if cols is None else grad.view(rows, shard).index_select(1, cols).reshape(-1)
+              for _, cols, _ in split.parts]
+    plain_values = plain_values_for(state.config)
     result = torch.empty(shard)
 
     def job():
-        for (cols, pv), inp in zip(parts, inputs):
+        for (label, cols, plain), inp in zip(split.parts, inputs):
             n = inp.numel()
-            key = "%s%s:%d%s" % (prefix, qualified_name, n, ":plain" if pv else "")
-            unit = state._unit((kind, key), (key,), [n], n, topology, lambda r: r.output_size, plain_values=pv)
+            key = "%s%s:%d%s" % (prefix, label, n, ":plain" if plain else "")
+            unit = state._unit((kind, key), (key,), [n], n, topology, lambda r: r.output_size,
+                               plain_values=plain_values if plain else None)
             want = shard if cols is None else cols.numel()
             if unit.out.numel() != want:
                 raise RuntimeError("tagc: %s: FSDP's shard has %d elements, tagc's layout gives %d on %d ranks"
@@ -149,19 +164,23 @@ def _fsdp_module_class():
 
 class _UnitComm:
     """What a unit's comm (reduce-scatter or all-reduce hook) keeps: its state, its unit's
-    qualified name, and how its gradient splits by parameter (per shard size, read once)."""
+    qualified name, and how its gradient splits into parts (per shard size, read once).
+    predicate None and granularity "unit": the unit goes whole (compress="all")."""
 
-    def __init__(self, state, qualified_name, module=None, names=None, predicate=None):
+    def __init__(self, state, qualified_name, module, names, predicate, granularity):
         self.state, self.qualified_name = state, qualified_name
-        self.module, self.names, self.predicate = module, names or {}, predicate
-        self.splits = {}  # shard elements -> UnitSplit (None: the unit goes whole)
+        self.module, self.names, self.predicate, self.granularity = module, names, predicate, granularity
+        self.splits = {}  # shard elements -> UnitSplit
         self.calls = 0
 
     def split(self, shard, where):
-        if self.predicate is None or self.module is None:
-            return None
         if shard not in self.splits:
-            self.splits[shard] = UnitSplit.of(self.module, self.names, self.predicate, shard, where)
+            if self.predicate is None and self.granularity == "unit":
+                self.splits[shard] = UnitSplit.whole(self.qualified_name)
+            else:
+                self.splits[shard] = UnitSplit.of(self.module, self.qualified_name, self.names,
+                                                  self.predicate or (lambda name, p: True), self.granularity,
+                                                  shard, where)
         return self.splits[shard]
 
 
@@ -190,8 +209,8 @@ class TagcReduceScatter(_UnitComm):
         if n != shard * state.world_size:
             raise RuntimeError("tagc: %s: FSDP's shard has %d elements, not 1/%d of the gradient"
                                % (where, shard, state.world_size))
-        out = reduce_unit(state, "fsdp2", _UNIT_PREFIX, self.qualified_name, grad, state.world_size,
-                          self.split(shard, where), "sharded", "reduce_scatter", where)
+        out = reduce_unit(state, "fsdp2", _UNIT_PREFIX, grad, state.world_size, self.split(shard, where), "sharded",
+                          "reduce_scatter", where)
         if scale != 1:
             out *= scale
         output_tensor.copy_(out.view(output_tensor.shape))
@@ -238,7 +257,13 @@ def _fsdp_modules(module, caller):
     return found
 
 
-def apply_fsdp2(module, state, compress="non-attention"):
+def _granularity(granularity):
+    if granularity not in GRANULARITY_CHOICES:
+        raise ValueError("tagc: granularity=%r: want one of %s" % (granularity, ", ".join(GRANULARITY_CHOICES)))
+    return granularity
+
+
+def apply_fsdp2(module, state, compress="non-attention", granularity="parameter"):
     """Registers tagc's reduce-scatter on every FSDPModule in `module` (fully_shard'ed);
     returns {qualified name: comm}. Call it after fully_shard, before the first backward,
     on every rank alike. Refuses, on every rank, a configuration the world cannot run.
@@ -247,18 +272,23 @@ def apply_fsdp2(module, state, compress="non-attention"):
     the compressed values are bf16, else fp32) with no residual. "non-attention" (default):
     matrices (2+ dimensions) except attention's input projections (is_attention_input),
     the paper's choice and tagc-gpt2's --compress non-attention; "matrices": every matrix;
-    "all": every unit whole, biases and norms included; or a callable (qualified name,
-    parameter) -> bool, the same on every rank."""
+    "all": every parameter, biases and norms included; or a callable (qualified name,
+    parameter) -> bool, the same on every rank.
+
+    granularity: "parameter" (default): every compressed parameter is a reducer of its own,
+    keeping its own top (1 - theta) share, as layer-wise top-k (DGC, the paper) does, so a
+    matrix of small gradients is not starved by a larger neighbour; "unit": one reducer
+    for the unit's compressed parameters together (compress="all": the unit whole)."""
     if not isinstance(module, torch.nn.Module):
         raise TypeError("tagc: apply_fsdp2 wants the fully_shard'ed nn.Module, got %s" % type(module).__name__)
-    predicate = compress_predicate(compress)
+    predicate, granularity = compress_predicate(compress), _granularity(granularity)
     if state.config["values"] == "dense":
         raise RuntimeError("tagc: values='dense' is DDP's all-reduce; FSDP2 needs a reduce-scatter")
     _C.can_implement(state.config, state.world_size, state.world_size, state.rank, "sharded")
     names = {id(p): name for name, p in module.named_parameters()}
     comms = {}
     for name, m in _fsdp_modules(module, "apply_fsdp2").items():
-        comm = TagcReduceScatter(state, name, m, names, predicate)
+        comm = TagcReduceScatter(state, name, m, names, predicate, granularity)
         m.set_custom_reduce_scatter(comm)
         comms[name] = comm
     state.fsdp2_comms = comms
@@ -278,21 +308,20 @@ class TagcAllReduceHook(_UnitComm):
         n = reduce_output.numel()
         where = "HSDP unit %r (%d elements)" % (self.qualified_name or "<root>", n)
         grad = reduce_output.detach().to(device="cpu", dtype=torch.float32).contiguous()
-        out = reduce_unit(state, "hsdp", _HSDP_PREFIX, self.qualified_name, grad, 1, self.split(n, where),
-                          "replicated", "all_reduce", where)
+        out = reduce_unit(state, "hsdp", _HSDP_PREFIX, grad, 1, self.split(n, where), "replicated", "all_reduce", where)
         reduce_output.copy_(out.view(reduce_output.shape))
         self.calls += 1
 
 
-def apply_hsdp(module, state, compress="non-attention"):
+def apply_hsdp(module, state, compress="non-attention", granularity="parameter"):
     """Two levels: FSDP2 reduce-scatters inside the shard group, tagc averages across replicas.
 
     `module` is fully_shard'ed on the shard dimension's 1-D mesh (mesh["shard"]); `state`
     is a TagcState over the replica group (mesh["replicate"].get_group()). Registers a
     TagcAllReduceHook on every FSDPModule; returns {qualified name: hook}. Refuses a
     module sharded on a 2-D mesh (FSDP2 would all-reduce across replicas itself).
-    compress: which parameters go through tagc, as for apply_fsdp2."""
-    predicate = compress_predicate(compress)
+    compress, granularity: which parameters go through tagc, and in what reducers, as for apply_fsdp2."""
+    predicate, granularity = compress_predicate(compress), _granularity(granularity)
     if state.config["values"] == "dense":
         raise RuntimeError("tagc: values='dense' is for measuring the DDP hook; use a catalogue entry")
     _C.can_implement(state.config, 1, state.world_size, state.rank, "replicated")
@@ -306,7 +335,7 @@ def apply_hsdp(module, state, compress="non-attention"):
     names = {id(p): name for name, p in module.named_parameters()}
     hooks = {}
     for name, m in modules.items():
-        hook = TagcAllReduceHook(state, name, m, names, predicate)
+        hook = TagcAllReduceHook(state, name, m, names, predicate, granularity)
         m.set_all_reduce_hook(hook)
         hooks[name] = hook
     state.hsdp_hooks = hooks

@@ -23,17 +23,21 @@ from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, 
                        spawn)
 
 UNITS = ["", "body1", "body2", "head"]  # the FSDPModules' qualified names ("" is the root)
-# compress="all": a reducer per unit, keyed by its name and flat gradient's size
+# compress="all", granularity="unit": a reducer per unit, keyed by its name and flat gradient's size
 WHOLE = sorted("fsdp2:%s:%d" % (u, n) for u, n in zip(UNITS, (EMB, 16512, 16512, 1290)))
-# compress="non-attention" (default): the root's embedding whole; each linear's weight compressed, its bias plain
-PARTS = sorted(["fsdp2::%d" % EMB] + ["fsdp2:%s:%d" % (u, n) for u, n in (("body1", 16384), ("body2", 16384),
-                                                                          ("head", 1280))]
-               + ["fsdp2:%s:%d:plain" % (u, n) for u, n in (("body1", 128), ("body2", 128), ("head", 10))])
+# compress="non-attention", granularity="parameter" (the defaults): a reducer per matrix, keyed by
+# its name; each linear's bias plain, a reducer per unit
+PLAIN = ["fsdp2:%s:%d:plain" % (u, n) for u, n in (("body1", 128), ("body2", 128), ("head", 10))]
+PARTS = sorted(["fsdp2:%s:%d" % (p, n) for p, n in (("emb.weight", EMB), ("body1.weight", 16384),
+                                                    ("body2.weight", 16384), ("head.weight", 1280))] + PLAIN)
+# granularity="unit": the unit's matrices in one reducer, keyed by the unit's name
+UNIT_PARTS = sorted(["fsdp2::%d" % EMB] + ["fsdp2:%s:%d" % (u, n) for u, n in (("body1", 16384), ("body2", 16384),
+                                                                               ("head", 1280))] + PLAIN)
 
 
-def make(state=None, seed=0, compress="non-attention"):
+def make(state=None, seed=0, compress="non-attention", granularity="parameter"):
     """A fully_shard'ed Net (with tagc when `state(model)` makes a TagcState, its parameters
-    chosen by apply_fsdp2's `compress`) and its optimizer."""
+    chosen by apply_fsdp2's `compress` and `granularity`) and its optimizer."""
     torch.manual_seed(seed)
     model = Net()
     mesh = init_device_mesh("cpu", (WORLD,))
@@ -43,7 +47,7 @@ def make(state=None, seed=0, compress="non-attention"):
     s = None
     if state is not None:
         s = state(model)
-        tt.apply_fsdp2(model, s, compress=compress)
+        tt.apply_fsdp2(model, s, compress=compress, granularity=granularity)
     opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     return model, opt, s
 
@@ -115,8 +119,8 @@ def case_split(rank, out):
     """compress= splits a unit by parameter. Default (non-attention: matrices): the biases go
     plain, their fp32 mean equal to FSDP2's own bit for bit, while the weights go through a
     sparse tagc (theta 0.9) and differ; the plain part travels in bf16 beside bf16 values;
-    compress="all" keeps whole units; a predicate that compresses nothing equals FSDP2's own
-    over 4 steps even at theta 0.9."""
+    granularity="unit" reduces a unit's matrices together, and with compress="all" keeps whole
+    units; a predicate that compresses nothing equals FSDP2's own over 4 steps even at theta 0.9."""
     sparse = lambda values: (lambda m: tt.TagcState(values=values, index_bits="exact", sparsity=0.9, module=m,
                                                     profile=True))
     ref, _, _ = make()
@@ -136,10 +140,11 @@ def case_split(rank, out):
         nn.functional.cross_entropy(model(x), y).backward()
         plain_bytes[values] = sum(c["total_bytes"] for c in s.call_log if c["plain"])
     out["split_plain_bytes"] = plain_bytes
-    model, _, s = make(sparse("packed"), compress="all")
-    x, y = batch(rank, 0)
-    nn.functional.cross_entropy(model(x), y).backward()
-    out["split_all_units"] = sorted(k[1] for k in s._units)
+    for name, how in (("unit", dict(granularity="unit")), ("all", dict(compress="all", granularity="unit"))):
+        model, _, s = make(sparse("packed"), **how)
+        x, y = batch(rank, 0)
+        nn.functional.cross_entropy(model(x), y).backward()
+        out["split_%s_units" % name] = sorted(k[1] for k in s._units)
     out["split_none_equal"], out["split_none_maxdiff"], _ = against_own(
         rank, sparse("packed"), compress=lambda name, p: False)
 
@@ -289,6 +294,7 @@ def case_refusals(rank, out):
     """apply_fsdp2 on a module with no FSDPModule is refused, and so is values='dense'."""
     for what, fn in (("plain", lambda: tt.apply_fsdp2(nn.Linear(2, 2), tt.TagcState())),
                      ("compress", lambda: make(lambda m: tt.TagcState(module=m), compress="weights")),
+                     ("granularity", lambda: make(lambda m: tt.TagcState(module=m), granularity="layer")),
                      ("dense", lambda: make(lambda m: tt.TagcState(values="dense", module=m)))):
         try:
             fn()
@@ -342,8 +348,12 @@ def main():
                                                         "blocks.0.fc.weight", "blocks.0.attn_proj.weight", "wte.weight")}
     check(list(attention.values()) == [True] * 4 + [False] * 3,
           "attention's input projections are named as such, the output projection and the rest not: %s" % attention)
-    check(o.get("split_units") == PARTS, "mixed units split into a compressed and a plain part: %s" % o.get("split_units"))
-    check(o.get("split_all_units") == WHOLE, "compress='all': one reducer per whole unit: %s" % o.get("split_all_units"))
+    check(o.get("split_units") == PARTS, "a reducer per matrix, one per unit for its plain parameters: %s"
+          % o.get("split_units"))
+    check(o.get("split_unit_units") == UNIT_PARTS, "granularity='unit': one reducer for a unit's matrices: %s"
+          % o.get("split_unit_units"))
+    check(o.get("split_all_units") == WHOLE, "compress='all', granularity='unit': one reducer per whole unit: %s"
+          % o.get("split_all_units"))
 
     for r, oo in enumerate(outs):
         ls = oo.get("sketch_losses")
@@ -375,6 +385,8 @@ def main():
     check("dense" in o.get("refused_dense", ""), "values='dense' is refused: %r" % o.get("refused_dense"))
     check("compress='weights'" in o.get("refused_compress", ""), "an unknown compress= is refused, naming it: %r"
           % o.get("refused_compress"))
+    check("granularity='layer'" in o.get("refused_granularity", ""), "an unknown granularity= is refused, naming "
+          "it: %r" % o.get("refused_granularity"))
 
     for r, oo in enumerate(outs):
         check(oo.get("shared_equal") is True, "rank %d: shared selection at theta = 0 equals FSDP2's own "
