@@ -82,14 +82,15 @@ class UnitSplit:
     so a parameter holds the same columns in every rank's row: a part's columns, taken from
     every row, are a reduce-scatter input of their own.
 
-    parts: [(label, columns, plain)]; columns None: the whole unit."""
+    parts: [(label, columns, plain)]; columns None: the whole unit. labels: the unit's name
+    and its parameters' (what a part of this unit, split in any way, is labelled by)."""
 
-    def __init__(self, parts):
-        self.parts = parts
+    def __init__(self, parts, labels):
+        self.parts, self.labels = parts, labels
 
     @staticmethod
     def whole(qualified_name):
-        return UnitSplit([(qualified_name, None, False)])
+        return UnitSplit([(qualified_name, None, False)], {qualified_name})
 
     @staticmethod
     def of(fsdp_module, qualified_name, names, predicate, granularity, shard, where):
@@ -120,7 +121,7 @@ class UnitSplit:
         parts = [(label, cols, False) for label, cols in compressed]
         if plain:
             parts.append((qualified_name, torch.cat([c for _, c in plain]), True))
-        return UnitSplit(parts)
+        return UnitSplit(parts, {qualified_name} | {name for name, _, _ in layout})
 
 
 def reduce_unit(state, kind, prefix, grad, rows, split, topology, method, where):
@@ -130,13 +131,15 @@ def reduce_unit(state, kind, prefix, grad, rows, split, topology, method, where)
     shard = grad.numel() // rows
     inputs = [grad if cols is None else grad.view(rows, shard).index_select(1, cols).reshape(-1)
               for _, cols, _ in split.parts]
+    keys = ["%s%s:%d%s" % (prefix, label, inp.numel(), ":plain" if plain else "")
+            for (label, _, plain), inp in zip(split.parts, inputs)]
+    _refuse_other_layouts(state, prefix, split, keys, where)
     plain_values = plain_values_for(state.config)
     result = torch.empty(shard)
 
     def job():
-        for (label, cols, plain), inp in zip(split.parts, inputs):
+        for (label, cols, plain), inp, key in zip(split.parts, inputs, keys):
             n = inp.numel()
-            key = "%s%s:%d%s" % (prefix, label, n, ":plain" if plain else "")
             unit = state._unit((kind, key), (key,), [n], n, topology, lambda r: r.output_size,
                                plain_values=plain_values if plain else None)
             want = shard if cols is None else cols.numel()
@@ -151,6 +154,28 @@ def reduce_unit(state, kind, prefix, grad, rows, split, topology, method, where)
 
     state._run(job)
     return result
+
+
+def _label_of(key, prefix):
+    """The label in a part's key <prefix><label>:<elements>[:plain]."""
+    rest = key[len(prefix):]
+    if rest.endswith(":plain"):
+        rest = rest[:-len(":plain")]
+    return rest.rpartition(":")[0]
+
+
+def _refuse_other_layouts(state, prefix, split, keys, where):
+    """A checkpoint's residual for this unit under a key this split does not make (saved with
+    another compress= or granularity=, or before units were split by parameter) would never
+    be applied: refused, the same on every rank (each loaded its own state of one run),
+    before any collective."""
+    saved = {k[1] if isinstance(k, tuple) else k for k in state._saved_units} | set(state._pending)  # (kind, key); names
+    stale = sorted(k for k in saved if k.startswith(prefix) and k not in keys and _label_of(k, prefix) in split.labels)
+    if stale:
+        raise RuntimeError("tagc: %s: the loaded state holds %s, which this layout does not make (it makes %s): "
+                           "the checkpoint was saved with other apply_fsdp2 compress= or granularity= (before "
+                           "units were split by parameter: compress='all', granularity='unit'); apply the same "
+                           "ones to resume" % (where, ", ".join(stale), ", ".join(keys)))
 
 
 def _fsdp_module_class():

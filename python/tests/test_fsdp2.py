@@ -235,6 +235,20 @@ def case_dcp_resume(rank, out, scratch):
         out["dcp_damaged"] = str(e)
 
 
+def case_other_layout(rank, out):
+    """A checkpoint saved with granularity="unit" loaded where apply_fsdp2 splits per
+    parameter: its residuals would never be applied, so both ranks refuse at the first
+    backward, naming the keys; with the saved granularity it resumes."""
+    unit = lambda: make(lambda m: tt.TagcState(module=m), granularity="unit")
+    _, ckpt = run_resumable(*unit(), shards, step, rank, 4, save_after=2)
+    try:
+        resumable(rank, 4, load=ckpt)
+        out["other_layout"] = ""
+    except RuntimeError as e:
+        out["other_layout"] = str(e)
+    out["same_layout_resumes"] = run_resumable(*unit(), shards, step, rank, 4, load=ckpt)[0] is not None
+
+
 def case_foreign_state(rank, out):
     """A state from another run on one rank, or of another configuration on one rank: every
     rank raises (never one rank alone, which would leave the other waiting)."""
@@ -312,7 +326,8 @@ def case_nan(rank, out):
 def worker(rank, port, scratch):
     run_cases(rank, port, scratch, (case_packed_equals_default, case_accumulation, case_split, case_sketch,
                                     lambda r, o: case_save_resume(r, o, scratch),
-                                    lambda r, o: case_dcp_resume(r, o, scratch), case_foreign_state, case_shared,
+                                    lambda r, o: case_dcp_resume(r, o, scratch), case_other_layout, case_foreign_state,
+                                    case_shared,
                                     case_refusals, case_nan))
 
 
@@ -419,6 +434,10 @@ def main():
     check(all(oo.get("foreign_config") for oo in outs) and "config" in outs[1].get("foreign_config", ""),
           "another configuration on rank 1: both refuse, rank 1 names it: %r" % [oo.get("foreign_config") for oo in outs])
     check(all(oo.get("same_run_adopted") is True for oo in outs), "the same run's states load and keep its run id")
+    check(all("holds fsdp2:head:1280" in oo.get("other_layout", "") and "other apply_fsdp2" in oo.get("other_layout", "")
+              for oo in outs) and all(oo.get("same_layout_resumes") is True for oo in outs),
+          "a checkpoint of granularity='unit' loaded per parameter: both ranks refuse, naming the key; the same "
+          "granularity resumes: %r" % [oo.get("other_layout") for oo in outs])
     return finish()
 
 
