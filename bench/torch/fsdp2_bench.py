@@ -21,8 +21,8 @@ Configurations (--config):
               sent to their shards' owners (all_to_all_v), no index; bytes independent of the ranks
 
 The tagc configurations compress the parameters --compress names (apply_fsdp2's compress=:
-non-attention, the default, matrices or all), each matrix its own reducer (--granularity
-parameter, the default) or a unit's together (unit); the others are reduced plainly in the
+non-attention, the default, matrices or all), a unit's matrices in one reducer (--granularity
+unit, the default) or each its own (parameter); the others are reduced plainly in the
 values' precision (bf16 for the packed-bf16 configurations, fp32 for the paper's).
 
 FSDP2's parameter all-gather is not compressed by any configuration: it moves fp32
@@ -186,7 +186,7 @@ def main():
     ap.add_argument("--sparsity-warmup", type=int, default=None, help="tagc-best's theta warm-up (default steps / 3)")
     ap.add_argument("--compress", default="non-attention", choices=("non-attention", "matrices", "all"),
                     help="tagc configurations: which parameters go through tagc (apply_fsdp2's compress=)")
-    ap.add_argument("--granularity", default="parameter", choices=("parameter", "unit"),
+    ap.add_argument("--granularity", default="unit", choices=("unit", "parameter"),
                     help="tagc configurations: a reducer per compressed matrix or per unit (apply_fsdp2's granularity=)")
     ap.add_argument("--progress", type=int, default=0, help="rank 0 prints every N steps to stderr (0: never)")
     a = ap.parse_args()

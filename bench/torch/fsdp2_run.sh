@@ -8,19 +8,19 @@
 # Usage: bench/torch/fsdp2_run.sh [--rates 200mbit,1gbit] [--steps 500] [--repeats 1]
 #                                 [--nps 2] [--depths 2] [--configs fp32,bf16,tagc-paper,tagc-best[,tagc-routed]]
 #                                 [--out docs/results/torch-fsdp2] [--jobs 1] [--compress non-attention]
-#                                 [--granularity parameter]
+#                                 [--granularity unit]
 # --jobs K runs K configurations at once, each on its own shaped link (namespace): for the
 # losses and bytes (deterministic) when the machine has no time for one run after the other;
 # their ms/step then share the CPU and are not a timing (runs.jsonl notes "jobs").
 # --compress: which parameters the tagc configurations compress (apply_fsdp2's compress=:
-# non-attention, matrices, all); the rest go plainly. --granularity: a reducer per compressed
-# matrix (parameter) or per unit (apply_fsdp2's granularity=).
+# non-attention, matrices, all); the rest go plainly. --granularity: a reducer per unit's
+# compressed matrices (unit) or per matrix (parameter; apply_fsdp2's granularity=).
 # Needs root (network namespaces, the chroot). Builds the root and the extension on first use.
 # Writes OUT/runs.jsonl, OUT/summary.csv, OUT/table.md, OUT/*.png (bench/torch/summarize.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rates=200mbit,1gbit steps=500 repeats=1 nps=2 depths=2 out=docs/results/torch-fsdp2
-configs=fp32,bf16,tagc-paper,tagc-best jobs=1 compress=non-attention granularity=parameter
+configs=fp32,bf16,tagc-paper,tagc-best jobs=1 compress=non-attention granularity=unit
 source scripts/lib/options.sh
 parse_options fsdp2_run.sh --rates rates --steps steps --repeats repeats --nps nps --depths depths \
   --configs configs --out out --jobs jobs --compress compress --granularity granularity -- "$@"

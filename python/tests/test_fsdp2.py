@@ -25,17 +25,17 @@ from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, 
 UNITS = ["", "body1", "body2", "head"]  # the FSDPModules' qualified names ("" is the root)
 # compress="all", granularity="unit": a reducer per unit, keyed by its name and flat gradient's size
 WHOLE = sorted("fsdp2:%s:%d" % (u, n) for u, n in zip(UNITS, (EMB, 16512, 16512, 1290)))
-# compress="non-attention", granularity="parameter" (the defaults): a reducer per matrix, keyed by
-# its name; each linear's bias plain, a reducer per unit
+# compress="non-attention", granularity="unit" (the defaults): the unit's matrices in one
+# reducer, keyed by the unit's name; each linear's bias plain, a reducer per unit
 PLAIN = ["fsdp2:%s:%d:plain" % (u, n) for u, n in (("body1", 128), ("body2", 128), ("head", 10))]
-PARTS = sorted(["fsdp2:%s:%d" % (p, n) for p, n in (("emb.weight", EMB), ("body1.weight", 16384),
-                                                    ("body2.weight", 16384), ("head.weight", 1280))] + PLAIN)
-# granularity="unit": the unit's matrices in one reducer, keyed by the unit's name
-UNIT_PARTS = sorted(["fsdp2::%d" % EMB] + ["fsdp2:%s:%d" % (u, n) for u, n in (("body1", 16384), ("body2", 16384),
-                                                                               ("head", 1280))] + PLAIN)
+PARTS = sorted(["fsdp2::%d" % EMB] + ["fsdp2:%s:%d" % (u, n) for u, n in (("body1", 16384), ("body2", 16384),
+                                                                          ("head", 1280))] + PLAIN)
+# granularity="parameter": a reducer per matrix, keyed by its name
+PARAM_PARTS = sorted(["fsdp2:%s:%d" % (p, n) for p, n in (("emb.weight", EMB), ("body1.weight", 16384),
+                                                          ("body2.weight", 16384), ("head.weight", 1280))] + PLAIN)
 
 
-def make(state=None, seed=0, compress="non-attention", granularity="parameter"):
+def make(state=None, seed=0, compress="non-attention", granularity="unit"):
     """A fully_shard'ed Net (with tagc when `state(model)` makes a TagcState, its parameters
     chosen by apply_fsdp2's `compress` and `granularity`) and its optimizer."""
     torch.manual_seed(seed)
@@ -119,8 +119,7 @@ def case_split(rank, out):
     """compress= splits a unit by parameter. Default (non-attention: matrices): the biases go
     plain, their fp32 mean equal to FSDP2's own bit for bit, while the weights go through a
     sparse tagc (theta 0.9) and differ; the plain part travels in bf16 beside bf16 values;
-    granularity="unit" reduces a unit's matrices together, and with compress="all" keeps whole
-    units; a predicate that compresses nothing equals FSDP2's own over 4 steps even at theta 0.9."""
+    granularity="parameter" gives every matrix a reducer; compress="all" keeps whole units; a predicate that compresses nothing equals FSDP2's own over 4 steps even at theta 0.9."""
     sparse = lambda values: (lambda m: tt.TagcState(values=values, index_bits="exact", sparsity=0.9, module=m,
                                                     profile=True))
     ref, _, _ = make()
@@ -140,7 +139,7 @@ def case_split(rank, out):
         nn.functional.cross_entropy(model(x), y).backward()
         plain_bytes[values] = sum(c["total_bytes"] for c in s.call_log if c["plain"])
     out["split_plain_bytes"] = plain_bytes
-    for name, how in (("unit", dict(granularity="unit")), ("all", dict(compress="all", granularity="unit"))):
+    for name, how in (("param", dict(granularity="parameter")), ("all", dict(compress="all"))):
         model, _, s = make(sparse("packed"), **how)
         x, y = batch(rank, 0)
         nn.functional.cross_entropy(model(x), y).backward()
@@ -236,17 +235,17 @@ def case_dcp_resume(rank, out, scratch):
 
 
 def case_other_layout(rank, out):
-    """A checkpoint saved with granularity="unit" loaded where apply_fsdp2 splits per
-    parameter: its residuals would never be applied, so both ranks refuse at the first
-    backward, naming the keys; with the saved granularity it resumes."""
-    unit = lambda: make(lambda m: tt.TagcState(module=m), granularity="unit")
-    _, ckpt = run_resumable(*unit(), shards, step, rank, 4, save_after=2)
+    """A checkpoint saved with granularity="parameter" loaded where apply_fsdp2 splits per
+    unit: its residuals would never be applied, so both ranks refuse at the first backward,
+    naming the keys; with the saved granularity it resumes."""
+    per_param = lambda: make(lambda m: tt.TagcState(module=m), granularity="parameter")
+    _, ckpt = run_resumable(*per_param(), shards, step, rank, 4, save_after=2)
     try:
         resumable(rank, 4, load=ckpt)
         out["other_layout"] = ""
     except RuntimeError as e:
         out["other_layout"] = str(e)
-    out["same_layout_resumes"] = run_resumable(*unit(), shards, step, rank, 4, load=ckpt)[0] is not None
+    out["same_layout_resumes"] = run_resumable(*per_param(), shards, step, rank, 4, load=ckpt)[0] is not None
 
 
 def case_foreign_state(rank, out):
@@ -363,12 +362,11 @@ def main():
                                                         "blocks.0.fc.weight", "blocks.0.attn_proj.weight", "wte.weight")}
     check(list(attention.values()) == [True] * 4 + [False] * 3,
           "attention's input projections are named as such, the output projection and the rest not: %s" % attention)
-    check(o.get("split_units") == PARTS, "a reducer per matrix, one per unit for its plain parameters: %s"
+    check(o.get("split_units") == PARTS, "a reducer for a unit's matrices, one for its plain parameters: %s"
           % o.get("split_units"))
-    check(o.get("split_unit_units") == UNIT_PARTS, "granularity='unit': one reducer for a unit's matrices: %s"
-          % o.get("split_unit_units"))
-    check(o.get("split_all_units") == WHOLE, "compress='all', granularity='unit': one reducer per whole unit: %s"
-          % o.get("split_all_units"))
+    check(o.get("split_param_units") == PARAM_PARTS, "granularity='parameter': one reducer per matrix: %s"
+          % o.get("split_param_units"))
+    check(o.get("split_all_units") == WHOLE, "compress='all': one reducer per whole unit: %s" % o.get("split_all_units"))
 
     for r, oo in enumerate(outs):
         ls = oo.get("sketch_losses")
@@ -434,9 +432,9 @@ def main():
     check(all(oo.get("foreign_config") for oo in outs) and "config" in outs[1].get("foreign_config", ""),
           "another configuration on rank 1: both refuse, rank 1 names it: %r" % [oo.get("foreign_config") for oo in outs])
     check(all(oo.get("same_run_adopted") is True for oo in outs), "the same run's states load and keep its run id")
-    check(all("holds fsdp2:head:1280" in oo.get("other_layout", "") and "other apply_fsdp2" in oo.get("other_layout", "")
+    check(all("holds fsdp2:head.weight:1280" in oo.get("other_layout", "") and "other apply_fsdp2" in oo.get("other_layout", "")
               for oo in outs) and all(oo.get("same_layout_resumes") is True for oo in outs),
-          "a checkpoint of granularity='unit' loaded per parameter: both ranks refuse, naming the key; the same "
+          "a checkpoint of granularity='parameter' loaded per unit: both ranks refuse, naming the key; the same "
           "granularity resumes: %r" % [oo.get("other_layout") for oo in outs])
     return finish()
 

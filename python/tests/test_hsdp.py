@@ -120,13 +120,12 @@ def worker(rank, port, scratch):
 
 def main():
     outs = spawn(worker, "tagc_hsdp_", world=WORLD)
-    # compress="non-attention", granularity="parameter" (the defaults) on a shard of 2: a reducer per
-    # matrix, each linear's bias plain
-    parts = sorted(["hsdp:%s:%d" % (p, n) for p, n in (("emb.weight", 262144), ("body1.weight", 8192),
-                                                       ("body2.weight", 8192), ("head.weight", 640))]
+    # compress="non-attention", granularity="unit" (the defaults) on a shard of 2: a reducer for each
+    # unit's matrices, each linear's bias plain
+    parts = sorted(["hsdp::262144"] + ["hsdp:%s:%d" % (u, n) for u, n in (("body1", 8192), ("body2", 8192), ("head", 640))]
                    + ["hsdp:%s:%d:plain" % (u, n) for u, n in (("body1", 64), ("body2", 64), ("head", 5))])
-    check(outs[0].get("units") == parts, "across replicas, a reducer per matrix and one per unit for the plain "
-          "parameters: %s" % outs[0].get("units"))
+    check(outs[0].get("units") == parts, "across replicas, mixed units split into a compressed and a plain part: %s"
+          % outs[0].get("units"))
     for r, oo in enumerate(outs):
         check(oo.get("equal") is True, "rank %d: 2 x 2, packed at theta = 0 across replicas == FSDP2's native HSDP "
               "(max |diff| %s)" % (r, oo.get("maxdiff")))
