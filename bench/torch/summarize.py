@@ -83,6 +83,9 @@ def gnuplot(script):
 
 def main(folder, fsdp2=False):
     runs = [json.loads(l) for l in open(os.path.join(folder, "runs.jsonl")) if l.strip()]
+    for r in runs:  # tagc runs that name their split (fsdp2_bench --granularity) are told apart by it
+        if "granularity" in r:
+            r["config"] = "%s-%s" % (r["config"], r["granularity"])
     groups = {}
     for r in runs:
         groups.setdefault((r["rate"], r["config"]), []).append(r)
