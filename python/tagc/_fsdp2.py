@@ -41,6 +41,13 @@ def is_unit_name(name):
 _ATTENTION_INPUTS = frozenset(("qkv", "wqkv", "c_attn", "in_proj", "in_proj_weight", "q_proj", "k_proj",
                                "v_proj", "query", "key", "value", "query_key_value"))
 
+# The names a learned position embedding goes by (GPT-2's wpe, BERT's position_embeddings,
+# OPT's embed_positions, ViT's pos_embed, ...): not among the paper's non-attention linear
+# layers (the token embedding is: it is also the LM head), so compress="non-attention" sends
+# it plainly, as tagc-gpt2 does.
+_POSITION_EMBEDDINGS = frozenset(("wpe", "pos_emb", "pos_embed", "pos_embedding", "position_embedding",
+                                  "position_embeddings", "embed_positions", "positional_embedding"))
+
 COMPRESS_CHOICES = ("non-attention", "matrices", "all")
 
 
@@ -48,6 +55,12 @@ def is_attention_input(name):
     """Whether a parameter's qualified name names an attention input projection (its own
     name or its module's, e.g. blocks.0.qkv.weight, attn.in_proj_weight)."""
     return any(part.lower() in _ATTENTION_INPUTS for part in name.split(".")[-2:])
+
+
+def is_position_embedding(name):
+    """Whether a parameter's qualified name names a learned position embedding (its own
+    name or its module's, e.g. wpe.weight, embeddings.position_embeddings.weight)."""
+    return any(part.lower() in _POSITION_EMBEDDINGS for part in name.split(".")[-2:])
 
 
 def compress_predicate(compress):
@@ -60,7 +73,7 @@ def compress_predicate(compress):
     if compress == "matrices":
         return lambda name, p: p.dim() >= 2
     if compress == "non-attention":
-        return lambda name, p: p.dim() >= 2 and not is_attention_input(name)
+        return lambda name, p: p.dim() >= 2 and not is_attention_input(name) and not is_position_embedding(name)
     raise ValueError("tagc: compress=%r: want one of %s or a callable (name, parameter) -> bool"
                      % (compress, ", ".join(COMPRESS_CHOICES)))
 
@@ -295,8 +308,9 @@ def apply_fsdp2(module, state, compress="non-attention", granularity="unit"):
 
     compress: which parameters go through tagc; the others are reduced plainly (bf16 when
     the compressed values are bf16, else fp32) with no residual. "non-attention" (default):
-    matrices (2+ dimensions) except attention's input projections (is_attention_input),
-    the paper's choice and tagc-gpt2's --compress non-attention; "matrices": every matrix;
+    matrices (2+ dimensions) except attention's input projections (is_attention_input) and
+    position embeddings (is_position_embedding), the paper's choice and tagc-gpt2's
+    --compress non-attention; "matrices": every matrix;
     "all": every parameter, biases and norms included; or a callable (qualified name,
     parameter) -> bool, the same on every rank.
 

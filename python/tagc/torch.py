@@ -37,7 +37,7 @@ from . import _C
 from . import _dcp
 from . import _fsdp2
 
-__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "apply_hsdp", "is_attention_input", "dcp_state",
+__all__ = ["TagcState", "ddp_comm_hook", "fsdp_comm_hook", "apply_fsdp2", "apply_hsdp", "is_attention_input", "is_position_embedding", "dcp_state",
            "catalogue"]
 
 _STATE_VERSION = 1
@@ -554,4 +554,5 @@ def fsdp_comm_hook(state: TagcState, grad: torch.Tensor, output: torch.Tensor = 
 apply_fsdp2 = _fsdp2.apply_fsdp2
 apply_hsdp = _fsdp2.apply_hsdp
 is_attention_input = _fsdp2.is_attention_input
+is_position_embedding = _fsdp2.is_position_embedding
 dcp_state = _dcp.dcp_state

@@ -18,6 +18,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 import tagc.torch as tt
+from tagc import _fsdp2
 from four_units import EMB, Net, batch
 from two_ranks import (WORLD, backward_error_with_nan, check, check_same_error, finish, run_cases, run_resumable,
                        spawn)
@@ -362,6 +363,18 @@ def main():
                                                         "blocks.0.fc.weight", "blocks.0.attn_proj.weight", "wte.weight")}
     check(list(attention.values()) == [True] * 4 + [False] * 3,
           "attention's input projections are named as such, the output projection and the rest not: %s" % attention)
+    position = {n: tt.is_position_embedding(n) for n in ("wpe.weight", "transformer.wpe.weight",
+                                                         "embeddings.position_embeddings.weight",
+                                                         "decoder.embed_positions.weight", "wte.weight",
+                                                         "embeddings.word_embeddings.weight", "blocks.0.fc.weight")}
+    check(list(position.values()) == [True] * 4 + [False] * 3,
+          "position embeddings are named as such, token embeddings and the rest not: %s" % position)
+    chosen = _fsdp2.compress_predicate("non-attention")
+    matrix = torch.zeros(4, 4)
+    picked = {n: chosen(n, matrix) for n in ("wte.weight", "blocks.0.fc.weight", "wpe.weight", "blocks.0.qkv.weight")}
+    check(list(picked.values()) == [True, True, False, False] and not chosen("blocks.0.fc.bias", torch.zeros(4)),
+          "compress='non-attention' takes the token embedding and the linear layers, not the position embedding, "
+          "QKV or a bias: %s" % picked)
     check(o.get("split_units") == PARTS, "a reducer for a unit's matrices, one for its plain parameters: %s"
           % o.get("split_units"))
     check(o.get("split_param_units") == PARAM_PARTS, "granularity='parameter': one reducer per matrix: %s"

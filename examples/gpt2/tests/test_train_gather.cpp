@@ -40,6 +40,21 @@ Args g8(Args a) {
   return a;
 }
 
+// A TAGC run gathering in `coded` (g16 or g8) resumes bit-identically from its checkpoint,
+// and a resume gathering in `other` is refused, naming both.
+void check_resume_and_refusal(Args (*coded)(Args), const char* saved, const char* other) {
+  Args a = coded(tiny(2, 6));
+  a.compress = train::CompressMode::non_attention;
+  a.values = tagc::values_kind::packed_bf16;
+  a.index_bits = tagc::index_auto;
+  const std::string dir = (scratch() / ("ckpt_gather_" + std::string(saved))).string();
+  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
+  Args b = a;
+  b.gather_dtype = other;
+  const std::string refusal = std::string("--gather-dtype: ") + saved + " in the checkpoint, " + other + " in this run";
+  CHECK_THROWS_WITH(run(b, MPI_COMM_WORLD, 1, "", dir), doctest::Contains(refusal.c_str()));
+}
+
 }  // namespace
 
 TEST_CASE("gather bf16: the model computes with the rounded master weights; the master stays fp32") {
@@ -124,16 +139,7 @@ TEST_CASE("gather bf16: learns, differs from fp32, the same on 1 rank and with z
 }
 
 TEST_CASE("gather bf16: a checkpoint resumes bit-identically; another --gather-dtype is refused") {
-  Args a = g16(tiny(2, 6));
-  a.compress = train::CompressMode::non_attention;
-  a.values = tagc::values_kind::packed_bf16;
-  a.index_bits = tagc::index_auto;
-  const std::string dir = (scratch() / "ckpt_g16").string();
-  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
-  Args fp = a;
-  fp.gather_dtype = "fp32";
-  CHECK_THROWS_WITH(run(fp, MPI_COMM_WORLD, 1, "", dir),
-                    doctest::Contains("--gather-dtype: bf16 in the checkpoint, fp32 in this run"));
+  check_resume_and_refusal(g16, "bf16", "fp32");
 }
 
 TEST_CASE("gather int8: ~0.51x bf16's bytes, the master stays fp32, learns as fp32 does; resumes bit-identically") {
@@ -174,16 +180,7 @@ TEST_CASE("gather int8: ~0.51x bf16's bytes, the master stays fp32, learns as fp
     CHECK(std::isfinite(m.loss));
   }
 
-  Args a = g8(tiny(2, 6));
-  a.compress = train::CompressMode::non_attention;
-  a.values = tagc::values_kind::packed_bf16;
-  a.index_bits = tagc::index_auto;
-  const std::string dir = (scratch() / "ckpt_g8").string();
-  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, dir);
-  Args b = a;
-  b.gather_dtype = "bf16";
-  CHECK_THROWS_WITH(run(b, MPI_COMM_WORLD, 1, "", dir),
-                    doctest::Contains("--gather-dtype: int8 in the checkpoint, bf16 in this run"));
+  check_resume_and_refusal(g8, "int8", "bf16");
 }
 
 int main(int argc, char** argv) { return train_test::mpi_doctest_main(argc, argv); }

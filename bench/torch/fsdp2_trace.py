@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""fsdp2_bench.py with a per-step trace: rank 0 prints each step's loss (the mean over
+ranks) and the gradient norm before clipping, the two figures tagc-gpt2's step log
+(`--log`) records as `loss` and `grad_norm`, and stops after --trace-steps steps (default
+40; the lr and theta schedules stay those of --steps). With export_llmc.py's weights
+given to `tagc-gpt2 train --init-from`, the two trainers can be held against each other
+step by step. Takes fsdp2_bench.py's arguments, e.g.
+
+  python3 bench/torch/fsdp2_trace.py --trace-steps 40 --config tagc-routed --data DIR \\
+      --steps 500 --world 2 --depth 4 --warmup 25
+"""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fsdp2_bench  # noqa: E402
+from ddp_bench import launch  # noqa: E402
+
+_stop, _done = [40], [0]
+
+
+def traced_step(model, opt, x, y, lr=None):
+    """ddp_bench.train_step, printing the rank-mean loss and the unclipped norm."""
+    if lr is not None:
+        for g in opt.param_groups:
+            g["lr"] = lr
+    opt.zero_grad(set_to_none=True)
+    loss = model(x, y)
+    t_fwd = time.perf_counter()
+    loss.backward()
+    t_bwd = time.perf_counter()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    mean = loss.detach().clone()
+    dist.all_reduce(mean)
+    norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+    _done[0] += 1
+    if dist.get_rank() == 0:
+        print("trace step %d loss %.6f norm %.6f" % (_done[0], mean.item() / dist.get_world_size(), norm.item()),
+              flush=True)
+    if _done[0] >= _stop[0]:
+        dist.barrier()
+        os._exit(0)
+    return loss.item(), t_fwd, t_bwd, time.perf_counter()
+
+
+# Set at import, so that the spawned ranks (which import this module to find `worker`) trace too.
+fsdp2_bench.train_step = traced_step
+
+
+def worker(rank, a, port):
+    _stop[0] = a.trace_steps
+    return fsdp2_bench.worker(rank, a, port)
+
+
+def with_trace_steps(a, argv):
+    a.trace_steps = 40
+    if "--trace-steps" in argv:
+        a.trace_steps = int(argv[argv.index("--trace-steps") + 1])
+    return a
+
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    if "--trace-steps" in argv:  # ours; the rest are fsdp2_bench.py's
+        i = argv.index("--trace-steps")
+        sys.argv[1:] = argv[:i] + argv[i + 2:]
+    fsdp2_bench.launch = lambda _, a: launch(worker, with_trace_steps(a, argv))
+    fsdp2_bench.main()
