@@ -65,10 +65,11 @@ def lr_at(step, a):
     return a.lr_min + 0.5 * (a.lr - a.lr_min) * (1 + math.cos(math.pi * p))
 
 
-def train_step(model, opt, x, y, lr=None):
+def train_step(model, opt, x, y, lr=None, norms=None):
     """One training step of the benches: forward, backward, gradients clipped to norm 1,
     the optimizer (at `lr` when given). Returns the loss and time.perf_counter() at
-    forward's end, backward's end and the step's end."""
+    forward's end, backward's end and the step's end; appends the norm before clipping to
+    `norms` when given."""
     if lr is not None:
         for g in opt.param_groups:
             g["lr"] = lr
@@ -77,7 +78,9 @@ def train_step(model, opt, x, y, lr=None):
     t_fwd = time.perf_counter()
     loss.backward()
     t_bwd = time.perf_counter()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if norms is not None:
+        norms.append(norm.full_tensor().item() if hasattr(norm, "full_tensor") else norm.item())  # DTensor under FSDP2
     opt.step()
     loss = loss.item()
     return loss, t_fwd, t_bwd, time.perf_counter()

@@ -11,41 +11,31 @@ step by step. Takes fsdp2_bench.py's arguments, e.g.
 """
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fsdp2_bench  # noqa: E402
-from ddp_bench import launch  # noqa: E402
+from ddp_bench import launch, train_step  # noqa: E402
 
 _stop, _done = [40], [0]
 
 
 def traced_step(model, opt, x, y, lr=None):
     """ddp_bench.train_step, printing the rank-mean loss and the unclipped norm."""
-    if lr is not None:
-        for g in opt.param_groups:
-            g["lr"] = lr
-    opt.zero_grad(set_to_none=True)
-    loss = model(x, y)
-    t_fwd = time.perf_counter()
-    loss.backward()
-    t_bwd = time.perf_counter()
-    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-    mean = loss.detach().clone()
+    norms = []
+    loss, t_fwd, t_bwd, t_end = train_step(model, opt, x, y, lr, norms)
+    mean = torch.tensor([loss])
     dist.all_reduce(mean)
-    norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
     _done[0] += 1
     if dist.get_rank() == 0:
-        print("trace step %d loss %.6f norm %.6f" % (_done[0], mean.item() / dist.get_world_size(), norm.item()),
+        print("trace step %d loss %.6f norm %.6f" % (_done[0], mean.item() / dist.get_world_size(), norms[0]),
               flush=True)
     if _done[0] >= _stop[0]:
         dist.barrier()
         os._exit(0)
-    return loss.item(), t_fwd, t_bwd, time.perf_counter()
+    return loss, t_fwd, t_bwd, t_end
 
 
 # Set at import, so that the spawned ranks (which import this module to find `worker`) trace too.
