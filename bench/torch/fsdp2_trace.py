@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fsdp2_bench  # noqa: E402
 from ddp_bench import launch, train_step  # noqa: E402
 
-_stop, _done = [40], [0]
+_stop, _done = [0], [0]  # steps to trace (set in each rank from --trace-steps), steps done
 
 
 def traced_step(model, opt, x, y, lr=None):
@@ -47,17 +47,15 @@ def worker(rank, a, port):
     return fsdp2_bench.worker(rank, a, port)
 
 
-def with_trace_steps(a, argv):
-    a.trace_steps = 40
-    if "--trace-steps" in argv:
-        a.trace_steps = int(argv[argv.index("--trace-steps") + 1])
-    return a
-
-
 if __name__ == "__main__":
-    argv = sys.argv[1:]
+    argv, trace_steps = sys.argv[1:], 40
     if "--trace-steps" in argv:  # ours; the rest are fsdp2_bench.py's
         i = argv.index("--trace-steps")
-        sys.argv[1:] = argv[:i] + argv[i + 2:]
-    fsdp2_bench.launch = lambda _, a: launch(worker, with_trace_steps(a, argv))
+        trace_steps, sys.argv[1:] = int(argv[i + 1]), argv[:i] + argv[i + 2:]
+
+    def launch_traced(_, a):
+        a.trace_steps = trace_steps
+        return launch(worker, a)
+
+    fsdp2_bench.launch = launch_traced
     fsdp2_bench.main()
