@@ -12,7 +12,6 @@ routed=(--compress non-attention --values packed-bf16 --index-bits routed --spar
 for steps in 500 1000; do
   T=build-torch/bench-tokens-spread-$((steps * 512 + 1))   # fsdp2_run.sh tokenizes these (one epoch)
   for init in pt 1337 1 2; do
-    [[ $steps == 1000 && ($init == 1337 || $init == 2) ]] && continue
     if [[ $init == pt ]]; then src=(--init-from build-torch/pt-d4.bin --seed 1337); else src=(--model d4 --seed "$init"); fi
     common=(train "${src[@]}" --B 4 --T 64 --lr 1e-3 --warmup 25 --schedule cosine --lr-min 1e-4 --clip 1.0
             --val-batches 8 --steps "$steps" --val-every 250 --train-data "$T/train.bin" --val-data "$T/val.bin")
