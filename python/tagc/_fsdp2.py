@@ -51,16 +51,21 @@ _POSITION_EMBEDDINGS = frozenset(("wpe", "pos_emb", "pos_embed", "pos_embedding"
 COMPRESS_CHOICES = ("non-attention", "matrices", "all")
 
 
+def _named_one_of(name, names):
+    """Whether a qualified parameter name's own name or its module's is among `names`."""
+    return any(part.lower() in names for part in name.split(".")[-2:])
+
+
 def is_attention_input(name):
     """Whether a parameter's qualified name names an attention input projection (its own
     name or its module's, e.g. blocks.0.qkv.weight, attn.in_proj_weight)."""
-    return any(part.lower() in _ATTENTION_INPUTS for part in name.split(".")[-2:])
+    return _named_one_of(name, _ATTENTION_INPUTS)
 
 
 def is_position_embedding(name):
     """Whether a parameter's qualified name names a learned position embedding (its own
     name or its module's, e.g. wpe.weight, embeddings.position_embeddings.weight)."""
-    return any(part.lower() in _POSITION_EMBEDDINGS for part in name.split(".")[-2:])
+    return _named_one_of(name, _POSITION_EMBEDDINGS)
 
 
 def compress_predicate(compress):

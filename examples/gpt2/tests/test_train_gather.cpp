@@ -40,10 +40,11 @@ Args g8(Args a) {
   return a;
 }
 
-// A TAGC run gathering in `coded` (g16 or g8) resumes bit-identically from its checkpoint,
-// and a resume gathering in `other` is refused, naming both.
-void check_resume_and_refusal(Args (*coded)(Args), const char* saved, const char* other) {
-  Args a = coded(tiny(2, 6));
+// A TAGC run gathering in `saved` resumes bit-identically from its checkpoint, and a resume
+// gathering in `other` is refused, naming both.
+void check_resume_and_refusal(const char* saved, const char* other) {
+  Args a = tiny(2, 6);
+  a.gather_dtype = saved;
   a.compress = train::CompressMode::non_attention;
   a.values = tagc::values_kind::packed_bf16;
   a.index_bits = tagc::index_auto;
@@ -139,7 +140,7 @@ TEST_CASE("gather bf16: learns, differs from fp32, the same on 1 rank and with z
 }
 
 TEST_CASE("gather bf16: a checkpoint resumes bit-identically; another --gather-dtype is refused") {
-  check_resume_and_refusal(g16, "bf16", "fp32");
+  check_resume_and_refusal("bf16", "fp32");
 }
 
 TEST_CASE("gather int8: ~0.51x bf16's bytes, the master stays fp32, learns as fp32 does; resumes bit-identically") {
@@ -180,7 +181,7 @@ TEST_CASE("gather int8: ~0.51x bf16's bytes, the master stays fp32, learns as fp
     CHECK(std::isfinite(m.loss));
   }
 
-  check_resume_and_refusal(g8, "int8", "bf16");
+  check_resume_and_refusal("int8", "bf16");
 }
 
 int main(int argc, char** argv) { return train_test::mpi_doctest_main(argc, argv); }
