@@ -17,10 +17,11 @@
 //                       target; tagc::gathered_index_cross_bits: M lists plus the values at
 //                       the union, which grows with M), or every node's own k sent to the
 //                       shards' owners (RoutedIndexPolicy: the gathered index's sums,
-//                       tagc::routed_index_cross_bits, independent of M; sharded rows only,
-//                       as an all-reduce has no owners)
+//                       tagc::routed_index_cross_bits, independent of M; the hsdp rows add
+//                       each owner's broadcast of its sums, the union of the M selections:
+//                       tagc::routed_all_reduce_cross_bits)
 //   --union-2 U, --union-growth A
-//                       gathered: the union of the M nodes' selections over k, modelled as
+//                       gathered and routed hsdp: the union of the M nodes' selections over k, modelled as
 //                       min(M, U x (M/2)^A) from the sweep in docs/results.md (defaults
 //                       there); measured up to 16 nodes, extrapolated beyond
 //   --tagc-bits B       instead of --theta: bits per compressed parameter across nodes, in the
@@ -107,9 +108,11 @@ int main(int argc, char** argv) {
   // bits per compressed parameter across M nodes (the cost model's convention)
   const auto tagc_bits = [&](int nodes, bool sharded) {
     if (given_bits >= 0.0) return given_bits;
-    if (routed_index) return tagc::routed_index_cross_bits(1.0 - theta);
-    if (!gathered_index) return tagc::shared_selection_cross_bits(1.0 - theta);
+    if (!gathered_index && !routed_index) return tagc::shared_selection_cross_bits(1.0 - theta);
     const double union_ratio = tagc::gathered_union_ratio(nodes, union_2, union_growth);
+    if (routed_index)
+      return sharded ? tagc::routed_index_cross_bits(1.0 - theta)
+                     : tagc::routed_all_reduce_cross_bits(1.0 - theta, union_ratio);
     return tagc::gathered_index_cross_bits(1.0 - theta, nodes, union_ratio, 16.0, sharded);
   };
   const double codec = flag(argc, argv, "--codec-gbs", 100.0) * 1e9;
@@ -131,17 +134,19 @@ int main(int argc, char** argv) {
   const tagc::codec_model codec_m{.compress_bytes_per_second = codec, .decode_bytes_per_second = codec};
   std::printf("layout,gpus,nodes,gbit_per_node,tagc_bits,bf16_grad_s,tagc_grad_s,gather_s,bf16_step_s,tagc_step_s,speedup\n");
   for (const bool hsdp : {false, true}) {
-    if (hsdp && routed_index) continue;  // routed entries need owners: no all-reduce
     for (const double gbit : {10.0, 25.0, 100.0}) {
       const tagc::link_model node_link{.bytes_per_second = gbit * 1e9 / 8.0, .latency_seconds = 50e-6};
       for (const int gpus : {64, 128, 256, 512, 1024}) {
         const int nodes = gpus / per_node;
         const double bits = tagc_bits(nodes, !hsdp);
+        // the collectives a compressed call issues: check, index and values (and a count),
+        // routed in an all-reduce also the owners' counts and a broadcast per owner
+        const int collectives = tagc::reducer_collectives + (hsdp && routed_index ? 1 + nodes : 0);
         const auto estimate = [&](double n) {
           return hsdp ? tagc::estimate_two_level_all_reduce(std::size_t(n), nodes, per_node, 16.0, bits, nvlink,
-                                                            node_link, codec_m)
+                                                            node_link, codec_m, collectives)
                       : tagc::estimate_two_level_reduce_scatter(std::size_t(n), nodes, per_node, 16.0, bits,
-                                                                nvlink, node_link, codec_m);
+                                                                nvlink, node_link, codec_m, collectives);
         };
         const double bf16_grad = estimate(m::params).dense_seconds;
         const double tagc_grad = estimate(plain).dense_seconds + estimate(m::compressed).compressed_seconds;

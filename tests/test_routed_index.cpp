@@ -7,8 +7,11 @@
 // routed_index_cross_bits predicts them; a call keeping over a third
 // of the buffer (bf16) reduce-scatters the buffer instead; theta 0 is the dense sum;
 // inputs = delivered + residuals; a saved state resumes bit for bit; refusals for a
-// replicated call, a rank that gathers beside one that routes, and a communicator
-// without all_to_all_v.
+// rank that gathers beside one that routes, and a communicator without all_to_all_v.
+// An all-reduce (replicated): every rank the same whole buffer, with fp32 values the
+// gathered index's all-reduce and the routed reduce-scatter's shards bit for bit, with
+// bf16 values those sums rounded once; the owners' shared sums counted as sent and
+// priced by routed_all_reduce_cross_bits.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -172,33 +175,162 @@ TEST_CASE_TEMPLATE("routed: conservation, inputs = delivered + residuals; k smal
     CAPTURE(world);
     CAPTURE(n);
     const int steps = 6;
-    const auto rec = simulate<R>(world, n, theta, steps, random_input(n, 21), topology::sharded, op);
-    REQUIRE(rec.failures.empty());
-    const double scale = op == reduce_op::mean ? double(world) : 1.0;
-    std::vector<double> in(n, 0.0), got(n, 0.0);
-    for (int t = 0; t < steps; ++t) {
+    for (const topology topo : {topology::sharded, topology::replicated}) {
+      CAPTURE(int(topo));
+      const auto rec = simulate<R>(world, n, theta, steps, random_input(n, 21), topo, op);
+      REQUIRE(rec.failures.empty());
+      const double scale = op == reduce_op::mean ? double(world) : 1.0;
+      std::vector<double> in(n, 0.0), got(n, 0.0);
+      for (int t = 0; t < steps; ++t) {
+        for (int r = 0; r < world; ++r)
+          for (std::size_t i = 0; i < n; ++i) in[i] += rec.in[std::size_t(r)][std::size_t(t)][i];
+        const auto d = delivered_at(rec, world, n, t, topo);
+        for (std::size_t i = 0; i < n; ++i) got[i] += d[i] * scale;
+      }
       for (int r = 0; r < world; ++r)
-        for (std::size_t i = 0; i < n; ++i) in[i] += rec.in[std::size_t(r)][std::size_t(t)][i];
-      const auto d = delivered_at(rec, world, n, t);
-      for (std::size_t i = 0; i < n; ++i) got[i] += d[i] * scale;
+        for (std::size_t i = 0; i < n; ++i) got[i] += rec.residual[std::size_t(r)][i];
+      // bf16 all-reduced: the owners' sums are rounded once more on the way to every rank
+      const bool rounded = topo == topology::replicated && std::is_same_v<R, routed_bf16>;
+      const double tol = (rounded ? 1e-2 : 1e-5) * max_abs(in);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) bad += std::fabs(got[i] - in[i]) > tol;
+      CHECK(bad == 0);
     }
-    for (int r = 0; r < world; ++r)
-      for (std::size_t i = 0; i < n; ++i) got[i] += rec.residual[std::size_t(r)][i];
-    const double tol = 1e-5 * max_abs(in);
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < n; ++i) bad += std::fabs(got[i] - in[i]) > tol;
-    CHECK(bad == 0);
   }
 }
 
-TEST_CASE("routed: save and load in the middle resume bit for bit") {
+TEST_CASE("routed: save and load in the middle resume bit for bit, reduce-scatter and all-reduce") {
   const int world = 4, first = 3, second = 4;
-  const auto args_for = [&](int r) {
-    reducer_arguments a{.length = 9001, .world_size = world, .rank = r, .sparsity = 0.98};
-    a.schedule = {.warmup_steps = 5, .start = 0.5};
-    return a;
-  };
-  expect_resumed_exactly(resume_in_the_middle<routed_bf16>(world, args_for, first, second, 9), first);
+  for (const topology topo : {topology::sharded, topology::replicated}) {
+    CAPTURE(int(topo));
+    const auto args_for = [&](int r) {
+      reducer_arguments a{.length = 9001, .world_size = world, .rank = r, .topo = topo, .sparsity = 0.98};
+      a.schedule = {.warmup_steps = 5, .start = 0.5};
+      return a;
+    };
+    expect_resumed_exactly(resume_in_the_middle<routed_bf16>(world, args_for, first, second, 9), first);
+  }
+}
+
+TEST_CASE("routed all-reduce: every rank the same buffer; fp32 the gathered all-reduce's and the routed shards' sums") {
+  for (const auto& [world, n, theta] : {std::tuple{2, std::size_t(5000), 0.9}, std::tuple{4, std::size_t(40000), 0.99},
+                                        std::tuple{3, std::size_t(4001), 0.875}, std::tuple{5, std::size_t(400), 0.995},
+                                        std::tuple{7, std::size_t(10), 0.9}}) {  // last: regions past the end are empty
+    CAPTURE(world);
+    CAPTURE(n);
+    const int steps = 4;
+    const auto ours = simulate<routed_f32>(world, n, theta, steps, random_input(n, 29), topology::replicated);
+    const auto gathered = simulate<gathered_f32>(world, n, theta, steps, random_input(n, 29), topology::replicated);
+    const auto shards = simulate<routed_f32>(world, n, theta, steps, random_input(n, 29));
+    REQUIRE(ours.failures.empty());
+    REQUIRE(gathered.failures.empty());
+    REQUIRE(shards.failures.empty());
+    for (int t = 0; t < steps; ++t) {
+      CAPTURE(t);
+      for (int r = 1; r < world; ++r) CHECK(ours.out[std::size_t(r)][std::size_t(t)] == ours.out[0][std::size_t(t)]);
+      const auto d = delivered_at(ours, world, n, t, topology::replicated);
+      CHECK(d == delivered_at(gathered, world, n, t, topology::replicated));
+      CHECK(d == delivered_at(shards, world, n, t));
+      // what every rank received: the owners' nonzero sums, as entries
+      CHECK(ours.stats[0][std::size_t(t)].index_bits == 32);
+      std::size_t nonzero = 0;
+      for (double x : d) nonzero += x != 0.0;
+      CHECK(ours.stats[0][std::size_t(t)].support == nonzero);
+    }
+    for (int r = 0; r < world; ++r) CHECK(ours.residual[std::size_t(r)] == shards.residual[std::size_t(r)]);
+  }
+}
+
+TEST_CASE("routed all-reduce: bf16 values deliver the owners' float sums rounded to bf16 once, on every rank") {
+  const int world = 4, steps = 3;
+  const std::size_t n = 40000;
+  const auto ours = simulate<routed_bf16>(world, n, 0.9875, steps, random_input(n, 31), topology::replicated);
+  const auto shards = simulate<routed_bf16>(world, n, 0.9875, steps, random_input(n, 31));
+  REQUIRE(ours.failures.empty());
+  REQUIRE(shards.failures.empty());
+  for (int t = 0; t < steps; ++t) {
+    CAPTURE(t);
+    const auto want = delivered_at(shards, world, n, t);
+    std::size_t off = 0, support = 0;
+    for (int r = 0; r < world; ++r)
+      for (std::size_t i = 0; i < n; ++i) off += ours.out[std::size_t(r)][std::size_t(t)][i] != float(bfloat16(float(want[i])));
+    for (double x : want) support += x != 0.0;
+    CHECK(off == 0);
+    CHECK(support > 0);
+  }
+  for (int r = 0; r < world; ++r) CHECK(ours.residual[std::size_t(r)] == shards.residual[std::size_t(r)]);
+}
+
+TEST_CASE("routed all-reduce: the picks and the owners' shared sums are what the communicator counts") {
+  const std::size_t n = 1 << 16;
+  const double theta = 0.99;
+  const std::size_t entry = sizeof(std::uint32_t) + sizeof(bfloat16);
+  for (int world : {2, 4, 8}) {
+    CAPTURE(world);
+    std::mutex m;
+    std::vector<double> counted(static_cast<std::size_t>(world)), reported(static_cast<std::size_t>(world));
+    on_ranks(world, [&](local_communicator& inner) {
+      counting_communicator<local_communicator> comm(inner);
+      const int r = comm.rank();
+      routed_bf16 red;
+      REQUIRE(red.initialize({.length = n, .world_size = world, .rank = r, .topo = topology::replicated, .sparsity = theta}).ok());
+      std::vector<float> out(red.output_size());
+      REQUIRE(out.size() == n);
+      double sum = 0.0;
+      for (int t = 0; t < 3; ++t) {
+        reduce_stats s;
+        const auto g = gradient(n, 7, r, t);
+        REQUIRE(red.all_reduce(comm, std::span<const float>(g), std::span<float>(out), &s).ok());
+        CHECK(s.index_bits == 32);
+        // the owners' union, broadcast: (N - 1) / N of it per rank, 4 + 2 bytes an entry
+        std::size_t nonzero = 0;
+        for (float x : out) nonzero += x != 0.0f;
+        CHECK(s.support == nonzero);
+        CHECK(nonzero >= s.kept);  // at least this rank's own picks
+        const double ring = double(world - 1) / double(world);
+        const double shared = ring * double(nonzero * entry) + double(world - 1) * 8.0;
+        const double picks = s.index_bytes + s.value_bytes - shared - double(world - 1) * 8.0;
+        CHECK(picks <= double(s.kept * entry) + 1e-6);
+        CHECK(picks >= 0.5 * ring * double(s.kept * entry));
+        // the cost model, given the union over k (random gradients load the owners evenly)
+        const double k = double(s.kept), model_bits = routed_all_reduce_cross_bits(k / double(n), double(nonzero) / k);
+        CHECK(picks + shared - double(world - 1) * 8.0 == doctest::Approx(ring * double(n) * model_bits / 8.0).epsilon(0.05));
+        sum += s.index_bytes + s.value_bytes;
+      }
+      const double check_bytes = comm.counters()[collective::all_gather].bytes_sent -
+                                 3.0 * double(world - 1) * 8.0;  // the agreement check (the owners' counts left out)
+      std::lock_guard lk(m);
+      counted[std::size_t(r)] = comm.counters().total_bytes_sent() - check_bytes;
+      reported[std::size_t(r)] = sum;
+    });
+    for (int r = 0; r < world; ++r) CHECK(counted[std::size_t(r)] == doctest::Approx(reported[std::size_t(r)]));
+  }
+}
+
+TEST_CASE("routed all-reduce: theta 0 and picks over a quarter of the buffer's bytes all-reduce the buffer") {
+  const int world = 3;
+  const std::size_t n = 1001;
+  const auto rec = simulate<routed_f32>(world, n, 0.0, 2, random_input(n, 3), topology::replicated);
+  REQUIRE(rec.failures.empty());
+  for (int t = 0; t < 2; ++t) {
+    for (std::size_t i = 0; i < n; ++i) {
+      float want = rec.in[0][std::size_t(t)][i];
+      for (int r = 1; r < world; ++r) want += rec.in[std::size_t(r)][std::size_t(t)][i];
+      for (int r = 0; r < world; ++r)
+        if (rec.out[std::size_t(r)][std::size_t(t)][i] != want) FAIL("rank " << r << " step " << t << " entry " << i);
+    }
+    CHECK(rec.stats[0][std::size_t(t)].index_bytes == 0.0);
+  }
+  // bf16: 6 bytes an entry, a quarter of the buffer's 2 per element: from k = n / 12 on
+  const std::size_t big = 30000;
+  const auto buf = simulate<routed_bf16>(world, big, 0.9, 1, random_input(big, 5), topology::replicated);  // 10 %
+  const auto ent = simulate<routed_bf16>(world, big, 0.93, 1, random_input(big, 5), topology::replicated);  // 7 %
+  REQUIRE(buf.failures.empty());
+  REQUIRE(ent.failures.empty());
+  CHECK(buf.stats[0][0].index_bytes == 0.0);
+  CHECK(buf.stats[0][0].value_bytes == doctest::Approx(double(big) * 2.0 * 2.0 * (world - 1) / world));
+  CHECK(ent.stats[0][0].index_bits == 32);
+  CHECK(buf.out[1][0] == buf.out[0][0]);
 }
 
 namespace {
@@ -217,12 +349,7 @@ struct no_routing {
 static_assert(communicator<no_routing> && !routing_communicator<no_routing>);
 }  // namespace
 
-TEST_CASE("routed: refused alike on every rank: replicated, beside a gathering rank, without all_to_all_v") {
-  routed_f32 rep;
-  const status s = rep.initialize({.length = 100, .world_size = 2, .rank = 0, .topo = topology::replicated});
-  CHECK(s.code() == errc::invalid_argument);
-  CHECK_MESSAGE(s.message().find("has no owners") != std::string::npos, s.message());
-
+TEST_CASE("routed: refused alike on every rank: beside a gathering rank, without all_to_all_v") {
   const std::size_t n = 4096;
   const auto mixed = statuses_on_ranks(2, [&](local_communicator& comm) -> status {
     const int r = comm.rank();

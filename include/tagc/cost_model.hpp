@@ -3,7 +3,7 @@
 //          tagc::estimate_reduce_scatter, tagc::estimate_two_level_reduce_scatter,
 //          tagc::estimate_two_level_all_reduce, tagc::shared_selection_cross_bits,
 //          tagc::gathered_index_cross_bits, tagc::gathered_union_ratio,
-//          tagc::routed_index_cross_bits —
+//          tagc::routed_index_cross_bits, tagc::routed_all_reduce_cross_bits —
 //          does compressing this unit pay (flat, or across nodes only)?
 //
 // The paper found compressing every layer *slower* than compressing none: small
@@ -164,10 +164,22 @@ inline double gathered_index_cross_bits(double density, int nodes, double union_
 // shards are evenly loaded), and a count per peer (left out); a call whose entries would
 // outweigh the buffer reduce-scatters the buffer instead (value_bits). Independent of M:
 //   bits = min((32 + value_bits) * density, value_bits)
-// Sharded only (an all-reduce has no owners). tests/test_routed_index.cpp holds it to the
-// bytes the reducer reports.
+// tests/test_routed_index.cpp holds it to the bytes the reducer reports.
 inline double routed_index_cross_bits(double density, double value_bits = 16.0) {
   return std::min((32.0 + value_bits) * density, value_bits);
+}
+
+// The routed index in an all-reduce (HSDP across nodes): the entries go to their owners
+// as above, then each owner broadcasts its nonzero sums as entries, so every node
+// receives (M-1)/M of the union of the M selections, `union_ratio` * k entries
+// (gathered_union_ratio): the picks' bytes do not grow with M, the union's do. A call
+// whose picks pass a quarter of the buffer's bytes all-reduces the buffer (2 value_bits).
+//   bits = (32 + value_bits) * density * (1 + union_ratio)
+// (the counts, 64 bits per peer twice, are left out). tests/test_routed_index.cpp holds
+// it to the bytes the reducer reports.
+inline double routed_all_reduce_cross_bits(double density, double union_ratio, double value_bits = 16.0) {
+  const double entries = (32.0 + value_bits) * density;
+  return entries > value_bits / 4.0 ? 2.0 * value_bits : entries * (1.0 + union_ratio);
 }
 
 // The union of M nodes' own selections over k, modelled as union_at_two * (M/2)^growth

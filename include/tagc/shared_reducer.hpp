@@ -22,7 +22,9 @@
 //             selection holds over half the buffer lays them out in the buffer and
 //             reduce-scatters it instead (fewer bytes, the same sums: buffer_exchange)
 //             routed: every rank sends its picks as (offset, value) entries to
-//             their shards' owners, which add them (stage/routed_exchange.hpp)
+//             their shards' owners, which add them (stage/routed_exchange.hpp); an
+//             all-reduce cuts the buffer into N owners' regions and each owner then
+//             broadcasts its nonzero sums, so every rank writes the whole buffer
 //   output    each rank writes its shard (or the whole buffer) from the sums, zeros elsewhere
 //   residual  residual = acc, except where this rank sent (the shared positions;
 //             gathered and routed: its own picks; theta 0: everywhere): acc - wire(acc)
@@ -148,7 +150,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     acc_.assign(args.length, 0.0f);
     const std::size_t slots = most_slots(args, capacity);
     values_.assign(value_words(p, slots), wire_t(0.0f));
-    shard_sums_.assign(buffer_exchange(p, slots) ? p.lay.shard_size : 0, wire_t(0.0f));
+    shard_sums_.assign(sharded_buffer(p, slots) ? p.lay.shard_size : 0, wire_t(0.0f));
     counters_.assign(n_counters, 0ull);
     const auto initialize_stages = [&]() -> status {
       TAGC_TRY(agreement_.initialize(p, exec));
@@ -185,7 +187,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     const stage::reducer_plan p = plan_for(args);
     const std::size_t capacity = capacity_for(args);
     const std::size_t slots = most_slots(args, capacity);
-    const std::size_t sums = buffer_exchange(p, slots) ? p.lay.shard_size : 0;
+    const std::size_t sums = sharded_buffer(p, slots) ? p.lay.shard_size : 0;
     return args.length * (sizeof(residual_t) + sizeof(float)) + (value_words(p, slots) + sums) * sizeof(wire_t) +
            n_counters * sizeof(unsigned long long) + agreement_stage::workspace_bytes_for(p) +
            selection_stage::workspace_bytes_for(p, capacity, rule, picks_per_k(args.world_size)) +
@@ -275,17 +277,30 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
   // (measured: sending every position instead, nothing held back, made the transition
   // out of a dense-start warm-up cost quality, docs/results.md, Scaling). Every rank
   // decides alike from the selection's size. (An all-reduce of the buffer would cost
-  // more than the selection's: replicated calls never do it.)
-  // Routed, the picks travel as entries of 4 + sizeof(value) bytes instead, so the buffer
-  // costs less once they hold over sizeof(value) / (4 + sizeof(value)) of it.
+  // more than the selection's, which every rank sends at the same positions: replicated
+  // calls of a leader's, pooled or gathered selection never do it.)
+  // Routed, the picks travel as entries of 4 + sizeof(value) bytes instead (routed_capacity).
   static bool buffer_exchange(const stage::reducer_plan& p, std::size_t slots) {
+    if constexpr (routed) return slots > routed_entries_at_most(p);
     if (p.args.topo != topology::sharded) return false;
-    if constexpr (routed) return slots * routing_stage::entry_bytes > padded_length(p) * sizeof(wire_t);
-    else return 2 * slots > padded_length(p);
+    return 2 * slots > padded_length(p);
+  }
+  static bool sharded_buffer(const stage::reducer_plan& p, std::size_t slots) {
+    return p.args.topo == topology::sharded && buffer_exchange(p, slots);
   }
   // The most picks a routed call sends as entries: beyond, its calls exchange the buffer.
+  // Sharded, the entries and the buffer's reduce-scatter both send (N - 1) / N of theirs,
+  // so entries while they are fewer bytes than the buffer. Replicated, the buffer is
+  // all-reduced (2 (N - 1) / N of it) and the entries cost the picks and then the owners'
+  // union (N - 1) / N, which is 1.7 to 6 times the picks (2 to 16 ranks, docs/results.md):
+  // entries while the picks are under a quarter of the buffer's bytes.
+  static std::size_t routed_entries_at_most(const stage::reducer_plan& p) {
+    const std::size_t buffer = padded_length(p) * sizeof(wire_t);
+    return p.args.topo == topology::sharded ? buffer / routing_stage::entry_bytes
+                                            : buffer / (4 * routing_stage::entry_bytes);
+  }
   static std::size_t routed_capacity(const stage::reducer_plan& p, std::size_t capacity) {
-    return std::min(capacity, padded_length(p) * sizeof(wire_t) / routing_stage::entry_bytes);
+    return std::min(capacity, routed_entries_at_most(p));
   }
   // A call keeping k >= n selects every position: a sharded one needs no selection at all.
   bool dense_buffer_call(std::size_t k) const { return k >= args_.length && buffer_exchange(plan_, args_.length); }
@@ -403,9 +418,13 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
         launch_(slots, detail::pack_in_buffer<wire_t>{acc, pos, n, values, own});
       }
       clock.mark(&S::sketch);
-      TAGC_TRY(detail::in_phase(comm.reduce_scatter(std::span<const wire_t>(values, padded),
-                                                    std::span<wire_t>(detail::raw(shard_sums_), shard_sums_.size())),
-                                "value exchange (reduce-scatter of the buffer: the selection held over half of it)"));
+      if (args_.topo == topology::sharded)
+        TAGC_TRY(detail::in_phase(comm.reduce_scatter(std::span<const wire_t>(values, padded),
+                                                      std::span<wire_t>(detail::raw(shard_sums_), shard_sums_.size())),
+                                  "value exchange (reduce-scatter of the buffer: the selection held over half of it)"));
+      else  // routed: picks too many to send as entries
+        TAGC_TRY(detail::in_phase(comm.all_reduce(std::span<const wire_t>(values, padded), std::span<wire_t>(values, padded)),
+                                  "value exchange (all-reduce of the buffer: the picks held over a quarter of its bytes)"));
     } else if constexpr (routed) {
       clock.mark(&S::sketch);
       TAGC_TRY(route(comm, acc, pos, slots, out, scale));
@@ -428,7 +447,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
           launch_, slots, detail::above_at_shared{acc, pos, n, selection_.threshold_bits()});
     }
     if (in_buffer) {
-      launch_(out.size(), detail::unpack_buffer<wire_t>{detail::raw(shard_sums_), scale, out.data()});
+      const wire_t* sums = sharded ? detail::raw(shard_sums_) : values;
+      launch_(out.size(), detail::unpack_buffer<wire_t>{sums, scale, out.data()});
     } else if (!routed) {
       thrust::fill(launch_.exec.policy(), out.data(), out.data() + out.size(), 0.0f);
       launch_(slots, detail::unpack_shared<wire_t>{pos, values, n, first, out.size(), scale, out.data()});
@@ -480,7 +500,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     std::size_t k, picks, slots;  // slots: the selection's positions
     bool dense;                   // every position, no selection (dense_buffer_call): the counts are
                                   // the buffer's and this rank's extent [first, first + extent)
-    bool in_buffer;               // the values reduce-scattered in the padded buffer (buffer_exchange)
+    bool in_buffer;               // the values reduce-scattered (all-reduced) in the padded buffer (buffer_exchange)
     std::size_t first, extent;
     std::size_t above, above_shared;
   };
@@ -515,14 +535,18 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
                                                   : 1;
     s.exact_index = true;
     s.index_popcount = dense ? 0 : counts[1];  // the positions the selection named
-    s.support = entries ? routing_.last().received : counts[3] - counts[2];
+    // what this rank's output holds: its shard's entries, or (replicated) every owner's sums
+    s.support = !entries                           ? counts[3] - counts[2]
+                : args_.topo == topology::sharded ? routing_.last().received
+                                                   : routing_.last().shared;
     s.peeled = s.support;
     s.packed_slots = in_buffer ? padded_length(plan_) : slots;
     s.value_type_bytes = int(sizeof(wire_t));
     s.residual_bytes = residual_bytes();
     s.control_bytes = agreement_bytes_sent(args_.check_inputs, agreement_stage::bytes_per_rank(), world);
     s.index_bytes = !positions_sent ? 0.0 : entries ? routing_.index_bytes_sent() : selection_.index_bytes_sent(k, pooled, picks);
-    s.value_bytes = in_buffer ? ring_bytes_sent(collective::reduce_scatter, double(padded_length(plan_) * sizeof(wire_t)), world)
+    const collective buffer_collective = args_.topo == topology::sharded ? collective::reduce_scatter : collective::all_reduce;
+    s.value_bytes = in_buffer ? ring_bytes_sent(buffer_collective, double(padded_length(plan_) * sizeof(wire_t)), world)
                     : entries ? routing_.value_bytes_sent()
                               : ring_bytes_sent(collective::all_reduce, double(slots * sizeof(wire_t)), world);
     return {};

@@ -169,8 +169,9 @@ class TagcState:
       for many of them), index_bits="gathered" (index_bits="exact"'s sums with every rank's
       positions all-gathered as lists: fewer bytes at a few ranks or replicas, growing with them),
       index_bits="routed" (the same sums, every rank's own top-k sent to the shards' owners
-      as entries: bytes independent of the ranks; a reduce-scatter only, FSDP2's, not an
-      all-reduce hook) or index_bits="shared" (one selection, a rotating leader's top-k);
+      as entries: its picks' bytes independent of the ranks; in an all-reduce hook each
+      owner then broadcasts its summed part, the union of the ranks' picks, which grows
+      with them) or index_bits="shared" (one selection, a rotating leader's top-k);
       "dense" is an uncompressed fp32 all-reduce through the hook's machinery (to
       measure the hook's own cost).
     sparsity: theta, the fraction of entries kept back per call (None: the paper's
@@ -219,12 +220,9 @@ class TagcState:
                            sparsity_start=float(sparsity_start), min_compress_numel=int(min_compress_numel))
         if self.config["min_compress_numel"] < 0:
             raise ValueError("tagc: min_compress_numel %d is negative" % self.config["min_compress_numel"])
-        # Refuse a configuration the world cannot run before the first backward. A routed index
-        # needs the shards' owners (FSDP2's reduce-scatter); an all-reduce hook refuses it when
-        # it builds its reducers, on every rank alike.
+        # Refuse a configuration the world cannot run before the first backward.
         if self.config["values"] != "dense":
-            topology = "sharded" if self.config["index"] == "routed" else "replicated"
-            _C.can_implement(self.config, 1, self.world_size, self.rank, topology)
+            _C.can_implement(self.config, 1, self.world_size, self.rank, "replicated")
         self._group = _private_group(self.process_group)
         # This run's identity: rank 0's random draw, agreed by a MAX all-reduce. A checkpoint
         # carries it, so ranks that load states of different runs are refused together.

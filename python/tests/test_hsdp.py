@@ -77,6 +77,19 @@ def case_shared(rank, out):
     out["shared_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
 
 
+def case_routed(rank, out):
+    """The routed index across replicas (each replica's picks to the owners, then each owner's
+    sums to every replica): at theta = 0 == FSDP2's native HSDP bit for bit; sparse
+    (packed-bf16, theta 0.95: its picks go as entries) the loss falls and the process group
+    carries what the reducers account for."""
+    out["routed_equal"], out["routed_maxdiff"], _ = against_native(
+        rank, across_replicas(dict(values="packed", index_bits="routed", sparsity=0.0)))
+    model, opt, s = make(across_replicas(dict(values="packed-bf16", index_bits="routed", sparsity=0.95)))
+    out["routed_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
+    out["routed_bytes"] = s.bytes_sent
+    out["routed_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
+
+
 def case_sketch(rank, out):
     """The paper's configuration across replicas: the loss falls; bytes are the reducer's."""
     model, opt, s = make(across_replicas({}))
@@ -114,8 +127,8 @@ def case_nan(rank, out):
 
 
 def worker(rank, port, scratch):
-    run_cases(rank, port, scratch, (case_packed_equals_native, case_shared, case_sketch, case_refusals, case_nan),
-              world=WORLD)
+    run_cases(rank, port, scratch, (case_packed_equals_native, case_shared, case_routed, case_sketch, case_refusals,
+                                    case_nan), world=WORLD)
 
 
 def main():
@@ -148,6 +161,15 @@ def main():
         check(oo.get("shared_bytes", 0) > 0 and abs(oo.get("shared_counted", -1) - oo["shared_bytes"]) < 1e-6,
               "rank %d: shared selection, bytes counted at the process group (%s) == the reducer's account (%s)"
               % (r, oo.get("shared_counted"), oo.get("shared_bytes")))
+    for r, oo in enumerate(outs):
+        check(oo.get("routed_equal") is True, "rank %d: routed index at theta = 0 across replicas == FSDP2's "
+              "native HSDP (max |diff| %s)" % (r, oo.get("routed_maxdiff")))
+        ls = oo.get("routed_losses") or [0.0]
+        head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
+        check(tail < 0.95 * head, "rank %d: routed index across replicas, loss falls %.3f -> %.3f" % (r, head, tail))
+        check(oo.get("routed_bytes", 0) > 0 and abs(oo.get("routed_counted", -1) - oo["routed_bytes"]) < 1e-6,
+              "rank %d: routed index, bytes counted at the process group (%s) == the reducer's account (%s)"
+              % (r, oo.get("routed_counted"), oo.get("routed_bytes")))
     check(all("2-D mesh" in oo.get("refused_2d", "") for oo in outs),
           "apply_hsdp refuses a 2-D-sharded module: %r" % outs[0].get("refused_2d"))
     check_same_error("apply_fsdp2, state over 4 ranks, FSDP over 2", [oo.get("refused_group", "") for oo in outs],

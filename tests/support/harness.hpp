@@ -228,17 +228,22 @@ resume_record resume_in_the_middle(int world, const std::function<reducer_argume
     REQUIRE(before.initialize(args).ok());
     REQUIRE(after.initialize(args).ok());
     std::vector<float> out(whole.output_size()), last_whole, last_split;
+    // the arguments' collective: a reduce-scatter, or an all-reduce for a replicated reducer
+    const auto call = [&](R& red, int t) {
+      const auto g = gradient(args.length, seed, r, t);
+      return args.topo == topology::sharded ? red.reduce_scatter(comm, g, out) : red.all_reduce(comm, g, out);
+    };
     for (int t = 0; t < first + second; ++t) {
-      REQUIRE(whole.reduce_scatter(comm, gradient(args.length, seed, r, t), out).ok());
+      REQUIRE(call(whole, t).ok());
       last_whole = out;
     }
-    for (int t = 0; t < first; ++t) REQUIRE(before.reduce_scatter(comm, gradient(args.length, seed, r, t), out).ok());
+    for (int t = 0; t < first; ++t) REQUIRE(call(before, t).ok());
     auto state = before.save_state();
     REQUIRE(after.load_state(state).ok());
     CHECK(after.next_sparsity() == before.next_sparsity());
     const std::uint64_t steps = after.steps();
     for (int t = first; t < first + second; ++t) {
-      REQUIRE(after.reduce_scatter(comm, gradient(args.length, seed, r, t), out).ok());
+      REQUIRE(call(after, t).ok());
       last_split = out;
     }
     std::lock_guard lk(m);

@@ -1,7 +1,8 @@
 #pragma once
 // defines: the routed index's functors (RoutedIndexPolicy): this rank's entries packed
 //          per owner, and an owner's sum of what it received (scaled for mean by
-//          decode_kernels.hpp's scale_output). Implementation detail of
+//          decode_kernels.hpp's scale_output); for an all-reduce, the owner's nonzero
+//          sums marked and packed as one block for every rank. Implementation detail of
 //          stage/routed_exchange.hpp; users read policy/shared_index.hpp, not this file.
 //
 // The wire: this rank's block for owner d is c_d entries, first their offsets in d's
@@ -60,6 +61,38 @@ struct add_routed {
     std::memcpy(&offset, block + i * sizeof(std::uint32_t), sizeof offset);
     std::memcpy(&v, block + count * sizeof(std::uint32_t) + i * sizeof(Value), sizeof v);
     if (offset < size) out[offset] += float(v);
+  }
+};
+
+// All-reduce (replicated) calls: bit b of word w marks entry 32 w + b of the owner's
+// summed region where it is nonzero (nothing past `size`): what every rank must hear of.
+// A zero sum is left out; every rank's output is zero there anyway.
+struct mark_nonzero {
+  const float* sums;
+  std::size_t size;
+  std::uint32_t* words;
+  TAGC_HOST_DEVICE void operator()(std::size_t w) const {
+    std::uint32_t bits = 0;
+    const std::size_t first = w * 32, last = first + 32 < size ? first + 32 : size;
+    for (std::size_t i = first; i < last; ++i)
+      if (sums[i] != 0.0f) bits |= 1u << (i - first);
+    words[w] = bits;
+  }
+};
+
+// Entry i of the owner's listed sums into its block, the entries' wire layout above
+// (count offsets, then count values on the wire type): what every rank adds back.
+template <class Value>
+struct pack_sums {
+  const float* sums;
+  const std::uint32_t* list;
+  std::size_t count;
+  std::uint8_t* block;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    const std::uint32_t offset = list[i];
+    const Value v(sums[offset]);
+    std::memcpy(block + i * sizeof(std::uint32_t), &offset, sizeof offset);
+    std::memcpy(block + count * sizeof(std::uint32_t) + i * sizeof(Value), &v, sizeof v);
   }
 };
 

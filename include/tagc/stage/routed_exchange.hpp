@@ -9,12 +9,23 @@
 //   entries  the entries to their owners                 (all_to_all_v, 4 + sizeof(Value)
 //                                                  bytes per entry, only to other shards)
 //   sum      the owner adds the blocks into its zeroed shard in rank order (scaled for mean)
+// An all-reduce (replicated) call has no shards, so the buffer is cut into N regions of
+// ceil(n / N) as if it had, the owners sum their regions as above, and then share them:
+//   union    each owner lists its region's nonzero sums                 (one scan)
+//   sizes    every rank learns each owner's count             (all-gather, one int64 each)
+//   blocks   each owner broadcasts its sums as entries on the wire type (N broadcasts)
+//   output   every rank writes the whole buffer from the N blocks, its own included, so
+//            that every replica holds the same bits (bf16: the sums rounded once)
 //
 // A rank sends its k picks, about (N - 1) / N k entries, whatever the number of ranks:
 // there is no union to grow with N, and an owner receives only what falls into its
 // shard. A hot shard (one owner receiving most entries) costs that owner's incoming
 // link, not every rank's bytes. The blocks add in rank order on every execution space,
-// so the host and a device give the same sums.
+// so the host and a device give the same sums. An all-reduce also delivers the union
+// of the ranks' picks to every rank: (N - 1) / N of it per rank, as a ring all-gather of
+// the owners' blocks would (a broadcast per owner is a pipeline from it; no padding to
+// the fullest region), and that union grows with N (docs/results.md, Scaling: 1.7 k at 2
+// ranks, 6.1 k at 16).
 //
 // Sized at initialize for the largest k of any call (`capacity`); nothing is allocated
 // per call. The counts travel through the host (each side needs them to size the
@@ -31,6 +42,7 @@
 
 #include "../comm/communicator.hpp"
 #include "../core/status.hpp"
+#include "../detail/compress_dispatch.hpp"
 #include "../detail/launch.hpp"
 #include "../detail/routed_kernels.hpp"
 #include "plan.hpp"
@@ -44,20 +56,16 @@ class RoutedExchange {
   template <class T> using vector = typename Exec::template vector<T>;
   static constexpr std::size_t entry_bytes = detail::routed_entry_bytes<Value>;
 
-  static status can_implement(const reducer_arguments& a) {
-    if (a.topo != topology::sharded)
-      return {errc::invalid_argument,
-              "a routed index sends each entry to its shard's owner; an all-reduce (replicated) has no owners (use "
-              "the gathered index)"};
-    return {};
-  }
+  static status can_implement(const reducer_arguments&) { return {}; }
 
   // `capacity`: the most picks of any call (k).
   status initialize(const reducer_plan& p, std::size_t capacity, Exec exec) {
     launch_ = {exec};
     world_ = std::size_t(std::max(p.args.world_size, 1));
     rank_ = std::size_t(p.args.rank);
-    shard_ = p.lay.shard_size;
+    length_ = p.lay.length;
+    replicated_ = p.args.topo != topology::sharded;
+    shard_ = region_size(p);
     capacity_ = std::min(capacity, p.lay.length);
     bounds_.assign(world_ + 1, 0ull);
     counts_.assign(2 * world_, 0);
@@ -68,22 +76,41 @@ class RoutedExchange {
     send_counts_.assign(world_, 0);
     recv_counts_.assign(world_, 0);
     ones_.assign(world_, 1);
+    if (replicated_) {
+      region_sums_.assign(shard_, 0.0f);
+      marks_.assign(ceil_div(shard_, 32), 0u);
+      union_.assign(shard_, detail::no_position);
+      listed_.assign(3, 0ull);
+      union_counts_.assign(1 + world_, 0);
+      union_counts_host_.assign(world_, 0);
+      union_starts_.assign(world_ + 1, 0);
+      shared_.assign(most_shared(world_, capacity_, p.lay.length) * entry_bytes, 0);
+      TAGC_TRY(list_.initialize(shard_, exec));
+    }
     return {};
   }
   std::size_t workspace_bytes() const {
     return detail::buffer_bytes(bounds_) + detail::buffer_bytes(counts_) + detail::buffer_bytes(send_) +
-           detail::buffer_bytes(recv_);
+           detail::buffer_bytes(recv_) + detail::buffer_bytes(region_sums_) + detail::buffer_bytes(marks_) +
+           detail::buffer_bytes(union_) + detail::buffer_bytes(listed_) + detail::buffer_bytes(union_counts_) +
+           detail::buffer_bytes(shared_) + (replicated_ ? list_.workspace_bytes() : 0);
   }
   static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity) {
     const std::size_t world = std::size_t(std::max(p.args.world_size, 1)), cap = std::min(capacity, p.lay.length);
-    return (world + 1) * sizeof(unsigned long long) + 2 * world * sizeof(std::int64_t) +
-           (cap + most_received(world, cap, p.lay.shard_size)) * entry_bytes;
+    const std::size_t region = region_size(p);
+    const std::size_t routing = (world + 1) * sizeof(unsigned long long) + 2 * world * sizeof(std::int64_t) +
+                                (cap + most_received(world, cap, region)) * entry_bytes;
+    if (p.args.topo == topology::sharded) return routing;
+    return routing + region * (sizeof(float) + sizeof(std::uint32_t)) + ceil_div(region, 32) * sizeof(std::uint32_t) +
+           3 * sizeof(unsigned long long) + (1 + world) * sizeof(std::int64_t) +
+           most_shared(world, cap, p.lay.length) * entry_bytes + list_t::workspace_bytes_for(region);
   }
 
   // The call's exchange: `list` holds this rank's picks (k slots, ascending, free slots
-  // last), `acc` their values; afterwards out[0, size) holds the owner's shard, the
-  // sum over ranks of the entries that fall into it (times `scale`), zeros elsewhere.
-  // out is written only after both exchanges succeeded.
+  // last), `acc` their values. Sharded, out[0, size) then holds the owner's shard, the
+  // sum over ranks of the entries that fall into it (times `scale`), zeros elsewhere;
+  // replicated, out[0, size) is the whole buffer, every owner's sums (the same bits on
+  // every rank). out is written only after every exchange succeeded.
   template <routing_communicator C>
   status exchange(C& comm, const float* acc, const std::uint32_t* list, std::size_t k, float* out, std::size_t size,
                   float scale) {
@@ -117,47 +144,140 @@ class RoutedExchange {
                           std::span<std::uint8_t>(recv, received * entry_bytes), std::span<const std::size_t>(recv_counts_)),
         "routed index (all-to-all of the entries to their shards' owners)"));
 
-    thrust::fill(launch_.exec.policy(), out, out + size, 0.0f);
+    // The owner's sums: into its shard of out, or (replicated) into its region, to share.
+    float* sums = replicated_ ? detail::raw(region_sums_) : out;
+    const std::size_t extent = replicated_ ? region_length(rank_) : size;
+    thrust::fill(launch_.exec.policy(), sums, sums + extent, 0.0f);
     const std::uint8_t* block = recv;
     for (std::size_t q = 0; q < world_; ++q) {
       const std::size_t c = recv_counts_[q] / entry_bytes;
-      launch_(c, detail::add_routed<Value>{block, c, out, size});
+      launch_(c, detail::add_routed<Value>{block, c, sums, extent});
       block += recv_counts_[q];
     }
+    last_ = {listed, received, listed - std::size_t(counts_host_[rank_]), 0, 0};
+    if (replicated_) TAGC_TRY(share_sums(comm, out, size));
     if (scale != 1.0f) launch_(size, detail::scale_output{out, scale});
-    last_ = {listed, received, listed - std::size_t(counts_host_[rank_])};
     return {};
   }
 
   // What the last exchange() moved: this rank's entries, the entries it received for
-  // its shard, and those of its entries that went to other ranks.
+  // its shard, and those of its entries that went to other ranks; replicated, also every
+  // owner's shared sums (the union, which every rank received) and this rank's own.
   struct traffic {
-    std::size_t sent = 0, received = 0, to_others = 0;
+    std::size_t sent = 0, received = 0, to_others = 0, shared = 0, own_shared = 0;
   };
   const traffic& last() const { return last_; }
   // Bytes this rank sent in the last exchange: the counts (index_bytes) and the entries'
-  // offsets (index) and values (value_bytes) for other ranks.
+  // offsets (index) and values (value_bytes) for other ranks; replicated, its share of the
+  // owners' counts and of their blocks' broadcasts (ring model: (N - 1) / N of each).
   double index_bytes_sent() const {
-    return double((world_ - 1) * sizeof(std::int64_t) + last_.to_others * sizeof(std::uint32_t));
+    return double((world_ - 1) * sizeof(std::int64_t) + last_.to_others * sizeof(std::uint32_t)) +
+           (replicated_ ? ring_bytes_sent(collective::all_gather, double(world_ * sizeof(std::int64_t)), int(world_)) +
+                              shared_bytes_sent(sizeof(std::uint32_t))
+                        : 0.0);
   }
-  double value_bytes_sent() const { return double(last_.to_others * sizeof(Value)); }
+  double value_bytes_sent() const {
+    return double(last_.to_others * sizeof(Value)) + (replicated_ ? shared_bytes_sent(sizeof(Value)) : 0.0);
+  }
 
  private:
+  using list_t = detail::shared_select_impl_t<Exec>;
+
+  // Replicated: every owner's nonzero sums to every rank. The owner lists its region's
+  // nonzero sums, the owners' counts are all-gathered, each owner broadcasts its block
+  // (offsets, then values on the wire type) from where it lies in the gathered buffer,
+  // and every rank adds the N blocks into its zeroed output.
+  template <routing_communicator C>
+  status share_sums(C& comm, float* out, std::size_t size) {
+    const float* sums = detail::raw(region_sums_);
+    const std::size_t own = region_length(rank_);
+    std::uint32_t* list = detail::raw(union_);
+    launch_(ceil_div(shard_, 32), detail::mark_nonzero{sums, own, detail::raw(marks_)});
+    list_.to_list(detail::raw(marks_), list, shard_);
+    unsigned long long* listed = detail::raw(listed_);
+    launch_(1, detail::count_positions{list, shard_, 0, 0, listed});
+    unsigned long long mine = 0;
+    TAGC_TRY(launch_.exec.copy_to_host(listed, &mine, 1));
+    std::int64_t* counts = detail::raw(union_counts_);
+    const std::int64_t count = std::int64_t(mine);
+    TAGC_TRY(launch_.exec.copy_from_host(&count, counts, 1));
+    TAGC_TRY(detail::in_phase(comm.all_gather(std::span<const std::int64_t>(counts, 1),
+                                              std::span<std::int64_t>(counts + 1, world_)),
+                              "routed index (all-gather of the owners' counts)"));
+    TAGC_TRY(launch_.exec.copy_to_host(counts + 1, union_counts_host_.data(), world_));
+    std::size_t total = 0;
+    for (std::size_t q = 0; q < world_; ++q) {
+      const std::int64_t c = union_counts_host_[q];
+      if (c < 0 || std::size_t(c) > region_length(q) || total + std::size_t(c) > shared_.size() / entry_bytes)
+        return {errc::communication, "routed index: owner " + std::to_string(q) + " announced " + std::to_string(c) +
+                                         " summed entries, more than its region or the ranks' picks can hold"};
+      union_starts_[q] = total;
+      total += std::size_t(c);
+    }
+    union_starts_[world_] = total;
+    std::uint8_t* gathered = detail::raw(shared_);
+    launch_(std::size_t(mine), detail::pack_sums<Value>{sums, list, std::size_t(mine), gathered + union_starts_[rank_] * entry_bytes});
+    for (std::size_t q = 0; q < world_; ++q) {
+      const std::size_t c = std::size_t(union_counts_host_[q]);
+      if (c == 0) continue;
+      TAGC_TRY(detail::in_phase(comm.broadcast(std::span<std::uint8_t>(gathered + union_starts_[q] * entry_bytes, c * entry_bytes), int(q)),
+                                "routed index (broadcast of an owner's sums)"));
+    }
+    thrust::fill(launch_.exec.policy(), out, out + size, 0.0f);
+    for (std::size_t q = 0; q < world_; ++q) {
+      const std::size_t c = std::size_t(union_counts_host_[q]), first = std::min(q * shard_, size);
+      launch_(c, detail::add_routed<Value>{gathered + union_starts_[q] * entry_bytes, c, out + first,
+                                           std::min(region_length(q), size - first)});
+    }
+    last_.shared = total;
+    last_.own_shared = std::size_t(mine);
+    return {};
+  }
+  // Bytes this rank sends of the owners' blocks, `bytes` per entry (ring model).
+  double shared_bytes_sent(std::size_t bytes) const {
+    return ring_bytes_sent(collective::broadcast, double(last_.shared * bytes), int(world_));
+  }
+
+  // The owners' extent: the shard (sharded), or a region of ceil(n / N) (replicated).
+  static std::size_t region_size(const reducer_plan& p) {
+    if (p.args.topo == topology::sharded) return p.lay.shard_size;
+    return std::max<std::size_t>(ceil_div(p.lay.length, std::size_t(std::max(p.args.world_size, 1))), 1);
+  }
+  // Owner q's region of a replicated buffer (the last ones may be shorter, or empty).
+  std::size_t region_length(std::size_t q) const {
+    const std::size_t first = std::min(q * shard_, length_);
+    return std::min(shard_, length_ - first);
+  }
   // The most entries an owner can receive in one call: from every rank at most its k
   // and at most the shard.
   static std::size_t most_received(std::size_t world, std::size_t capacity, std::size_t shard) {
     return world * std::min(capacity, shard);
   }
+  // Replicated: the most summed entries all owners share in one call (the union of the
+  // ranks' picks: at most every rank's k, at most the buffer).
+  static std::size_t most_shared(std::size_t world, std::size_t capacity, std::size_t length) {
+    return std::min(world * capacity, length);
+  }
 
   detail::launcher<Exec> launch_{};
-  std::size_t world_ = 1, rank_ = 0, shard_ = 0, capacity_ = 0;
+  std::size_t world_ = 1, rank_ = 0, shard_ = 0, capacity_ = 0, length_ = 0;
+  bool replicated_ = false;
   vector<unsigned long long> bounds_;  // [world + 1] where the list splits by shard
   vector<std::int64_t> counts_;        // [world sent | world received] entry counts
   vector<std::uint8_t> send_;          // [capacity entries] this rank's blocks, in owner order
   vector<std::uint8_t> recv_;          // [world x min(capacity, shard) entries] the blocks received
+  // replicated only (empty otherwise):
+  vector<float> region_sums_;          // [region] this owner's sums
+  vector<std::uint32_t> marks_;        // [region / 32] its nonzero sums
+  vector<std::uint32_t> union_;        // [region] their offsets, ascending
+  vector<unsigned long long> listed_;  // count_positions' counts of that list
+  vector<std::int64_t> union_counts_;  // [1 + world] this owner's count, then every owner's
+  vector<std::uint8_t> shared_;        // [most shared entries] every owner's block, in owner order
+  list_t list_{};                      // the marks as a list
   std::vector<unsigned long long> bounds_host_;
-  std::vector<std::int64_t> counts_host_;
+  std::vector<std::int64_t> counts_host_, union_counts_host_;
   std::vector<std::size_t> send_counts_, recv_counts_, ones_;  // bytes per peer; 1 per peer for the counts
+  std::vector<std::size_t> union_starts_;                      // [world + 1] where each owner's block starts (entries)
   traffic last_{};
 };
 
