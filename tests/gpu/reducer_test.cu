@@ -161,6 +161,10 @@ TEST_CASE("Reducer<routed index> reduce_scatter: GPU + NCCL (grouped all_to_all_
   compare<routed_f32>(tagc::topology::sharded);
 }
 
+TEST_CASE("Reducer<routed index> all_reduce: GPU + NCCL (the owners' broadcasts) equals host + threads") {
+  compare<routed_f32>(tagc::topology::replicated);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

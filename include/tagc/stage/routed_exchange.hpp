@@ -154,7 +154,7 @@ class RoutedExchange {
       launch_(c, detail::add_routed<Value>{block, c, sums, extent});
       block += recv_counts_[q];
     }
-    last_ = {listed, received, listed - std::size_t(counts_host_[rank_]), 0, 0};
+    last_ = {listed, received, listed - std::size_t(counts_host_[rank_]), 0};
     if (replicated_) TAGC_TRY(share_sums(comm, out, size));
     if (scale != 1.0f) launch_(size, detail::scale_output{out, scale});
     return {};
@@ -162,9 +162,9 @@ class RoutedExchange {
 
   // What the last exchange() moved: this rank's entries, the entries it received for
   // its shard, and those of its entries that went to other ranks; replicated, also every
-  // owner's shared sums (the union, which every rank received) and this rank's own.
+  // owner's shared sums (the union, which every rank received).
   struct traffic {
-    std::size_t sent = 0, received = 0, to_others = 0, shared = 0, own_shared = 0;
+    std::size_t sent = 0, received = 0, to_others = 0, shared = 0;
   };
   const traffic& last() const { return last_; }
   // Bytes this rank sent in the last exchange: the counts (index_bytes) and the entries'
@@ -230,7 +230,6 @@ class RoutedExchange {
                                            std::min(region_length(q), size - first)});
     }
     last_.shared = total;
-    last_.own_shared = std::size_t(mine);
     return {};
   }
   // Bytes this rank sends of the owners' blocks, `bytes` per entry (ring model).
