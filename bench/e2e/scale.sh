@@ -21,7 +21,9 @@
 #               -t96-d300), gathered-bf16 (--index-bits gathered: the per-rank selection, its
 #               positions all-gathered; -t9875-d300 as packed-bf16-exact's), routed-bf16
 #               (--index-bits routed: the same sums, every rank's picks sent to the shards'
-#               owners; -t9875-d300 as gathered's; -t9875-d300-g8: and --gather-dtype int8)
+#               owners; -t9875-d300 as gathered's; -t9875-d300-g8: and --gather-dtype int8);
+#               bf16-g16 and routed-bf16-b16-g16: bf16 and routed with the plain tensors and the
+#               parameter gather in bf16 alike (the bed's side by side of the step's wait)
 #   --rates     tc rate of each node's link, per direction (full duplex); 'loopback': no bed,
 #               every rank on plain loopback (losses and bytes only: they do not depend on the link)
 #   --steps     steps per run (default 5: a smoke run; the study proper wants 1000); the
@@ -76,6 +78,10 @@ flags_of() {
     routed-bf16-t9875-d300) echo "$(flags_of routed-bf16) --sparsity 0.9875 --sparsity-warmup 300 --sparsity-start 0" ;;
     # the same with the parameters gathered in int8 blocks (what the cost model needs at 25 Gbit/s)
     routed-bf16-t9875-d300-g8) echo "$(flags_of routed-bf16-t9875-d300) --gather-dtype int8" ;;
+    # the bed's side by side of the step's wait: the plain tensors and the parameter gather in
+    # bf16 in both, so that only the compressed tensors' exchange differs (theta 0.9875 from step 1)
+    bf16-g16) echo "$(flags_of bf16) --gather-dtype bf16" ;;
+    routed-bf16-b16-g16) echo "$(flags_of routed-bf16) --baseline-dtype bf16 --gather-dtype bf16" ;;
     *) echo "scale.sh: unknown config $1 (see --help)" >&2; return 2 ;;
   esac
 }

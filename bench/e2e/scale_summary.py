@@ -18,6 +18,9 @@ Per run, over the steps after the first S (warm-up):
   val_loss                  the last validation loss; gap_vs_fp32_pct against the fp32 run of
                             the same world, rate and nodes (else of the same world and rate)
   ms_per_step, comm_ms, wait_ms  means of step_ms, comm_ms, wait_ms
+  grad_comm_ms, param_comm_ms    means of the worker's time in gradient reductions and in
+                            parameter gathers (rank 0's; empty for logs from before the trainer
+                            timed them)
 """
 import glob, json, os, re, sys
 
@@ -68,7 +71,9 @@ for path in sorted(glob.glob(os.path.join(root, "*", "*.jsonl"))):
                      gap_vs_fp32_pct="", ms_per_step=round(mean(s["step_ms"] for s in kept), 1), rate=rate,
                      bits_per_param_rank=round(per_rank, 3), bytes_source=source,
                      comm_ms=round(mean(s["comm_ms"] for s in kept), 1), wait_ms=round(mean(s.get("wait_ms", 0) for s in kept), 1),
-                     param_bits_per_param_internode=param_bits))
+                     param_bits_per_param_internode=param_bits,
+                     **{c: round(mean(s[c] for s in kept), 1) if all(c in s for s in kept) else ""
+                        for c in ("grad_comm_ms", "param_comm_ms")}))
 
 for r in rows:
     same = [b for b in rows if b["config"] == "fp32" and b["world"] == r["world"] and b["rate"] == r["rate"] and b["val_loss"] != ""]
@@ -77,7 +82,8 @@ for r in rows:
         r["gap_vs_fp32_pct"] = round(100 * (r["val_loss"] / ref["val_loss"] - 1), 2) + 0.0  # no "-0.0"
 
 cols = ["config", "world", "nodes", "ranks_per_node", "steps", "bits_per_param_internode", "val_loss", "gap_vs_fp32_pct",
-        "ms_per_step", "rate", "bits_per_param_rank", "bytes_source", "comm_ms", "wait_ms", "param_bits_per_param_internode"]
+        "ms_per_step", "rate", "bits_per_param_rank", "bytes_source", "comm_ms", "wait_ms", "param_bits_per_param_internode",
+        "grad_comm_ms", "param_comm_ms"]
 print(",".join(cols))
 for r in sorted(rows, key=lambda r: (r["rate"], r["world"], r["nodes"], r["config"])):
     print(",".join(str(r[c]) for c in cols))

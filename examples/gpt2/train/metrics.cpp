@@ -93,6 +93,7 @@ nlohmann::json step_json(const StepMetrics& m) {
   json j = {{"type", "step"},         {"step", m.step},         {"loss", m.loss},
             {"lr", m.lr},             {"grad_norm", m.grad_norm}, {"step_ms", m.step_ms},
             {"compute_ms", m.compute_ms}, {"comm_ms", m.comm_ms}, {"wait_ms", m.wait_ms},
+            {"grad_comm_ms", m.grad_comm_ms}, {"param_comm_ms", m.param_comm_ms},
             {"tokens", m.tokens},     {"grad_bytes", m.grad_bytes},
             {"grad_bytes_internode", m.grad_bytes_internode},
             {"grad_bytes_internode_mean", m.grad_bytes_internode_mean},

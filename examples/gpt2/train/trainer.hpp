@@ -104,6 +104,10 @@ struct StepMetrics {
   double compute_ms = 0.0;  // step time the compute thread was not blocked on the worker
   double comm_ms = 0.0;     // time the worker spent inside collectives (overlapped or not)
   double wait_ms = 0.0;     // time the compute thread was blocked on the worker
+  // ... of comm_ms, the worker's time in this step's gradient reductions (codec included) and
+  // in its parameter gathers: a FIFO worker cannot say which task a wait waited for, so these
+  // bound the wait for each (on a device space they time the enqueueing, not the transfer)
+  double grad_comm_ms = 0.0, param_comm_ms = 0.0;
   double grad_bytes = 0.0;  // bytes this rank sent for gradient reductions (ring model)
   // ... of which to ranks of other nodes (--ranks-per-node; 1: every rank its own node, all of it)
   double grad_bytes_internode = 0.0;
@@ -286,6 +290,7 @@ class Trainer {
   vector<double> scratch_;                 // all_reduce_sum's in and out halves
   // written by the worker, read after wait_all
   double grad_bytes_ = 0.0, grad_bytes_internode_ = 0.0, param_bytes_ = 0.0, param_bytes_internode_ = 0.0;
+  double grad_comm_s_ = 0.0, param_comm_s_ = 0.0;  // the worker's seconds in reductions and gathers
   int step_ = 0;
   uint64_t rng_state_ = 0;
   double last_loss_ = 0.0, last_norm_ = 0.0;  // of the last step (a save refuses non-finite)

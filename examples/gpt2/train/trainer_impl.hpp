@@ -158,6 +158,7 @@ typename Trainer<Exec, Comm>::Ticket Trainer<Exec, Comm>::enqueue_gather(int u, 
   const GatherCode code = master ? GatherCode::fp32
                                  : gather_bf16_ ? GatherCode::bf16 : gather_int8_ ? GatherCode::int8 : GatherCode::fp32;
   return queue_.enqueue([this, u, dst, code]() -> tagc::status {
+    const auto t0 = trainer_detail::clock_type::now();
     const double before = bytes_sent(false), before_internode = bytes_sent(true);
     for (const Segment& g : plan_.unit(u).seg) {
       if (g.length == 0) continue;
@@ -168,6 +169,7 @@ typename Trainer<Exec, Comm>::Ticket Trainer<Exec, Comm>::enqueue_gather(int u, 
     }
     param_bytes_ += bytes_sent(false) - before;
     param_bytes_internode_ += bytes_sent(true) - before_internode;
+    param_comm_s_ += trainer_detail::ms_since(t0) / 1e3;
     return {};
   });
 }
@@ -213,6 +215,7 @@ tagc::status Trainer<Exec, Comm>::gather_segment(const Segment& g, float* dst, G
 template <class Exec, class Comm>
 void Trainer<Exec, Comm>::enqueue_reduce(int u) {
   queue_.enqueue([this, u, step = step_ + 1]() -> tagc::status {
+    const auto t0 = trainer_detail::clock_type::now();
     const double before = bytes_sent(false), before_internode = bytes_sent(true);
     UnitState& unit = units_[size_t(u)];
     for (SegmentState& seg : unit.seg) {
@@ -232,6 +235,7 @@ void Trainer<Exec, Comm>::enqueue_reduce(int u) {
     }
     grad_bytes_ += bytes_sent(false) - before;
     grad_bytes_internode_ += bytes_sent(true) - before_internode;
+    grad_comm_s_ += trainer_detail::ms_since(t0) / 1e3;
     return {};
   });
 }
@@ -281,6 +285,7 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   (void)queue_.take_wait_seconds();
   const tagc::traffic before = all_counters();  // the worker is idle between steps
   grad_bytes_ = grad_bytes_internode_ = param_bytes_ = param_bytes_internode_ = 0.0;
+  grad_comm_s_ = param_comm_s_ = 0.0;
   // After the previous step's wait_all, so no reduce still reads these.
   for (UnitState& unit : units_) thrust::fill(model_exec_.policy(), unit.grad.begin(), unit.grad.end(), 0.0f);
 
@@ -367,6 +372,8 @@ StepMetrics Trainer<Exec, Comm>::train_step() {
   m.step_ms = trainer_detail::ms_since(t0);
   m.wait_ms = queue_.take_wait_seconds() * 1e3;
   m.comm_ms = queue_.take_busy_seconds() * 1e3;
+  m.grad_comm_ms = grad_comm_s_ * 1e3;
+  m.param_comm_ms = param_comm_s_ * 1e3;
   m.compute_ms = m.step_ms - m.wait_ms;
   m.grad_bytes = grad_bytes_;
   m.grad_bytes_internode = grad_bytes_internode_;
