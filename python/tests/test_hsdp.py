@@ -65,29 +65,27 @@ def case_packed_equals_native(rank, out):
     out["units"] = sorted(k[1] for k in s._units)
 
 
+def selection_case(rank, out, index, sparsity):
+    """A selection across replicas: at theta = 0 == FSDP2's native HSDP bit for bit; sparse
+    (packed-bf16 at `sparsity`) the loss falls and the process group carries what the
+    reducers account for. Keys prefixed with the index's name."""
+    out[index + "_equal"], out[index + "_maxdiff"], _ = against_native(
+        rank, across_replicas(dict(values="packed", index_bits=index, sparsity=0.0)))
+    model, opt, s = make(across_replicas(dict(values="packed-bf16", index_bits=index, sparsity=sparsity)))
+    out[index + "_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
+    out[index + "_bytes"] = s.bytes_sent
+    out[index + "_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
+
+
 def case_shared(rank, out):
-    """The shared selection across replicas: at theta = 0 == FSDP2's native HSDP bit for bit;
-    sparse (packed-bf16, theta 0.9) the loss falls and the process group carries what the
-    reducers account for."""
-    out["shared_equal"], out["shared_maxdiff"], _ = against_native(
-        rank, across_replicas(dict(values="packed", index_bits="shared", sparsity=0.0)))
-    model, opt, s = make(across_replicas(dict(values="packed-bf16", index_bits="shared", sparsity=0.9)))
-    out["shared_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
-    out["shared_bytes"] = s.bytes_sent
-    out["shared_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
+    """The shared selection (a rotating leader's top-k), theta 0.9."""
+    selection_case(rank, out, "shared", 0.9)
 
 
 def case_routed(rank, out):
-    """The routed index across replicas (each replica's picks to the owners, then each owner's
-    sums to every replica): at theta = 0 == FSDP2's native HSDP bit for bit; sparse
-    (packed-bf16, theta 0.95: its picks go as entries) the loss falls and the process group
-    carries what the reducers account for."""
-    out["routed_equal"], out["routed_maxdiff"], _ = against_native(
-        rank, across_replicas(dict(values="packed", index_bits="routed", sparsity=0.0)))
-    model, opt, s = make(across_replicas(dict(values="packed-bf16", index_bits="routed", sparsity=0.95)))
-    out["routed_losses"] = [step(model, opt, rank, i % 8) for i in range(30)]
-    out["routed_bytes"] = s.bytes_sent
-    out["routed_counted"] = sum(u.reducer.bytes_sent for u in s._units.values())
+    """The routed index (each replica's picks to the regions' owners, then each owner's sums
+    to every replica), theta 0.95: its picks go as entries."""
+    selection_case(rank, out, "routed", 0.95)
 
 
 def case_sketch(rank, out):
@@ -131,6 +129,18 @@ def worker(rank, port, scratch):
                                     case_nan), world=WORLD)
 
 
+def check_selection(outs, index, label):
+    for r, oo in enumerate(outs):
+        check(oo.get(index + "_equal") is True, "rank %d: %s at theta = 0 across replicas == FSDP2's native HSDP "
+              "(max |diff| %s)" % (r, label, oo.get(index + "_maxdiff")))
+        ls = oo.get(index + "_losses") or [0.0]
+        head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
+        check(tail < 0.95 * head, "rank %d: %s across replicas, loss falls %.3f -> %.3f" % (r, label, head, tail))
+        sent, counted = oo.get(index + "_bytes", 0), oo.get(index + "_counted", -1)
+        check(sent > 0 and abs(counted - sent) < 1e-6, "rank %d: %s, bytes counted at the process group (%s) == "
+              "the reducer's account (%s)" % (r, label, counted, sent))
+
+
 def main():
     outs = spawn(worker, "tagc_hsdp_", world=WORLD)
     # compress="non-attention", granularity="unit" (the defaults) on a shard of 2: a reducer for each
@@ -152,24 +162,8 @@ def main():
             # call); FSDP2's flat 2-rank run falls ~24 %. A 5 % fall needs real updates.
             check(tail < 0.95 * head and oo.get("sketch_bytes", 0) > 0,
                   "rank %d: sketch across replicas, loss falls %.3f -> %.3f" % (r, head, tail))
-    for r, oo in enumerate(outs):
-        check(oo.get("shared_equal") is True, "rank %d: shared selection at theta = 0 across replicas == FSDP2's "
-              "native HSDP (max |diff| %s)" % (r, oo.get("shared_maxdiff")))
-        ls = oo.get("shared_losses") or [0.0]
-        head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
-        check(tail < 0.95 * head, "rank %d: shared selection across replicas, loss falls %.3f -> %.3f" % (r, head, tail))
-        check(oo.get("shared_bytes", 0) > 0 and abs(oo.get("shared_counted", -1) - oo["shared_bytes"]) < 1e-6,
-              "rank %d: shared selection, bytes counted at the process group (%s) == the reducer's account (%s)"
-              % (r, oo.get("shared_counted"), oo.get("shared_bytes")))
-    for r, oo in enumerate(outs):
-        check(oo.get("routed_equal") is True, "rank %d: routed index at theta = 0 across replicas == FSDP2's "
-              "native HSDP (max |diff| %s)" % (r, oo.get("routed_maxdiff")))
-        ls = oo.get("routed_losses") or [0.0]
-        head, tail = sum(ls[:8]) / 8, sum(ls[-8:]) / 8
-        check(tail < 0.95 * head, "rank %d: routed index across replicas, loss falls %.3f -> %.3f" % (r, head, tail))
-        check(oo.get("routed_bytes", 0) > 0 and abs(oo.get("routed_counted", -1) - oo["routed_bytes"]) < 1e-6,
-              "rank %d: routed index, bytes counted at the process group (%s) == the reducer's account (%s)"
-              % (r, oo.get("routed_counted"), oo.get("routed_bytes")))
+    for index, label in (("shared", "shared selection"), ("routed", "routed index")):
+        check_selection(outs, index, label)
     check(all("2-D mesh" in oo.get("refused_2d", "") for oo in outs),
           "apply_hsdp refuses a 2-D-sharded module: %r" % outs[0].get("refused_2d"))
     check_same_error("apply_fsdp2, state over 4 ranks, FSDP over 2", [oo.get("refused_group", "") for oo in outs],
