@@ -11,7 +11,8 @@
 // An all-reduce (replicated): every rank the same whole buffer, with fp32 values the
 // gathered index's all-reduce and the routed reduce-scatter's shards bit for bit, with
 // bf16 values those sums rounded once; the owners' shared sums counted as sent and
-// priced by routed_all_reduce_cross_bits.
+// priced by routed_all_reduce_cross_bits; a hot run of entries dealt to every owner; the
+// host and portable paths alike.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -304,6 +305,85 @@ TEST_CASE("routed all-reduce: the picks and the owners' shared sums are what the
       reported[std::size_t(r)] = sum;
     });
     for (int r = 0; r < world; ++r) CHECK(counted[std::size_t(r)] == doctest::Approx(reported[std::size_t(r)]));
+  }
+}
+
+TEST_CASE("routed: the host and the portable paths deliver the same bits, reduce-scatter and all-reduce") {
+  using portable = Reducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy, DecodePolicy<>, exec::host_portable>;
+  const int world = 4, steps = 3;
+  const std::size_t n = 40000;
+  for (const topology topo : {topology::sharded, topology::replicated}) {
+    CAPTURE(int(topo));
+    const auto host = simulate<routed_bf16>(world, n, 0.99, steps, random_input(n, 17), topo);
+    const auto other = simulate<portable>(world, n, 0.99, steps, random_input(n, 17), topo);
+    REQUIRE(host.failures.empty());
+    REQUIRE(other.failures.empty());
+    for (int r = 0; r < world; ++r) {
+      CHECK(host.out[std::size_t(r)] == other.out[std::size_t(r)]);
+      CHECK(host.residual[std::size_t(r)] == other.residual[std::size_t(r)]);
+    }
+  }
+}
+
+namespace {
+// Forwards to a local communicator and counts the entry bytes this rank receives from
+// other ranks by all_to_all_v (what loads its incoming link).
+struct receive_counting {
+  local_communicator* inner;
+  double received = 0.0;
+  int rank() const { return inner->rank(); }
+  int size() const { return inner->size(); }
+  template <reducible T> status all_reduce(std::span<const T> i, std::span<T> o) { return inner->all_reduce(i, o); }
+  template <reducible T> status reduce_scatter(std::span<const T> i, std::span<T> o) {
+    return inner->reduce_scatter(i, o);
+  }
+  template <reducible T> status all_gather(std::span<const T> i, std::span<T> o) { return inner->all_gather(i, o); }
+  template <reducible T> status broadcast(std::span<T> b, int root) { return inner->broadcast(b, root); }
+  template <reducible T>
+  status all_to_all_v(std::span<const T> i, std::span<const std::size_t> sc, std::span<T> o,
+                      std::span<const std::size_t> rc) {
+    if constexpr (std::is_same_v<T, std::uint8_t>)
+      for (std::size_t q = 0; q < rc.size(); ++q) received += q == std::size_t(rank()) ? 0.0 : double(rc[q]);
+    return inner->all_to_all_v(i, sc, o, rc);
+  }
+};
+static_assert(routing_communicator<receive_counting>);
+}  // namespace
+
+TEST_CASE("routed all-reduce: a hot run of entries is dealt to every owner, where a shard's owner takes it all") {
+  // the first eighth of the buffer 1000x larger (the embedding's frequent rows): every
+  // rank picks there first; it is the first shard, and 32 chunks (4 to each owner)
+  const int world = 8;
+  const std::size_t n = 1 << 18;
+  for (const topology topo : {topology::sharded, topology::replicated}) {
+    CAPTURE(int(topo));
+    std::mutex m;
+    std::vector<double> received(static_cast<std::size_t>(world));
+    on_ranks(world, [&](local_communicator& inner) {
+      receive_counting comm{&inner};
+      const int r = comm.rank();
+      routed_bf16 red;
+      REQUIRE(red.initialize({.length = n, .world_size = world, .rank = r, .topo = topo, .sparsity = 0.99}).ok());
+      std::vector<float> out(red.output_size());
+      auto g = gradient(n, 13, r, 0);
+      for (std::size_t i = 0; i < n / 8; ++i) g[i] *= 1000.0f;
+      const std::span<const float> in(g);
+      REQUIRE((topo == topology::sharded ? red.reduce_scatter(comm, in, std::span<float>(out))
+                                         : red.all_reduce(comm, in, std::span<float>(out)))
+                  .ok());
+      std::lock_guard lk(m);
+      received[std::size_t(r)] = comm.received;
+    });
+    double mean = 0.0, most = 0.0;
+    for (double b : received) {
+      mean += b / world;
+      most = std::max(most, b);
+    }
+    REQUIRE(mean > 0.0);
+    if (topo == topology::sharded)
+      CHECK(most > 4.0 * mean);  // the first shard's owner receives nearly every entry
+    else
+      CHECK(most < 1.25 * mean);  // dealt in chunks, every owner about its share
   }
 }
 

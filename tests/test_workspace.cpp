@@ -72,7 +72,7 @@ TEST_CASE("workspace query: packed, shared- and pooled-index reducers") {
   check_query<PackedReducer<SparsifyBf16ResidualPolicy, PooledIndexPolicy, PackedBf16Policy, exec::host_portable>>(
       "pooled index bf16, bf16 residual, portable paths");
   check_query<PackedReducer<SparsifyPolicy, GatheredIndexPolicy, PackedBf16Policy>>("gathered index bf16");
-  check_query<PackedReducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy>>("routed index bf16 (sharded only)");
+  check_query<PackedReducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy>>("routed index bf16");
   check_query<PackedReducer<SparsifyPolicy, RoutedIndexPolicy, PackedPolicy, exec::host_portable>>(
       "routed index fp32, portable paths");
 }

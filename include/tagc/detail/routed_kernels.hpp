@@ -64,6 +64,52 @@ struct add_routed {
   }
 };
 
+// All-reduce (replicated) calls own the buffer in chunks dealt round-robin: chunk c (of
+// `chunk` positions) belongs to owner c mod N, at offset (c / N) x chunk in its region, so
+// that a run of large entries (the embedding's frequent rows) spreads over every owner.
+// Entry j of the sorted list into its owner's block: its chunk's entries start at
+// list[chunk_bounds[c]] and, in owner-major order, at entry chunk_first[c] of the send
+// buffer; the owners' blocks are owner_bounds[d] .. owner_bounds[d + 1] there.
+template <class Value>
+struct pack_routed_dealt {
+  const float* acc;
+  const std::uint32_t* list;
+  const unsigned long long* chunk_bounds;
+  const unsigned long long* chunk_first;
+  const unsigned long long* owner_bounds;
+  std::size_t owners, chunk;
+  std::uint8_t* wire;
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::size_t p = list[j], c = p / chunk, d = c % owners;
+    const std::size_t first = std::size_t(owner_bounds[d]), count = std::size_t(owner_bounds[d + 1]) - first;
+    const std::size_t i = std::size_t(chunk_first[c]) + (j - std::size_t(chunk_bounds[c])) - first;
+    std::uint8_t* block = wire + first * routed_entry_bytes<Value>;
+    const std::uint32_t offset = std::uint32_t((c / owners) * chunk + p % chunk);
+    const Value v(acc[p]);
+    std::memcpy(block + i * sizeof(std::uint32_t), &offset, sizeof offset);
+    std::memcpy(block + count * sizeof(std::uint32_t) + i * sizeof(Value), &v, sizeof v);
+  }
+};
+
+// Owner q's block of summed entries (offsets in its region) into the whole buffer: the
+// region offset back to its position; one past the buffer (which agreeing ranks never
+// send) is dropped, not written.
+template <class Value>
+struct place_dealt {
+  const std::uint8_t* block;
+  std::size_t count;
+  float* out;
+  std::size_t length, owner, owners, chunk;
+  TAGC_HOST_DEVICE void operator()(std::size_t i) const {
+    std::uint32_t offset;
+    Value v;
+    std::memcpy(&offset, block + i * sizeof(std::uint32_t), sizeof offset);
+    std::memcpy(&v, block + count * sizeof(std::uint32_t) + i * sizeof(Value), sizeof v);
+    const std::size_t p = ((std::size_t(offset) / chunk) * owners + owner) * chunk + std::size_t(offset) % chunk;
+    if (p < length) out[p] += float(v);
+  }
+};
+
 // All-reduce (replicated) calls: bit b of word w marks entry 32 w + b of the owner's
 // summed region where it is nonzero (nothing past `size`): what every rank must hear of.
 // A zero sum is left out; every rank's output is zero there anyway.

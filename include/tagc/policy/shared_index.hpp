@@ -74,10 +74,10 @@
 // float, not rounded to bf16 on the way). Its communicator must offer all_to_all_v
 // (routing_communicator). A call keeping over about a third of the buffer (bf16; a half
 // with fp32 values) sends its picks laid out in the buffer and reduce-scattered instead,
-// which is then fewer bytes. In an all-reduce the owners of N regions of the buffer then
-// broadcast their nonzero sums to every rank: the union of the ranks' picks, which grows
-// with N (stage/routed_exchange.hpp); past a quarter of the buffer's bytes in picks the
-// call all-reduces the buffer.
+// which is then fewer bytes. In an all-reduce the buffer is dealt to N owners in
+// chunks, which then broadcast their nonzero sums to every rank: the union of the ranks'
+// picks, which grows with N (stage/routed_exchange.hpp); past a quarter of the buffer's
+// bytes in picks the call all-reduces the buffer.
 //
 // Composes with PackedPolicy / PackedBf16Policy (16-bit rounding fed back to the
 // residual, as for the per-rank packed reducer), the residual types of

@@ -9,8 +9,10 @@
 //   entries  the entries to their owners                 (all_to_all_v, 4 + sizeof(Value)
 //                                                  bytes per entry, only to other shards)
 //   sum      the owner adds the blocks into its zeroed shard in rank order (scaled for mean)
-// An all-reduce (replicated) call has no shards, so the buffer is cut into N regions of
-// ceil(n / N) as if it had, the owners sum their regions as above, and then share them:
+// An all-reduce (replicated) call has no shards, so the buffer is dealt to N owners in
+// chunks of `dealt_chunk` positions, round-robin (chunk c to owner c mod N, so that a run
+// of large entries, the embedding's frequent rows, loads every owner alike, where a
+// shard's owner takes them all); the owners sum their regions as above, then share them:
 //   union    each owner lists its region's nonzero sums                 (one scan)
 //   sizes    every rank learns each owner's count             (all-gather, one int64 each)
 //   blocks   each owner broadcasts its sums as entries on the wire type (N broadcasts)
@@ -23,8 +25,8 @@
 // link, not every rank's bytes. The blocks add in rank order on every execution space,
 // so the host and a device give the same sums. An all-reduce also delivers the union
 // of the ranks' picks to every rank: (N - 1) / N of it per rank, as a ring all-gather of
-// the owners' blocks would (a broadcast per owner is a pipeline from it; no padding to
-// the fullest region), and that union grows with N (docs/results.md, Scaling: 1.7 k at 2
+// the owners' blocks would (a broadcast per owner is a pipeline from it, and nothing is
+// padded to the fullest block), and that union grows with N (docs/results.md, Scaling: 1.7 k at 2
 // ranks, 6.1 k at 16).
 //
 // Sized at initialize for the largest k of any call (`capacity`); nothing is allocated
@@ -55,6 +57,9 @@ class RoutedExchange {
  public:
   template <class T> using vector = typename Exec::template vector<T>;
   static constexpr std::size_t entry_bytes = detail::routed_entry_bytes<Value>;
+  // Replicated: the positions dealt to one owner at a time (a 768-wide embedding row
+  // and a bit more; the frequent rows span many chunks).
+  static constexpr std::size_t dealt_chunk = 1024;
 
   static status can_implement(const reducer_arguments&) { return {}; }
 
@@ -63,7 +68,6 @@ class RoutedExchange {
     launch_ = {exec};
     world_ = std::size_t(std::max(p.args.world_size, 1));
     rank_ = std::size_t(p.args.rank);
-    length_ = p.lay.length;
     replicated_ = p.args.topo != topology::sharded;
     shard_ = region_size(p);
     capacity_ = std::min(capacity, p.lay.length);
@@ -77,6 +81,11 @@ class RoutedExchange {
     recv_counts_.assign(world_, 0);
     ones_.assign(world_, 1);
     if (replicated_) {
+      chunks_ = ceil_div(p.lay.length, dealt_chunk);
+      chunk_bounds_.assign(chunks_ + 1, 0ull);
+      chunk_first_.assign(chunks_, 0ull);
+      chunk_bounds_host_.assign(chunks_ + 1, 0ull);
+      chunk_first_host_.assign(chunks_, 0ull);
       region_sums_.assign(shard_, 0.0f);
       marks_.assign(ceil_div(shard_, 32), 0u);
       union_.assign(shard_, detail::no_position);
@@ -93,7 +102,8 @@ class RoutedExchange {
     return detail::buffer_bytes(bounds_) + detail::buffer_bytes(counts_) + detail::buffer_bytes(send_) +
            detail::buffer_bytes(recv_) + detail::buffer_bytes(region_sums_) + detail::buffer_bytes(marks_) +
            detail::buffer_bytes(union_) + detail::buffer_bytes(listed_) + detail::buffer_bytes(union_counts_) +
-           detail::buffer_bytes(shared_) + (replicated_ ? list_.workspace_bytes() : 0);
+           detail::buffer_bytes(shared_) + detail::buffer_bytes(chunk_bounds_) + detail::buffer_bytes(chunk_first_) +
+           (replicated_ ? list_.workspace_bytes() : 0);
   }
   static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity) {
     const std::size_t world = std::size_t(std::max(p.args.world_size, 1)), cap = std::min(capacity, p.lay.length);
@@ -103,7 +113,8 @@ class RoutedExchange {
     if (p.args.topo == topology::sharded) return routing;
     return routing + region * (sizeof(float) + sizeof(std::uint32_t)) + ceil_div(region, 32) * sizeof(std::uint32_t) +
            3 * sizeof(unsigned long long) + (1 + world) * sizeof(std::int64_t) +
-           most_shared(world, cap, p.lay.length) * entry_bytes + list_t::workspace_bytes_for(region);
+           most_shared(world, cap, p.lay.length) * entry_bytes + list_t::workspace_bytes_for(region) +
+           (2 * ceil_div(p.lay.length, dealt_chunk) + 1) * sizeof(unsigned long long);
   }
 
   // The call's exchange: `list` holds this rank's picks (k slots, ascending, free slots
@@ -115,8 +126,12 @@ class RoutedExchange {
   status exchange(C& comm, const float* acc, const std::uint32_t* list, std::size_t k, float* out, std::size_t size,
                   float scale) {
     unsigned long long* bounds = detail::raw(bounds_);
-    launch_(world_ + 1, detail::list_starts<unsigned long long>{list, k, shard_, bounds});
-    TAGC_TRY(launch_.exec.copy_to_host(bounds, bounds_host_.data(), world_ + 1));
+    if (replicated_) {
+      TAGC_TRY(deal(list, k));
+    } else {
+      launch_(world_ + 1, detail::list_starts<unsigned long long>{list, k, shard_, bounds});
+      TAGC_TRY(launch_.exec.copy_to_host(bounds, bounds_host_.data(), world_ + 1));
+    }
     for (std::size_t d = 0; d < world_; ++d) counts_host_[d] = std::int64_t(bounds_host_[d + 1] - bounds_host_[d]);
     std::int64_t* counts = detail::raw(counts_);
     TAGC_TRY(launch_.exec.copy_from_host(counts_host_.data(), counts, world_));
@@ -138,7 +153,11 @@ class RoutedExchange {
     for (std::size_t d = 0; d < world_; ++d) send_counts_[d] = std::size_t(counts_host_[d]) * entry_bytes;
     std::uint8_t* send = detail::raw(send_);
     std::uint8_t* recv = detail::raw(recv_);
-    launch_(listed, detail::pack_routed<Value>{acc, list, bounds, shard_, send});
+    if (replicated_)
+      launch_(listed, detail::pack_routed_dealt<Value>{acc, list, detail::raw(chunk_bounds_), detail::raw(chunk_first_),
+                                                      bounds, world_, dealt_chunk, send});
+    else
+      launch_(listed, detail::pack_routed<Value>{acc, list, bounds, shard_, send});
     TAGC_TRY(detail::in_phase(
         comm.all_to_all_v(std::span<const std::uint8_t>(send, listed * entry_bytes), std::span<const std::size_t>(send_counts_),
                           std::span<std::uint8_t>(recv, received * entry_bytes), std::span<const std::size_t>(recv_counts_)),
@@ -146,7 +165,7 @@ class RoutedExchange {
 
     // The owner's sums: into its shard of out, or (replicated) into its region, to share.
     float* sums = replicated_ ? detail::raw(region_sums_) : out;
-    const std::size_t extent = replicated_ ? region_length(rank_) : size;
+    const std::size_t extent = replicated_ ? shard_ : size;
     thrust::fill(launch_.exec.policy(), sums, sums + extent, 0.0f);
     const std::uint8_t* block = recv;
     for (std::size_t q = 0; q < world_; ++q) {
@@ -183,6 +202,26 @@ class RoutedExchange {
  private:
   using list_t = detail::shared_select_impl_t<Exec>;
 
+  // Replicated: where the sorted list's entries go, owner by owner (their chunks in
+  // order): bounds_ / bounds_host_ the owners' blocks, chunk_first_ each chunk's first
+  // entry among them. The chunks' bounds travel through the host (a device synchronises).
+  status deal(const std::uint32_t* list, std::size_t k) {
+    unsigned long long* starts = detail::raw(chunk_bounds_);
+    launch_(chunks_ + 1, detail::list_starts<unsigned long long>{list, k, dealt_chunk, starts});
+    TAGC_TRY(launch_.exec.copy_to_host(starts, chunk_bounds_host_.data(), chunks_ + 1));
+    unsigned long long at = 0;
+    for (std::size_t d = 0; d < world_; ++d) {
+      bounds_host_[d] = at;
+      for (std::size_t c = d; c < chunks_; c += world_) {
+        chunk_first_host_[c] = at;
+        at += chunk_bounds_host_[c + 1] - chunk_bounds_host_[c];
+      }
+    }
+    bounds_host_[world_] = at;
+    TAGC_TRY(launch_.exec.copy_from_host(chunk_first_host_.data(), detail::raw(chunk_first_), chunks_));
+    return launch_.exec.copy_from_host(bounds_host_.data(), detail::raw(bounds_), world_ + 1);
+  }
+
   // Replicated: every owner's nonzero sums to every rank. The owner lists its region's
   // nonzero sums, the owners' counts are all-gathered, each owner broadcasts its block
   // (offsets, then values on the wire type) from where it lies in the gathered buffer,
@@ -190,9 +229,8 @@ class RoutedExchange {
   template <routing_communicator C>
   status share_sums(C& comm, float* out, std::size_t size) {
     const float* sums = detail::raw(region_sums_);
-    const std::size_t own = region_length(rank_);
     std::uint32_t* list = detail::raw(union_);
-    launch_(ceil_div(shard_, 32), detail::mark_nonzero{sums, own, detail::raw(marks_)});
+    launch_(ceil_div(shard_, 32), detail::mark_nonzero{sums, shard_, detail::raw(marks_)});
     list_.to_list(detail::raw(marks_), list, shard_);
     unsigned long long* listed = detail::raw(listed_);
     launch_(1, detail::count_positions{list, shard_, 0, 0, listed});
@@ -208,7 +246,7 @@ class RoutedExchange {
     std::size_t total = 0;
     for (std::size_t q = 0; q < world_; ++q) {
       const std::int64_t c = union_counts_host_[q];
-      if (c < 0 || std::size_t(c) > region_length(q) || total + std::size_t(c) > shared_.size() / entry_bytes)
+      if (c < 0 || std::size_t(c) > shard_ || total + std::size_t(c) > shared_.size() / entry_bytes)
         return {errc::communication, "routed index: owner " + std::to_string(q) + " announced " + std::to_string(c) +
                                          " summed entries, more than its region or the ranks' picks can hold"};
       union_starts_[q] = total;
@@ -225,9 +263,8 @@ class RoutedExchange {
     }
     thrust::fill(launch_.exec.policy(), out, out + size, 0.0f);
     for (std::size_t q = 0; q < world_; ++q) {
-      const std::size_t c = std::size_t(union_counts_host_[q]), first = std::min(q * shard_, size);
-      launch_(c, detail::add_routed<Value>{gathered + union_starts_[q] * entry_bytes, c, out + first,
-                                           std::min(region_length(q), size - first)});
+      const std::size_t c = std::size_t(union_counts_host_[q]);
+      launch_(c, detail::place_dealt<Value>{gathered + union_starts_[q] * entry_bytes, c, out, size, q, world_, dealt_chunk});
     }
     last_.shared = total;
     return {};
@@ -237,15 +274,12 @@ class RoutedExchange {
     return ring_bytes_sent(collective::broadcast, double(last_.shared * bytes), int(world_));
   }
 
-  // The owners' extent: the shard (sharded), or a region of ceil(n / N) (replicated).
+  // The owners' extent: the shard (sharded), or (replicated) the most chunks any owner is
+  // dealt; an owner's region holds its chunks in order (the last may be partial or absent).
   static std::size_t region_size(const reducer_plan& p) {
     if (p.args.topo == topology::sharded) return p.lay.shard_size;
-    return std::max<std::size_t>(ceil_div(p.lay.length, std::size_t(std::max(p.args.world_size, 1))), 1);
-  }
-  // Owner q's region of a replicated buffer (the last ones may be shorter, or empty).
-  std::size_t region_length(std::size_t q) const {
-    const std::size_t first = std::min(q * shard_, length_);
-    return std::min(shard_, length_ - first);
+    const std::size_t world = std::size_t(std::max(p.args.world_size, 1));
+    return ceil_div(ceil_div(p.lay.length, dealt_chunk), world) * dealt_chunk;
   }
   // The most entries an owner can receive in one call: from every rank at most its k
   // and at most the shard.
@@ -259,13 +293,15 @@ class RoutedExchange {
   }
 
   detail::launcher<Exec> launch_{};
-  std::size_t world_ = 1, rank_ = 0, shard_ = 0, capacity_ = 0, length_ = 0;
+  std::size_t world_ = 1, rank_ = 0, shard_ = 0, capacity_ = 0, chunks_ = 0;
   bool replicated_ = false;
   vector<unsigned long long> bounds_;  // [world + 1] where the list splits by shard
   vector<std::int64_t> counts_;        // [world sent | world received] entry counts
   vector<std::uint8_t> send_;          // [capacity entries] this rank's blocks, in owner order
   vector<std::uint8_t> recv_;          // [world x min(capacity, shard) entries] the blocks received
   // replicated only (empty otherwise):
+  vector<unsigned long long> chunk_bounds_;  // [chunks + 1] where the list splits by chunk
+  vector<unsigned long long> chunk_first_;   // [chunks] each chunk's first entry in owner order
   vector<float> region_sums_;          // [region] this owner's sums
   vector<std::uint32_t> marks_;        // [region / 32] its nonzero sums
   vector<std::uint32_t> union_;        // [region] their offsets, ascending
@@ -273,7 +309,7 @@ class RoutedExchange {
   vector<std::int64_t> union_counts_;  // [1 + world] this owner's count, then every owner's
   vector<std::uint8_t> shared_;        // [most shared entries] every owner's block, in owner order
   list_t list_{};                      // the marks as a list
-  std::vector<unsigned long long> bounds_host_;
+  std::vector<unsigned long long> bounds_host_, chunk_bounds_host_, chunk_first_host_;
   std::vector<std::int64_t> counts_host_, union_counts_host_;
   std::vector<std::size_t> send_counts_, recv_counts_, ones_;  // bytes per peer; 1 per peer for the counts
   std::vector<std::size_t> union_starts_;                      // [world + 1] where each owner's block starts (entries)
