@@ -293,6 +293,7 @@ class RoutedExchange {
   }
 
   detail::launcher<Exec> launch_{};
+  // shard_: an owner's extent (its shard, or its dealt region: region_size)
   std::size_t world_ = 1, rank_ = 0, shard_ = 0, capacity_ = 0, chunks_ = 0;
   bool replicated_ = false;
   vector<unsigned long long> bounds_;  // [world + 1] where the list splits by shard
