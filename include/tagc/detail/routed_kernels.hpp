@@ -26,7 +26,21 @@ namespace detail {
 template <class Value>
 inline constexpr std::size_t routed_entry_bytes = sizeof(std::uint32_t) + sizeof(Value);
 
-// Entry j of the list into its owner's block (see the wire above).
+// Entry i of a block of `count` (see the wire above): written, and read back.
+template <class Value>
+TAGC_HOST_DEVICE inline void write_entry(std::uint8_t* block, std::size_t count, std::size_t i, std::uint32_t offset,
+                                         Value v) {
+  std::memcpy(block + i * sizeof(std::uint32_t), &offset, sizeof offset);
+  std::memcpy(block + count * sizeof(std::uint32_t) + i * sizeof(Value), &v, sizeof v);
+}
+template <class Value>
+TAGC_HOST_DEVICE inline void read_entry(const std::uint8_t* block, std::size_t count, std::size_t i,
+                                        std::uint32_t& offset, Value& v) {
+  std::memcpy(&offset, block + i * sizeof(std::uint32_t), sizeof offset);
+  std::memcpy(&v, block + count * sizeof(std::uint32_t) + i * sizeof(Value), sizeof v);
+}
+
+// Entry j of the list into its owner's block.
 template <class Value>
 struct pack_routed {
   const float* acc;
@@ -38,11 +52,8 @@ struct pack_routed {
     const std::uint32_t p = list[j];
     const std::size_t d = std::size_t(p) / shard_size;
     const std::size_t first = std::size_t(bounds[d]), count = std::size_t(bounds[d + 1]) - first, i = j - first;
-    std::uint8_t* block = wire + first * routed_entry_bytes<Value>;
-    const std::uint32_t offset = std::uint32_t(std::size_t(p) - d * shard_size);
-    const Value v(acc[p]);
-    std::memcpy(block + i * sizeof(std::uint32_t), &offset, sizeof offset);
-    std::memcpy(block + count * sizeof(std::uint32_t) + i * sizeof(Value), &v, sizeof v);
+    write_entry(wire + first * routed_entry_bytes<Value>, count, i, std::uint32_t(std::size_t(p) - d * shard_size),
+                Value(acc[p]));
   }
 };
 
@@ -58,8 +69,7 @@ struct add_routed {
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     std::uint32_t offset;
     Value v;
-    std::memcpy(&offset, block + i * sizeof(std::uint32_t), sizeof offset);
-    std::memcpy(&v, block + count * sizeof(std::uint32_t) + i * sizeof(Value), sizeof v);
+    read_entry(block, count, i, offset, v);
     if (offset < size) out[offset] += float(v);
   }
 };
@@ -83,11 +93,8 @@ struct pack_routed_dealt {
     const std::size_t p = list[j], c = p / chunk, d = c % owners;
     const std::size_t first = std::size_t(owner_bounds[d]), count = std::size_t(owner_bounds[d + 1]) - first;
     const std::size_t i = std::size_t(chunk_first[c]) + (j - std::size_t(chunk_bounds[c])) - first;
-    std::uint8_t* block = wire + first * routed_entry_bytes<Value>;
-    const std::uint32_t offset = std::uint32_t((c / owners) * chunk + p % chunk);
-    const Value v(acc[p]);
-    std::memcpy(block + i * sizeof(std::uint32_t), &offset, sizeof offset);
-    std::memcpy(block + count * sizeof(std::uint32_t) + i * sizeof(Value), &v, sizeof v);
+    write_entry(wire + first * routed_entry_bytes<Value>, count, i, std::uint32_t((c / owners) * chunk + p % chunk),
+                Value(acc[p]));
   }
 };
 
@@ -103,8 +110,7 @@ struct place_dealt {
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     std::uint32_t offset;
     Value v;
-    std::memcpy(&offset, block + i * sizeof(std::uint32_t), sizeof offset);
-    std::memcpy(&v, block + count * sizeof(std::uint32_t) + i * sizeof(Value), sizeof v);
+    read_entry(block, count, i, offset, v);
     const std::size_t p = ((std::size_t(offset) / chunk) * owners + owner) * chunk + std::size_t(offset) % chunk;
     if (p < length) out[p] += float(v);
   }
@@ -135,10 +141,7 @@ struct pack_sums {
   std::size_t count;
   std::uint8_t* block;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
-    const std::uint32_t offset = list[i];
-    const Value v(sums[offset]);
-    std::memcpy(block + i * sizeof(std::uint32_t), &offset, sizeof offset);
-    std::memcpy(block + count * sizeof(std::uint32_t) + i * sizeof(Value), &v, sizeof v);
+    write_entry(block, count, i, list[i], Value(sums[list[i]]));
   }
 };
 
