@@ -33,15 +33,18 @@ struct trace {
 };
 
 template <class R, class Comm>
-trace run(Comm& comm, std::size_t n, double theta, int steps) {
+trace run(Comm& comm, std::size_t n, double theta, int steps, topology topo) {
   trace tr;
   R red;
-  REQUIRE(red.initialize({.length = n, .world_size = comm.size(), .rank = comm.rank(), .sparsity = theta}).ok());
+  REQUIRE(red.initialize({.length = n, .world_size = comm.size(), .rank = comm.rank(), .topo = topo, .sparsity = theta})
+              .ok());
   for (int t = 0; t < steps; ++t) {
     const auto g = gradient(n, comm.rank(), t);
     std::vector<float> out(red.output_size());
     reduce_stats st;
-    const status s = red.reduce_scatter(comm, std::span<const float>(g), std::span<float>(out), &st);
+    const std::span<const float> in(g);
+    const status s = topo == topology::sharded ? red.reduce_scatter(comm, in, std::span<float>(out), &st)
+                                               : red.all_reduce(comm, in, std::span<float>(out), &st);
     REQUIRE_MESSAGE(s.ok(), s.what());
     tr.out.push_back(std::move(out));
     tr.stats.push_back(st);
@@ -51,21 +54,21 @@ trace run(Comm& comm, std::size_t n, double theta, int steps) {
 }
 
 template <class R>
-void same_as_local(std::size_t n, double theta, int steps) {
+void same_as_local(std::size_t n, double theta, int steps, topology topo = topology::sharded) {
   mpi_communicator comm(MPI_COMM_WORLD);
   const int me = comm.rank();
-  const trace over_mpi = run<R>(comm, n, theta, steps);
+  const trace over_mpi = run<R>(comm, n, theta, steps, topo);
   trace replay;
   std::mutex m;
   local_world world(comm.size());
   world.run([&](local_communicator& c) {
-    trace tr = run<R>(c, n, theta, steps);
+    trace tr = run<R>(c, n, theta, steps, topo);
     if (c.rank() == me) {
       std::lock_guard lk(m);
       replay = std::move(tr);
     }
   });
-  INFO("rank " << me << ", n " << n << ", theta " << theta);
+  INFO("rank " << me << ", n " << n << ", theta " << theta << ", topology " << int(topo));
   const auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
     if (a.size() != b.size()) return false;
     float scale = 1e-30f;
@@ -100,6 +103,10 @@ TEST_CASE("Reducer over MPI == Reducer over the in-process backend") {
   same_as_local<exact>(65536, 0.95, 3);
   same_as_local<scatter>(4097, 0.8, 2);
   same_as_local<packed>(30001, 0.9, 3);
+  // the routed index: entries by all_to_all_v; all-reduced, the owners' sums by broadcasts
+  using routed = Reducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy, DecodePolicy<>>;
+  same_as_local<routed>(70001, 0.99, 3);
+  same_as_local<routed>(70001, 0.99, 3, topology::replicated);
 }
 
 TEST_CASE("bad input over MPI: every rank gets the same error, nobody hangs") {
