@@ -52,7 +52,7 @@ cmake -S . -B build-asan "${san_opts[@]}" \
   -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize=null -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
 cmake --build build-asan -j"$jobs" --target tagc_core tagc_reducer tagc_conservation tagc_beyond tagc_comm \
   tagc_readme_example tagc_bf16 tagc_lowprec tagc_paths tagc_step_alloc tagc_state tagc_decode_paths \
-  tagc_sparsity_schedule tagc_builder tagc_two_level tagc_shared_index tagc_pooled_index tagc_routed_index tagc_workspace \
+  tagc_sparsity_schedule tagc_builder tagc_two_level tagc_shared_index tagc_pooled_index tagc_routed_index tagc_routed_union_bound tagc_workspace \
   tagc_argument_rules tagc_int8_blocks
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -L core -E readme_in_sync

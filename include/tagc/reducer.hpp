@@ -136,6 +136,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, IndexPolicy<Bits, IX>, Values, Deco
   // The AND of the stages' (and the reducer's own: ranks, length).
   static status can_implement(const reducer_arguments& a) {
     TAGC_TRY(check_placement(a));
+    TAGC_TRY(check_union_bound(a, false));
     TAGC_TRY(index_stage::can_implement(a));
     if (a.length >= (std::size_t(1) << 32))
       return {errc::invalid_argument, "length " + std::to_string(a.length) + " >= 2^32 elements; split the unit"};

@@ -40,6 +40,13 @@ struct reducer_arguments {
   // reducer returns. Copied at initialize: the caller's string need not outlive it.
   std::string_view name{};
   sparsity_schedule schedule{};  // theta warm-up over the first calls (policy/sparsity_schedule.hpp)
+  // A routed index's all-reduce (RoutedIndexPolicy, topology::replicated): every owner
+  // forwards at most ceil(union_bound x k / N) of its largest summed entries and the
+  // senders keep the others in their residuals, so what every rank receives stays near
+  // union_bound x k at any N (the second selection of Ok-Topk). 0: every nonzero sum,
+  // the union of the ranks' picks, which grows with N. Other reducers refuse it (a
+  // plain reducer, which sends everything, ignores it as it ignores theta).
+  double union_bound = 0.0;
 };
 
 TAGC_END_NAMESPACE

@@ -131,6 +131,7 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
 
   static status can_implement(const reducer_arguments& a) {
     TAGC_TRY(check_placement(a));
+    TAGC_TRY(check_union_bound(a, routed && a.topo != topology::sharded));
     if (a.adapt.enabled)
       return {errc::invalid_argument, "adaptive sparsity steers a sketch's load; a shared index has none (set theta)"};
     TAGC_TRY(selection_stage::can_implement(a));
@@ -372,7 +373,8 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       unsigned long long nonfinite = 0;
       TAGC_TRY(exec_.copy_to_host(counters, &nonfinite, 1));
       typename agreement_stage::contribution mine{grad.size(), out.size(), std::uint32_t(std::min<unsigned long long>(nonfinite, 0xffffffffull)),
-                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled, picks, own_values, routed), 0, 0};
+                                                  0u, shared_index_config_hash<wire_t>(args_.topo, args_.op, k, step_, pooled, picks, own_values, routed,
+                                                                                   routed_forwards(k)), 0, 0};
       typename agreement_stage::verdict v;
       if (status s = agreement_.check(comm, mine, n, output_size(), 1, v); !s.ok()) {
         if (s.code() == errc::invalid_argument)  // a configuration mismatch: name what a shared index adds to it
@@ -439,12 +441,15 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
 
     const bool sharded = args_.topo == topology::sharded;
     const std::size_t first = sharded ? plan_.own_shard * plan_.lay.shard_size : 0;
+    // Where this rank's values were delivered, which its residual settles: the
+    // positions, or (a bounded routed all-reduce) the picks the owners forwarded.
+    const std::uint32_t* delivered = routed && !dense && !in_buffer ? routing_.delivered(pos) : pos;
     std::size_t above = 0, above_shared = 0;
     if (stats && !dense) {  // dense: every position sent, nothing held back
       launch_(1, detail::count_positions{pos, slots, first, first + out.size(), counters + 1});
       above = sums_.template sum<unsigned long long>(launch_, n, detail::above_threshold{acc, selection_.threshold_bits()});
       above_shared = sums_.template sum<unsigned long long>(
-          launch_, slots, detail::above_at_shared{acc, pos, n, selection_.threshold_bits()});
+          launch_, slots, detail::above_at_shared{acc, delivered, n, selection_.threshold_bits()});
     }
     if (in_buffer) {
       const wire_t* sums = sharded ? detail::raw(shard_sums_) : values;
@@ -463,14 +468,14 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
       if (dense)
         launch_(n, detail::settle_whole<wire_t, float>{r, r, seed});
       else
-        launch_(slots, detail::settle_shared<wire_t, float>{pos, r, r, n, seed, own});
+        launch_(slots, detail::settle_shared<wire_t, float>{delivered, r, r, n, seed, own});
     } else {
       residual_t* r = detail::raw(residual_);
       if (dense) {
         launch_(n, detail::settle_whole<wire_t, residual_t>{acc, r, seed});
       } else {
         launch_(n, detail::store_acc<residual_t>{acc, r, seed});
-        launch_(slots, detail::settle_shared<wire_t, residual_t>{pos, acc, r, n, seed, own});
+        launch_(slots, detail::settle_shared<wire_t, residual_t>{delivered, acc, r, n, seed, own});
       }
     }
     clock.mark(&S::residual);
@@ -481,6 +486,12 @@ class Reducer<BasicSparsifyPolicy<Residual>, BasicSharedIndexPolicy<Pick>, Packe
     if (stats)
       TAGC_TRY(fill_stats(*stats, {theta, k, picks, slots, dense, in_buffer, first, out.size(), above, above_shared}));
     return {};
+  }
+
+  // A routed all-reduce's bound on what each owner forwards (0: unbounded, and the other rules).
+  std::size_t routed_forwards(std::size_t k) const {
+    if constexpr (routed) return args_.union_bound > 0.0 ? routing_.forwarded_at_most(k) : 0;
+    return 0;
   }
 
   // The routed exchange (stage/routed_exchange.hpp), on a communicator that can route.

@@ -2,7 +2,8 @@
 // defines: the routed index's functors (RoutedIndexPolicy): this rank's entries packed
 //          per owner, and an owner's sum of what it received (scaled for mean by
 //          decode_kernels.hpp's scale_output); for an all-reduce, the owner's nonzero
-//          sums marked and packed as one block for every rank. Implementation detail of
+//          sums marked and packed as one block for every rank, and (bounded) which of
+//          this rank's picks the owners forwarded. Implementation detail of
 //          stage/routed_exchange.hpp; users read policy/shared_index.hpp, not this file.
 //
 // The wire: this rank's block for owner d is c_d entries, first their offsets in d's
@@ -142,6 +143,44 @@ struct pack_sums {
   std::uint8_t* block;
   TAGC_HOST_DEVICE void operator()(std::size_t i) const {
     write_entry(block, count, i, list[i], Value(sums[list[i]]));
+  }
+};
+
+// A bounded all-reduce (reducer_arguments::union_bound): slot j of this rank's own
+// picks stays a position where its owner forwarded the sum there, and becomes
+// no_position where it did not (the sender then keeps that entry in its residual). The
+// owner's block lists its region offsets ascending (its marks, listed in order), so a
+// binary search finds one; `starts` holds each owner's first entry in the gathered
+// blocks, [owners + 1].
+template <class Value>
+struct keep_forwarded {
+  const std::uint32_t* list;
+  std::size_t length;
+  const std::uint8_t* blocks;
+  const unsigned long long* starts;
+  std::size_t owners, chunk;
+  std::uint32_t* settled;
+  TAGC_HOST_DEVICE void operator()(std::size_t j) const {
+    const std::size_t p = list[j];
+    if (p >= length) {
+      settled[j] = no_position;
+      return;
+    }
+    const std::size_t c = p / chunk, q = c % owners, offset = (c / owners) * chunk + p % chunk;
+    const std::size_t first = std::size_t(starts[q]), count = std::size_t(starts[q + 1]) - first;
+    const std::uint8_t* block = blocks + first * routed_entry_bytes<Value>;
+    const auto offset_at = [block](std::size_t i) {
+      std::uint32_t o;
+      std::memcpy(&o, block + i * sizeof(std::uint32_t), sizeof o);
+      return std::size_t(o);
+    };
+    std::size_t lo = 0, hi = count;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (offset_at(mid) < offset) lo = mid + 1;
+      else hi = mid;
+    }
+    settled[j] = lo < count && offset_at(lo) == offset ? std::uint32_t(p) : no_position;
   }
 };
 

@@ -37,15 +37,16 @@ inline std::uint64_t per_rank_config_hash(int index_bits, index_exchange exchang
 // numbers stay what they were) and how many positions the pooling ranks pick
 // (ranks whose saved overlap differs would all-gather blocks of different sizes), and
 // whether each rank sends only its own picks (ranks that differ there would deliver
-// sums that are neither rule's).
+// sums that are neither rule's), and how many sums a routed all-reduce's owners
+// forward (ranks bounding differently would broadcast blocks of different sizes).
 template <class Wire>
 inline std::uint64_t shared_index_config_hash(topology topo, reduce_op op, std::size_t k, std::uint64_t step,
                                               bool pooled = false, std::size_t picks = 0, bool own_values = false,
-                                              bool routed = false) {
+                                              bool routed = false, std::size_t forwards = 0) {
   return 0x5a4edull + std::uint64_t(wire_type_id<Wire>) * 50021u + std::uint64_t(topo) * 7u +
          std::uint64_t(op) * 3u + std::uint64_t(k) * 1000003u + step * 0x9e3779b97f4a7c15ull +
          (pooled ? 0x7001ed00ull + std::uint64_t(picks) * 0x100000001b3ull : 0ull) + (own_values ? 0x6f776eull : 0ull) +
-         (routed ? 0x726f757465ull : 0ull);
+         (routed ? 0x726f757465ull : 0ull) + std::uint64_t(forwards) * 0x51ed27ull;
 }
 
 TAGC_END_NAMESPACE

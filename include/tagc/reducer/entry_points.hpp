@@ -34,6 +34,19 @@ inline status check_placement(const reducer_arguments& a) {
   return {};
 }
 
+// reducer_arguments::union_bound: a finite number >= 0, and set only for a reducer that
+// bounds a routed index's all-reduce (`bounds`).
+inline status check_union_bound(const reducer_arguments& a, bool bounds) {
+  if (!(a.union_bound >= 0.0 && a.union_bound <= 1e6))
+    return {errc::invalid_argument, "union_bound " + std::to_string(a.union_bound) + " outside [0, 1e6]"};
+  if (a.union_bound > 0.0 && !bounds)
+    return {errc::invalid_argument,
+            "union_bound " + std::to_string(a.union_bound) +
+                " bounds what the owners of a routed index forward in an all-reduce (index=routed, "
+                "topology::replicated); this reducer has no owners to bound (set it to 0)"};
+  return {};
+}
+
 // The communicator a call brings has the rank and size the reducer was planned for
 // (checked before any collective: a mismatch would pair the wrong ranks' buffers).
 template <communicator C>

@@ -18,6 +18,12 @@
 //   blocks   each owner broadcasts its sums as entries on the wire type (N broadcasts)
 //   output   every rank writes the whole buffer from the N blocks, its own included, so
 //            that every replica holds the same bits (bf16: the sums rounded once)
+// With reducer_arguments::union_bound B > 0 an owner lists only its ceil(B k / N) largest
+// sums (the second selection of Ok-Topk), so every rank receives about B k entries at
+// any N; each rank finds in the blocks which of its own picks were forwarded
+// (`settled`) and keeps the others in its residual, as if it had not picked them.
+// The round-robin dealing makes the owners' shares of the large sums alike, so a
+// per-owner count stands in for a global threshold without another collective.
 //
 // A rank sends its k picks, about (N - 1) / N k entries, whatever the number of ranks:
 // there is no union to grow with N, and an owner receives only what falls into its
@@ -34,6 +40,7 @@
 // entries' exchange), so a device call synchronises there.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -69,6 +76,7 @@ class RoutedExchange {
     world_ = std::size_t(std::max(p.args.world_size, 1));
     rank_ = std::size_t(p.args.rank);
     replicated_ = p.args.topo != topology::sharded;
+    bound_ = replicated_ ? p.args.union_bound : 0.0;
     shard_ = region_size(p);
     capacity_ = std::min(capacity, p.lay.length);
     bounds_.assign(world_ + 1, 0ull);
@@ -93,7 +101,13 @@ class RoutedExchange {
       union_counts_.assign(1 + world_, 0);
       union_counts_host_.assign(world_, 0);
       union_starts_.assign(world_ + 1, 0);
+      union_starts_host_.assign(world_ + 1, 0ull);
       shared_.assign(most_shared(world_, capacity_, p.lay.length) * entry_bytes, 0);
+      threshold_.assign(1, 0u);
+      if (bound_ > 0.0) {
+        settled_.assign(capacity_, detail::no_position);
+        union_starts_dev_.assign(world_ + 1, 0ull);
+      }
       TAGC_TRY(list_.initialize(shard_, exec));
     }
     return {};
@@ -103,6 +117,7 @@ class RoutedExchange {
            detail::buffer_bytes(recv_) + detail::buffer_bytes(region_sums_) + detail::buffer_bytes(marks_) +
            detail::buffer_bytes(union_) + detail::buffer_bytes(listed_) + detail::buffer_bytes(union_counts_) +
            detail::buffer_bytes(shared_) + detail::buffer_bytes(chunk_bounds_) + detail::buffer_bytes(chunk_first_) +
+           detail::buffer_bytes(threshold_) + detail::buffer_bytes(settled_) + detail::buffer_bytes(union_starts_dev_) +
            (replicated_ ? list_.workspace_bytes() : 0);
   }
   static std::size_t workspace_bytes_for(const reducer_plan& p, std::size_t capacity) {
@@ -114,7 +129,8 @@ class RoutedExchange {
     return routing + region * (sizeof(float) + sizeof(std::uint32_t)) + ceil_div(region, 32) * sizeof(std::uint32_t) +
            3 * sizeof(unsigned long long) + (1 + world) * sizeof(std::int64_t) +
            most_shared(world, cap, p.lay.length) * entry_bytes + list_t::workspace_bytes_for(region) +
-           (2 * ceil_div(p.lay.length, dealt_chunk) + 1) * sizeof(unsigned long long);
+           (2 * ceil_div(p.lay.length, dealt_chunk) + 1) * sizeof(unsigned long long) + sizeof(std::uint32_t) +
+           (p.args.union_bound > 0.0 ? cap * sizeof(std::uint32_t) + (world + 1) * sizeof(unsigned long long) : 0);
   }
 
   // The call's exchange: `list` holds this rank's picks (k slots, ascending, free slots
@@ -174,7 +190,7 @@ class RoutedExchange {
       block += recv_counts_[q];
     }
     last_ = {listed, received, listed - std::size_t(counts_host_[rank_]), 0};
-    if (replicated_) TAGC_TRY(share_sums(comm, out, size));
+    if (replicated_) TAGC_TRY(share_sums(comm, list, k, out, size));
     if (scale != 1.0f) launch_(size, detail::scale_output{out, scale});
     return {};
   }
@@ -186,6 +202,16 @@ class RoutedExchange {
     std::size_t sent = 0, received = 0, to_others = 0, shared = 0;
   };
   const traffic& last() const { return last_; }
+  // The positions where this rank's values were delivered in the last exchange, which
+  // its residual settles: its picks (`list`), or, bounded, those its owners forwarded
+  // (k slots, no_position where an owner held the sum back).
+  const std::uint32_t* delivered(const std::uint32_t* list) const {
+    return bound_ > 0.0 ? detail::raw(settled_) : list;
+  }
+  // Bounded: the most sums an owner forwards in a call keeping k (else its whole region).
+  std::size_t forwarded_at_most(std::size_t k) const {
+    return bound_ > 0.0 ? std::min(shard_, std::size_t(std::ceil(bound_ * double(k) / double(world_)))) : shard_;
+  }
   // Bytes this rank sent in the last exchange: the counts (index_bytes) and the entries'
   // offsets (index) and values (value_bytes) for other ranks; replicated, its share of the
   // owners' counts and of their blocks' broadcasts (ring model: (N - 1) / N of each).
@@ -222,15 +248,20 @@ class RoutedExchange {
     return launch_.exec.copy_from_host(bounds_host_.data(), detail::raw(bounds_), world_ + 1);
   }
 
-  // Replicated: every owner's nonzero sums to every rank. The owner lists its region's
-  // nonzero sums, the owners' counts are all-gathered, each owner broadcasts its block
-  // (offsets, then values on the wire type) from where it lies in the gathered buffer,
-  // and every rank adds the N blocks into its zeroed output.
+  // Replicated: every owner's nonzero sums (bounded: its largest) to every rank. The
+  // owner lists them, the owners' counts are all-gathered, each owner broadcasts its
+  // block (offsets, then values on the wire type) from where it lies in the gathered
+  // buffer, and every rank adds the N blocks into its zeroed output; bounded, it also
+  // marks which of its own picks (`picks`, k slots) were forwarded.
   template <routing_communicator C>
-  status share_sums(C& comm, float* out, std::size_t size) {
+  status share_sums(C& comm, const std::uint32_t* picks, std::size_t k, float* out, std::size_t size) {
     const float* sums = detail::raw(region_sums_);
     std::uint32_t* list = detail::raw(union_);
-    launch_(ceil_div(shard_, 32), detail::mark_nonzero{sums, shard_, detail::raw(marks_)});
+    const std::size_t most = forwarded_at_most(k);
+    if (bound_ > 0.0)
+      list_.mark(sums, most, detail::raw(marks_), detail::raw(threshold_));  // nonzero only: the (most+1)-th is >= 0
+    else
+      launch_(ceil_div(shard_, 32), detail::mark_nonzero{sums, shard_, detail::raw(marks_)});
     list_.to_list(detail::raw(marks_), list, shard_);
     unsigned long long* listed = detail::raw(listed_);
     launch_(1, detail::count_positions{list, shard_, 0, 0, listed});
@@ -246,7 +277,7 @@ class RoutedExchange {
     std::size_t total = 0;
     for (std::size_t q = 0; q < world_; ++q) {
       const std::int64_t c = union_counts_host_[q];
-      if (c < 0 || std::size_t(c) > shard_ || total + std::size_t(c) > shared_.size() / entry_bytes)
+      if (c < 0 || std::size_t(c) > most || total + std::size_t(c) > shared_.size() / entry_bytes)
         return {errc::communication, "routed index: owner " + std::to_string(q) + " announced " + std::to_string(c) +
                                          " summed entries, more than its region or the ranks' picks can hold"};
       union_starts_[q] = total;
@@ -260,6 +291,12 @@ class RoutedExchange {
       if (c == 0) continue;
       TAGC_TRY(detail::in_phase(comm.broadcast(std::span<std::uint8_t>(gathered + union_starts_[q] * entry_bytes, c * entry_bytes), int(q)),
                                 "routed index (broadcast of an owner's sums)"));
+    }
+    if (bound_ > 0.0) {
+      for (std::size_t q = 0; q <= world_; ++q) union_starts_host_[q] = union_starts_[q];
+      TAGC_TRY(launch_.exec.copy_from_host(union_starts_host_.data(), detail::raw(union_starts_dev_), world_ + 1));
+      launch_(k, detail::keep_forwarded<Value>{picks, size, gathered, detail::raw(union_starts_dev_), world_, dealt_chunk,
+                                               detail::raw(settled_)});
     }
     thrust::fill(launch_.exec.policy(), out, out + size, 0.0f);
     for (std::size_t q = 0; q < world_; ++q) {
@@ -296,6 +333,7 @@ class RoutedExchange {
   // shard_: an owner's extent (its shard, or its dealt region: region_size)
   std::size_t world_ = 1, rank_ = 0, shard_ = 0, capacity_ = 0, chunks_ = 0;
   bool replicated_ = false;
+  double bound_ = 0.0;                 // replicated: reducer_arguments::union_bound (0: unbounded)
   vector<unsigned long long> bounds_;  // [world + 1] where the list splits by shard
   vector<std::int64_t> counts_;        // [world sent | world received] entry counts
   vector<std::uint8_t> send_;          // [capacity entries] this rank's blocks, in owner order
@@ -309,11 +347,15 @@ class RoutedExchange {
   vector<unsigned long long> listed_;  // count_positions' counts of that list
   vector<std::int64_t> union_counts_;  // [1 + world] this owner's count, then every owner's
   vector<std::uint8_t> shared_;        // [most shared entries] every owner's block, in owner order
+  vector<std::uint32_t> threshold_;    // [1] bounded: the owner's threshold (bits of |sum|)
+  vector<std::uint32_t> settled_;      // [capacity] bounded: this rank's picks that were forwarded (delivered())
+  vector<unsigned long long> union_starts_dev_;  // [world + 1] bounded: union_starts_ in the space's memory
   list_t list_{};                      // the marks as a list
   std::vector<unsigned long long> bounds_host_, chunk_bounds_host_, chunk_first_host_;
   std::vector<std::int64_t> counts_host_, union_counts_host_;
   std::vector<std::size_t> send_counts_, recv_counts_, ones_;  // bytes per peer; 1 per peer for the counts
   std::vector<std::size_t> union_starts_;                      // [world + 1] where each owner's block starts (entries)
+  std::vector<unsigned long long> union_starts_host_;          // [world + 1] the same, staged for union_starts_dev_
   traffic last_{};
 };
 
