@@ -1,6 +1,8 @@
 // TwoLevelReducer: a plain reduce-scatter inside each node, a compressed one across
 // nodes. Held to the flat reduce-scatter (same shard on every rank) for many node
-// shapes and lengths; one verdict on every rank for bad input; state resumes exactly.
+// shapes and lengths, also with a cross stage that all-reduces the slice (HSDP); nothing
+// lost, a routed cross stage with a union bound included; one verdict on every rank for
+// bad input; state resumes exactly.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <tagc/comm/local_cluster.hpp>
 #include <tagc/plain_reducer.hpp>
 #include <tagc/reducer.hpp>
+#include <tagc/shared_reducer.hpp>
 #include <tagc/two_level_all_gather.hpp>
 #include <tagc/two_level_reducer.hpp>
 
@@ -24,6 +27,8 @@ using Plain = PlainReducer<float>;
 using PlainBf16 = PlainReducer<bfloat16>;
 using Packed = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedPolicy>;
 using PackedBf16 = Reducer<SparsifyPolicy, ExactIndexPolicy, PackedBf16Policy>;
+using Routed = Reducer<SparsifyPolicy, RoutedIndexPolicy, PackedPolicy>;
+using RoutedBf16 = Reducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy>;
 
 // Small integers: every sum below is exact in fp32 and in bf16, whatever its order,
 // so two-level and flat must agree bit for bit.
@@ -62,13 +67,14 @@ std::vector<std::vector<float>> flat_run(int world, std::size_t n, reduce_op op,
 
 template <class Node, class Cross>
 std::vector<std::vector<float>> two_level_run(node_shape shape, std::size_t n, reduce_op op, double theta = -1.0,
-                                              lane_layout layout = lane_layout::automatic) {
+                                              lane_layout layout = lane_layout::automatic,
+                                              topology cross = topology::sharded) {
   std::vector<std::vector<float>> out(static_cast<std::size_t>(shape.world()));
   local_cluster cluster(shape.nodes, shape.ranks_per_node);
   cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
     TwoLevelReducer<Node, Cross> r;
     REQUIRE(r.initialize({.length = n, .world_size = shape.world(), .rank = rank, .op = op, .sparsity = theta}, shape,
-                         {}, layout)
+                         {}, layout, cross)
                 .ok());
     auto& o = out[std::size_t(rank)];
     o.assign(r.output_size(), -1.0f);
@@ -101,49 +107,64 @@ TEST_CASE("two-level = flat, bit for bit: plain fp32, plain bf16 and packed valu
         // Each layout with the other kind of cross stage than automatic gives it.
         CHECK(two_level_run<Plain, Plain>(shape, n, op, -1.0, lane_layout::interleaved) == flat);
         CHECK(two_level_run<Plain, Packed>(shape, n, op, 0.0, lane_layout::shards) == flat);
+        // A cross stage that all-reduces the slice (HSDP) keeps the same shard.
+        CHECK(two_level_run<Plain, Plain>(shape, n, op, -1.0, lane_layout::automatic, topology::replicated) == flat);
+        CHECK(two_level_run<Plain, Packed>(shape, n, op, 0.0, lane_layout::automatic, topology::replicated) == flat);
       }
     }
   }
+}
+
+// inputs = delivered + residuals over `steps` calls of a TwoLevelReducer<Plain, Cross>
+// whose cross stage has `cross` topology and `bound` (reducer_arguments::union_bound).
+template <class Cross>
+void check_nothing_lost(node_shape shape, topology cross, double bound) {
+  const std::size_t n = 50001;
+  const int steps = 4;
+  std::vector<double> inputs(n, 0.0), delivered(n, 0.0), residual(n, 0.0);
+  std::mutex m;
+  local_cluster cluster(shape.nodes, shape.ranks_per_node);
+  cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+    TwoLevelReducer<Plain, Cross> r;
+    reducer_arguments args{.length = n, .world_size = shape.world(), .rank = rank, .sparsity = 0.95};
+    args.union_bound = bound;
+    REQUIRE(r.initialize(args, shape, {}, lane_layout::automatic, cross).ok());
+    std::vector<float> out(r.output_size());
+    for (int t = 0; t < steps; ++t) {
+      const auto g = spread(n, rank, t);
+      reduce_stats st;
+      REQUIRE(r.reduce_scatter(lv, g, out, &st).ok());
+      CHECK(st.kept < r.cross_stage().plan().length / 10);  // sparsified across nodes
+      CHECK(st.intranode_bytes > 0.0);
+      if (bound > 0.0) CHECK(st.deferred > 0);  // the owners held some picks back
+      std::lock_guard lk(m);
+      for (std::size_t i = 0; i < n; ++i) inputs[i] += g[i];
+      const std::size_t first = std::size_t(rank) * r.output_size();
+      for (std::size_t i = 0; i < out.size() && first + i < n; ++i) delivered[first + i] += out[i];
+    }
+    // The residual covers this rank's slice (interleaved lanes: every K-th element of each node's region).
+    CHECK(r.layout() == lane_layout::interleaved);
+    const auto res = r.cross_stage().residual_to_host();
+    std::lock_guard lk(m);
+    for (std::size_t i = 0; i < res.size(); ++i)
+      if (const std::size_t flat = r.slice_position(i); flat < n) residual[flat] += res[i];
+  });
+  double err = 0.0, mass = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    err += std::abs(inputs[i] - delivered[i] - residual[i]);
+    mass += std::abs(inputs[i]);
+  }
+  CHECK(err < 1e-5 * mass);
 }
 
 TEST_CASE("two-level, compressed across nodes: nothing lost over steps (inputs = delivered + residuals)") {
   for (const node_shape shape : {node_shape{2, 2}, node_shape{3, 2}, node_shape{2, 4}}) {
     CAPTURE(shape.nodes);
     CAPTURE(shape.ranks_per_node);
-    const std::size_t n = 50001;
-    const int steps = 4;
-    std::vector<double> inputs(n, 0.0), delivered(n, 0.0), residual(n, 0.0);
-    std::mutex m;
-    local_cluster cluster(shape.nodes, shape.ranks_per_node);
-    cluster.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
-      // fp32 values: a bf16 collective's own rounding of the summed slots reaches no residual
-      TwoLevelReducer<Plain, Packed> r;
-      REQUIRE(r.initialize({.length = n, .world_size = shape.world(), .rank = rank, .sparsity = 0.95}, shape).ok());
-      std::vector<float> out(r.output_size());
-      for (int t = 0; t < steps; ++t) {
-        const auto g = spread(n, rank, t);
-        reduce_stats st;
-        REQUIRE(r.reduce_scatter(lv, g, out, &st).ok());
-        CHECK(st.kept < r.cross_stage().plan().length / 10);  // sparsified across nodes
-        CHECK(st.intranode_bytes > 0.0);
-        std::lock_guard lk(m);
-        for (std::size_t i = 0; i < n; ++i) inputs[i] += g[i];
-        const std::size_t first = std::size_t(rank) * r.output_size();
-        for (std::size_t i = 0; i < out.size() && first + i < n; ++i) delivered[first + i] += out[i];
-      }
-      // The residual covers this rank's slice (interleaved lanes: every K-th element of each node's region).
-      CHECK(r.layout() == lane_layout::interleaved);
-      const auto res = r.cross_stage().residual_to_host();
-      std::lock_guard lk(m);
-      for (std::size_t i = 0; i < res.size(); ++i)
-        if (const std::size_t flat = r.slice_position(i); flat < n) residual[flat] += res[i];
-    });
-    double err = 0.0, mass = 0.0;
-    for (std::size_t i = 0; i < n; ++i) {
-      err += std::abs(inputs[i] - delivered[i] - residual[i]);
-      mass += std::abs(inputs[i]);
-    }
-    CHECK(err < 1e-5 * mass);
+    // fp32 values: a bf16 collective's own rounding of the summed slots reaches no residual
+    check_nothing_lost<Packed>(shape, topology::sharded, 0.0);
+    // HSDP: the routed index all-reduces the slice across nodes, each owner forwarding its largest sums
+    check_nothing_lost<Routed>(shape, topology::replicated, 0.5);
   }
 }
 
@@ -322,38 +343,52 @@ TEST_CASE("two-level: node shapes that cannot work are refused with the reason")
   });
 }
 
+// A run of 6 calls whole, and resumed from a state saved after 3 (another cluster): the
+// last outputs of both, and the saved states.
+struct split_runs {
+  std::vector<std::vector<float>> whole, resumed;
+  std::vector<std::vector<std::byte>> saved;
+};
+template <class R>
+split_runs run_split(node_shape shape, const reducer_arguments& base, topology cross = topology::sharded) {
+  const std::size_t world = std::size_t(shape.world()), n = base.length;
+  split_runs out{std::vector<std::vector<float>>(world), std::vector<std::vector<float>>(world),
+                    std::vector<std::vector<std::byte>>(world)};
+  local_cluster a(shape.nodes, shape.ranks_per_node), b(shape.nodes, shape.ranks_per_node);
+  a.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+    R r;
+    reducer_arguments args = base;
+    args.rank = rank;
+    REQUIRE(r.initialize(args, shape, {}, lane_layout::automatic, cross).ok());
+    std::vector<float> o(r.output_size());
+    for (int t = 0; t < 6; ++t) {
+      if (t == 3) out.saved[std::size_t(rank)] = r.save_state();
+      REQUIRE(r.reduce_scatter(lv, spread(n, rank, t), o).ok());
+    }
+    out.whole[std::size_t(rank)] = o;
+  });
+  b.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
+    R r;
+    reducer_arguments args = base;
+    args.rank = rank;
+    REQUIRE(r.initialize(args, shape, {}, lane_layout::automatic, cross).ok());
+    REQUIRE(r.load_state(out.saved[std::size_t(rank)]).ok());
+    std::vector<float> o(r.output_size());
+    for (int t = 3; t < 6; ++t) REQUIRE(r.reduce_scatter(lv, spread(n, rank, t), o).ok());
+    out.resumed[std::size_t(rank)] = o;
+  });
+  return out;
+}
+
 TEST_CASE("two-level: a save / load in the middle continues bit for bit; foreign states are refused") {
   const node_shape shape{2, 3};
   const std::size_t n = 30011;
   using R = TwoLevelReducer<Plain, PackedBf16>;
   const reducer_arguments base{.length = n, .world_size = 6, .sparsity = 0.97,
                                .schedule = {.warmup_steps = 4, .start = 0.5}};
-  std::vector<std::vector<float>> whole(6), resumed(6);
-  local_cluster a(2, 3), b(2, 3);
-  std::vector<std::vector<std::byte>> saved(6);
-  a.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
-    R r;
-    reducer_arguments args = base;
-    args.rank = rank;
-    REQUIRE(r.initialize(args, shape).ok());
-    std::vector<float> out(r.output_size());
-    for (int t = 0; t < 6; ++t) {
-      if (t == 3) saved[std::size_t(rank)] = r.save_state();
-      REQUIRE(r.reduce_scatter(lv, spread(n, rank, t), out).ok());
-    }
-    whole[std::size_t(rank)] = out;
-  });
-  b.run([&](int rank, two_level_communicator<local_communicator>& lv, local_communicator&) {
-    R r;
-    reducer_arguments args = base;
-    args.rank = rank;
-    REQUIRE(r.initialize(args, shape).ok());
-    REQUIRE(r.load_state(saved[std::size_t(rank)]).ok());
-    std::vector<float> out(r.output_size());
-    for (int t = 3; t < 6; ++t) REQUIRE(r.reduce_scatter(lv, spread(n, rank, t), out).ok());
-    resumed[std::size_t(rank)] = out;
-  });
-  CHECK(resumed == whole);
+  const auto runs = run_split<R>(shape, base);
+  CHECK(runs.resumed == runs.whole);
+  const auto& saved = runs.saved;
 
   // Another node shape, or a flat reducer's state, is refused by name.
   R other;
@@ -386,4 +421,26 @@ TEST_CASE("two-level: a save / load in the middle continues bit for bit; foreign
   R interleaved;
   REQUIRE(interleaved.initialize(args, shape).ok());
   CHECK(interleaved.load_state(v1).code() == errc::size_mismatch);
+}
+
+TEST_CASE("two-level, routed index all-reduced across nodes (HSDP): resumes bit for bit; a reduce-scatter's state is refused") {
+  const node_shape shape{2, 3};
+  using R = TwoLevelReducer<Plain, RoutedBf16>;
+  reducer_arguments base{.length = 30011, .world_size = 6, .sparsity = 0.97, .schedule = {.warmup_steps = 4, .start = 0.5}};
+  base.union_bound = 1.0;
+  const auto hsdp = run_split<R>(shape, base, topology::replicated);
+  CHECK(hsdp.resumed == hsdp.whole);
+  reducer_arguments unbounded = base;
+  unbounded.union_bound = 0.0;
+  const auto sharded = run_split<R>(shape, unbounded);
+  R r;
+  reducer_arguments args = base;
+  args.rank = 0;
+  REQUIRE(r.initialize(args, shape, {}, lane_layout::automatic, topology::replicated).ok());
+  CHECK_FALSE(r.load_state(sharded.saved[0]).ok());
+  // and a bound on a cross stage that reduce-scatters is refused, naming it
+  R bad;
+  const status s = bad.initialize(args, shape);
+  CHECK_FALSE(s.ok());
+  CHECK(s.message().find("union_bound") != std::string::npos);
 }

@@ -43,6 +43,13 @@
 // (step 5; the node's reduce-scatter sends S (K - 1) M). A plain cross stage selects
 // nothing and keeps whole shards (lane_layout::automatic).
 //
+// The cross stage may instead all-reduce the slice (`cross_topology` replicated: what
+// HSDP does when parameters are replicated across nodes and sharded inside them, and the
+// only form in which a routed index can bound what every rank receives,
+// reducer_arguments::union_bound): step 4 then gives every node the whole slice's sums
+// and each rank keeps piece (m, l) of it; the shard is the same, the bytes are the
+// all-reduce's.
+//
 // NodeReducer is normally PlainReducer<float | bfloat16, Exec> (or an AnyReducer built
 // as plain); CrossReducer any reducer with the Reducer contract (Reducer, AnyReducer).
 // Both are given reduce_op::sum; the mean is taken once, at the end.
@@ -56,6 +63,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <thrust/copy.h>
 
 #include "comm/communicator.hpp"
 #include "comm/two_level.hpp"
@@ -135,11 +144,12 @@ class TwoLevelReducer {
 
   // `args` describes the whole job as for a flat reducer (length, world, rank, op,
   // sharded topology, theta and the knobs the cross reducer takes); `shape` splits the
-  // world into nodes; `layout` picks the lanes' elements (see the header). Refused: a
+  // world into nodes; `layout` picks the lanes' elements, `cross_topology` whether the
+  // cross stage reduce-scatters or all-reduces the slice (see the header). Refused: a
   // shape that does not multiply to the world, a replicated topology, an unknown layout,
   // and whatever the two reducers refuse for their level.
   status initialize(const reducer_arguments& args, node_shape shape, exec_space exec = {},
-                    lane_layout layout = lane_layout::automatic) {
+                    lane_layout layout = lane_layout::automatic, topology cross_topology = topology::sharded) {
     unit_.assign(args.name);
     if (args.topo != topology::sharded)
       return annotate({errc::invalid_argument, "a two-level reducer reduce-scatters (topology::sharded); "
@@ -166,22 +176,27 @@ class TwoLevelReducer {
     node.world_size = shape.ranks_per_node;
     node.rank = shape.local_rank_of(args.rank);
     node.op = reduce_op::sum;
+    node.union_bound = 0.0;  // the cross stage's knob
     TAGC_TRY(node_.initialize(node, exec));
     reducer_arguments cross = args;
     cross.length = slice_len_;
     cross.world_size = shape.nodes;
     cross.rank = shape.node_of(args.rank);
     cross.op = reduce_op::sum;
+    cross.topo = cross_topology;
     TAGC_TRY(cross_.initialize(cross, exec));
-    if (node_.output_size() != slice_len_ || cross_.output_size() != shard_)
+    cross_replicated_ = cross_topology != topology::sharded;
+    const std::size_t cross_out = cross_replicated_ ? slice_len_ : shard_;
+    if (node_.output_size() != slice_len_ || cross_.output_size() != cross_out)
       return annotate({errc::internal, "two-level layout: node stage gives " + std::to_string(node_.output_size()) +
                                            " elements (want " + std::to_string(slice_len_) + "), cross stage " +
-                                           std::to_string(cross_.output_size()) + " (want " + std::to_string(shard_) +
+                                           std::to_string(cross_.output_size()) + " (want " + std::to_string(cross_out) +
                                            ")"});
     if (layout == lane_layout::automatic) layout = cross_.compressed() ? lane_layout::interleaved : lane_layout::shards;
     layout_ = layout;
     node_major_.assign(node.length, 0.0f);  // padding is written once, here
     slice_.assign(slice_len_, 0.0f);
+    slice_sums_.assign(cross_replicated_ ? slice_len_ : 0, 0.0f);
     if (layout_ == lane_layout::interleaved) {
       piece_.assign(shard_, 0.0f);
       region_.assign(shard_ * std::size_t(shape.ranks_per_node), 0.0f);
@@ -199,6 +214,7 @@ class TwoLevelReducer {
   std::size_t output_size() const { return shard_; }
   node_shape shape() const { return shape_; }
   lane_layout layout() const { return layout_; }
+  topology cross_topology() const { return cross_replicated_ ? topology::replicated : topology::sharded; }
   // The flat position of element i of this rank's slice (what the cross stage and its
   // residual hold), arguments().length or more for padding: tests and tools map the
   // residual back.
@@ -215,7 +231,8 @@ class TwoLevelReducer {
   // Buffers of this level (the node-major gradient, the slice, interleaved: the piece and
   // the gathered region, the verdict and the NaN count's workspace), beside the stages' own.
   std::size_t buffer_bytes() const {
-    return detail::buffer_bytes(node_major_) + detail::buffer_bytes(slice_) + detail::buffer_bytes(piece_) +
+    return detail::buffer_bytes(node_major_) + detail::buffer_bytes(slice_) + detail::buffer_bytes(slice_sums_) +
+           detail::buffer_bytes(piece_) +
            detail::buffer_bytes(region_) + detail::buffer_bytes(verdict_) + nonfinite_.workspace_bytes();
   }
 
@@ -269,8 +286,16 @@ class TwoLevelReducer {
     reduce_stats cross_stats;
     const bool interleaved = layout_ == lane_layout::interleaved;
     const std::span<float> piece = interleaved ? std::span<float>(detail::raw(piece_), shard_) : shard;
-    TAGC_TRY(cross_.reduce_scatter(cross, std::span<const float>(detail::raw(slice_), slice_len_), piece,
-                                   stats ? &cross_stats : nullptr));
+    if (cross_replicated_) {  // every node the slice's sums; this rank's piece is node m's
+      float* sums = detail::raw(slice_sums_);
+      TAGC_TRY(cross_.all_reduce(cross, std::span<const float>(detail::raw(slice_), slice_len_),
+                                 std::span<float>(sums, slice_len_), stats ? &cross_stats : nullptr));
+      const float* mine = sums + std::size_t(shape_.node_of(args_.rank)) * shard_;
+      thrust::copy_n(exec_.policy(), mine, shard_, piece.data());
+    } else {
+      TAGC_TRY(cross_.reduce_scatter(cross, std::span<const float>(detail::raw(slice_), slice_len_), piece,
+                                     stats ? &cross_stats : nullptr));
+    }
     if (interleaved) {
       TAGC_TRY(annotate(node.all_gather(std::span<const float>(piece),
                                         std::span<float>(detail::raw(region_), region_.size()))));
@@ -372,10 +397,12 @@ class TwoLevelReducer {
   exec_space exec_{};
   std::size_t shard_ = 0, slice_len_ = 0;
   lane_layout layout_ = lane_layout::shards;
+  bool cross_replicated_ = false;  // the cross stage all-reduces the slice (cross_topology)
   bool initialized_ = false;
   NodeReducer node_;
   CrossReducer cross_;
   vector<float> node_major_, slice_;
+  vector<float> slice_sums_;      // replicated cross stage: the slice's sums over the world (else empty)
   vector<float> piece_, region_;  // interleaved: the cross stage's piece, the node's gathered pieces
   vector<std::int64_t> verdict_;  // the verdict's all-reduces (see reduce_scatter)
   detail::sum_workspace<exec_space> nonfinite_;
