@@ -24,6 +24,9 @@
 //                       gathered and routed hsdp: the union of the M nodes' selections over k, modelled as
 //                       min(M, U x (M/2)^A) from the sweep in docs/results.md (defaults
 //                       there); measured up to 16 nodes, extrapolated beyond
+//   --union-bound B     routed hsdp: each owner forwards at most B k / M of its largest sums
+//                       (reducer_arguments::union_bound), so the union above is at most B
+//                       (default 0: unbounded)
 //   --tagc-bits B       instead of --theta: bits per compressed parameter across nodes, in the
 //                       cost model's convention (bytes per node = (M-1)/M x n x B / 8); the
 //                       hsdp rows take it as the compressed all-reduce's bits, which equal
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   const bool gathered_index = index == "gathered", routed_index = index == "routed";
   const double union_2 = flag(argc, argv, "--union-2", 1.735), union_growth = flag(argc, argv, "--union-growth", 0.621);
   const double given_bits = flag(argc, argv, "--tagc-bits", -1.0);
+  const double union_bound = flag(argc, argv, "--union-bound", 0.0);
   // bits per compressed parameter across M nodes (the cost model's convention)
   const auto tagc_bits = [&](int nodes, bool sharded) {
     if (given_bits >= 0.0) return given_bits;
@@ -112,7 +116,8 @@ int main(int argc, char** argv) {
     const double union_ratio = tagc::gathered_union_ratio(nodes, union_2, union_growth);
     if (routed_index)
       return sharded ? tagc::routed_index_cross_bits(1.0 - theta)
-                     : tagc::routed_all_reduce_cross_bits(1.0 - theta, union_ratio);
+                     : tagc::routed_all_reduce_cross_bits(
+                           1.0 - theta, union_bound > 0.0 ? std::min(union_ratio, union_bound) : union_ratio);
     return tagc::gathered_index_cross_bits(1.0 - theta, nodes, union_ratio, 16.0, sharded);
   };
   const double codec = flag(argc, argv, "--codec-gbs", 100.0) * 1e9;
@@ -126,9 +131,9 @@ int main(int argc, char** argv) {
   }
   const double gather_bytes = gather_code == "int8" ? 260.0 / 256.0 : 2.0;  // per gathered parameter
   const double plain = m::params - m::compressed;
-  std::fprintf(stderr, "GPT-2 124M: %.0f parameters, %.1f %% compressed (%s index, theta %.4f), the rest bf16; "
-               "parameters gathered in %s\n", m::params, 100.0 * m::compressed / m::params, index.c_str(), theta,
-               gather_code.c_str());
+  std::fprintf(stderr, "GPT-2 124M: %.0f parameters, %.1f %% compressed (%s index, theta %.4f, union bound %g), "
+               "the rest bf16; parameters gathered in %s\n", m::params, 100.0 * m::compressed / m::params,
+               index.c_str(), theta, union_bound, gather_code.c_str());
   const int per_node = 8;
   const tagc::link_model nvlink{.bytes_per_second = 450e9, .latency_seconds = 10e-6};
   const tagc::codec_model codec_m{.compress_bytes_per_second = codec, .decode_bytes_per_second = codec};

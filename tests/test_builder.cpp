@@ -358,3 +358,33 @@ TEST_CASE("the description's knobs reach the reducer; set twice to different val
   s = build_reducer(catalogue, packed_adaptive, r);
   CHECK(contains(s.message(), "adaptive theta steers the sketch load"));
 }
+
+TEST_CASE("union-bound: a routed index's knob prints, parses back, reaches the reducer; refused on another index") {
+  reducer_description d{.values = values_kind::packed_bf16, .index_bits = index_routed};
+  d.union_bound = 1.5;
+  const std::string text = description_text(d);
+  CHECK(contains(text, "index=routed"));
+  CHECK(contains(text, " union-bound=1.5"));
+  reducer_description back;
+  REQUIRE(parse_reducer_description(text, back).ok());
+  CHECK(back == d);
+  CHECK(type_of(d) == type_of(reducer_description{.values = values_kind::packed_bf16, .index_bits = index_routed}));
+  CHECK(contains(parse_reducer_description("union-bound=-1", back).message(), "expected union-bound=a multiple of k"));
+
+  const auto catalogue = tagc_test::default_local_catalogue();
+  any_local r;
+  REQUIRE(build_reducer(catalogue, d, r).ok());
+  reducer_arguments a{.length = 1 << 16, .world_size = 2, .rank = 0, .topo = topology::replicated};
+  REQUIRE(r.initialize(a).ok());
+  CHECK(r.arguments().union_bound == 1.5);
+  a.union_bound = 2.0;  // set twice, differently
+  CHECK(contains(r.initialize(a).message(), "union bound set twice: 2 in the reducer arguments, 1.5 in the description"));
+  a.union_bound = 0.0;
+  a.topo = topology::sharded;  // a reduce-scatter's owners keep their sums: nothing to bound
+  CHECK(contains(r.initialize(a).message(), "union_bound"));
+
+  reducer_description exact{.values = values_kind::packed_bf16, .index_bits = index_auto};
+  exact.union_bound = 1.0;
+  any_local e;
+  CHECK(contains(build_reducer(catalogue, exact, e).message(), "union-bound bounds what the owners of a routed index"));
+}

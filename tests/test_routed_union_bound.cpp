@@ -4,7 +4,8 @@
 // rank's residual equal, bit for bit, a reference written from the rule (each rank's top
 // k, float sums in rank order, each owner's largest, dealt in chunks of 1024); the held
 // back picks are reported as deferred; a bound no owner reaches changes nothing; what a
-// rank receives stays near B k at 2, 4 and 8 ranks where the unbounded union grows; bf16
+// rank receives stays near B k at 2, 4 and 8 ranks where the unbounded union grows, as the
+// cost model prices it; bf16
 // and mean conserve inputs = delivered + residuals; a saved state resumes bit for bit; host
 // = portable paths; refusals (a reduce-scatter, another index, a bad number, ranks that
 // bound differently).
@@ -16,6 +17,7 @@
 #include <mutex>
 
 #include "support/harness.hpp"
+#include "tagc/cost_model.hpp"
 
 using namespace tagc;
 using namespace tagc_test;
@@ -151,6 +153,9 @@ TEST_CASE("union bound: what a rank receives stays near B k at 2, 4 and 8 ranks,
     // the bytes follow: the picks (at most k entries) and (N - 1) / N of the forwarded sums
     const double entry = double(sizeof(std::uint32_t) + sizeof(bfloat16)), ring = double(world - 1) / double(world);
     CHECK(s.index_bytes + s.value_bytes <= double(k) * entry + ring * double(s.support) * entry + 16.0 * world);
+    // and the cost model, given the forwarded sums over k (at most the bound)
+    const double model = ring * double(n) * routed_all_reduce_cross_bits(double(k) / double(n), double(s.support) / double(k)) / 8.0;
+    CHECK(s.index_bytes + s.value_bytes == doctest::Approx(model).epsilon(0.1));
     bounded_support.push_back(double(s.support));
     union_support.push_back(double(u.stats[0][2].support));
   }

@@ -22,6 +22,9 @@
 #               positions all-gathered; -t9875-d300 as packed-bf16-exact's), routed-bf16
 #               (--index-bits routed: the same sums, every rank's picks sent to the shards'
 #               owners; -t9875-d300 as gathered's; -t9875-d300-g8: and --gather-dtype int8);
+#               routed-bf16-ar-t9875-d300 (--grad-all-reduce: the exchange of DDP, or HSDP with
+#               two levels), -ar-u1 / -ar-u2 (and --union-bound 1 / 2: each owner forwards its
+#               largest sums, about k / 2k in all);
 #               bf16-g16 and routed-bf16-b16-g16: bf16 and routed with the plain tensors and the
 #               parameter gather in bf16 alike (the bed's side by side of the step's wait)
 #   --rates     tc rate of each node's link, per direction (full duplex); 'loopback': no bed,
@@ -78,6 +81,11 @@ flags_of() {
     routed-bf16-t9875-d300) echo "$(flags_of routed-bf16) --sparsity 0.9875 --sparsity-warmup 300 --sparsity-start 0" ;;
     # the same with the parameters gathered in int8 blocks (what the cost model needs at 25 Gbit/s)
     routed-bf16-t9875-d300-g8) echo "$(flags_of routed-bf16-t9875-d300) --gather-dtype int8" ;;
+    # replicated training's exchange (DDP flat, HSDP in two levels): the gradients all-reduced,
+    # routed (-ar), and with each owner forwarding at most k / N of its largest sums (-ar-u1)
+    routed-bf16-ar-t9875-d300) echo "$(flags_of routed-bf16-t9875-d300) --grad-all-reduce" ;;
+    routed-bf16-ar-u1-t9875-d300) echo "$(flags_of routed-bf16-ar-t9875-d300) --union-bound 1" ;;
+    routed-bf16-ar-u2-t9875-d300) echo "$(flags_of routed-bf16-ar-t9875-d300) --union-bound 2" ;;
     # the bed's side by side of the step's wait: the plain tensors and the parameter gather in
     # bf16 in both, so that only the compressed tensors' exchange differs (theta 0.9875 from step 1)
     bf16-g16) echo "$(flags_of bf16) --gather-dtype bf16" ;;

@@ -175,8 +175,10 @@ inline double routed_index_cross_bits(double density, double value_bits = 16.0) 
 // (gathered_union_ratio): the picks' bytes do not grow with M, the union's do. A call
 // whose picks pass a quarter of the buffer's bytes all-reduces the buffer (2 value_bits).
 //   bits = (32 + value_bits) * density * (1 + union_ratio)
-// (the counts, 64 bits per peer twice, are left out). tests/test_routed_index.cpp holds
-// it to the bytes the reducer reports.
+// (the counts, 64 bits per peer twice, are left out). With reducer_arguments::union_bound
+// B the owners forward at most B k sums: union_ratio is then at most B.
+// tests/test_routed_index.cpp and test_routed_union_bound.cpp hold it to the bytes the
+// reducer reports.
 inline double routed_all_reduce_cross_bits(double density, double union_ratio, double value_bits = 16.0) {
   const double entries = (32.0 + value_bits) * density;
   return entries > value_bits / 4.0 ? 2.0 * value_bits : entries * (1.0 + union_ratio);

@@ -44,7 +44,7 @@ _STATE_VERSION = 1
 _NO_WARMUP = dict(sparsity_warmup=0, sparsity_schedule="exp", sparsity_start=0.75)
 # Configuration keys added after version 1's first checkpoints, at the value that
 # reproduces how those runs went.
-_ADDED_KEYS = dict(_NO_WARMUP, min_compress_numel=0)
+_ADDED_KEYS = dict(_NO_WARMUP, min_compress_numel=0, union_bound=0.0)
 
 
 def catalogue():
@@ -128,7 +128,7 @@ class _DenseReducer:
 # and the TagcState keyword each one sets: one vocabulary for C++, the trainer and Python.
 REDUCER_KEYS = {"values": "values", "ratio": "ratio", "index": "index_bits", "theta": "sparsity",
                 "warmup": "sparsity_warmup", "warmup-shape": "sparsity_schedule",
-                "warmup-start": "sparsity_start"}
+                "warmup-start": "sparsity_start", "union-bound": "union_bound"}
 
 
 def _reducer_keywords(text):
@@ -171,7 +171,8 @@ class TagcState:
       index_bits="routed" (the same sums, every rank's own top-k sent to the shards' owners
       as entries: its picks' bytes independent of the ranks; in an all-reduce hook each
       owner then broadcasts its summed part, the union of the ranks' picks, which grows
-      with them) or index_bits="shared" (one selection, a rotating leader's top-k);
+      with them, unless union_bound bounds it) or index_bits="shared" (one selection, a
+      rotating leader's top-k);
       "dense" is an uncompressed fp32 all-reduce through the hook's machinery (to
       measure the hook's own cost).
     sparsity: theta, the fraction of entries kept back per call (None: the paper's
@@ -182,6 +183,10 @@ class TagcState:
       reducer's call count is in state_dict(), so a resumed run continues the ramp. A
       sketch decodes at most ~0.8x its cells: with a 10x sketch start at 0.97, not lower;
       packed values can start dense (docs/results.md, "Time to quality").
+    union_bound: index_bits="routed" in all-reduce hooks (DDP, HSDP's replicas): each owner
+      forwards at most ceil(union_bound x k / N) of its largest sums and the ranks keep the
+      rest in their residuals, so what every rank receives stays near union_bound x k at
+      any N (0: every nonzero sum). A reduce-scatter hook (FSDP) refuses it.
     min_compress_numel: units (DDP buckets, FSDP flat gradients) with fewer elements go
       uncompressed through the library's plain fp32 reducer: on a small unit the index,
       the agreement check and the collectives' latency cost more than the bytes saved
@@ -198,7 +203,8 @@ class TagcState:
 
     def __init__(self, process_group=None, ratio=10, index_bits=1, values="sketch", sparsity=None,
                  adaptive=False, module=None, check_inputs=True, sparsity_warmup=0, sparsity_schedule="exp",
-                 sparsity_start=_NO_WARMUP["sparsity_start"], min_compress_numel=0, profile=False, reducer=None):
+                 sparsity_start=_NO_WARMUP["sparsity_start"], min_compress_numel=0, profile=False, reducer=None,
+                 union_bound=0.0):
         if reducer is not None:
             given = _reducer_keywords(reducer)
             ratio = int(given.get("ratio", ratio))
@@ -208,6 +214,7 @@ class TagcState:
             sparsity_warmup = int(given.get("sparsity_warmup", sparsity_warmup))
             sparsity_schedule = given.get("sparsity_schedule", sparsity_schedule)
             sparsity_start = float(given.get("sparsity_start", sparsity_start))
+            union_bound = float(given.get("union_bound", union_bound))
         if not dist.is_initialized():
             raise RuntimeError("tagc: TagcState needs torch.distributed to be initialized")
         self.process_group = process_group if process_group is not None else dist.group.WORLD
@@ -217,7 +224,8 @@ class TagcState:
                            sparsity=-1.0 if sparsity is None else float(sparsity),
                            adaptive=bool(adaptive), check_inputs=bool(check_inputs),
                            sparsity_warmup=int(sparsity_warmup), sparsity_schedule=str(sparsity_schedule),
-                           sparsity_start=float(sparsity_start), min_compress_numel=int(min_compress_numel))
+                           sparsity_start=float(sparsity_start), min_compress_numel=int(min_compress_numel),
+                           union_bound=float(union_bound))
         if self.config["min_compress_numel"] < 0:
             raise ValueError("tagc: min_compress_numel %d is negative" % self.config["min_compress_numel"])
         # Refuse a configuration the world cannot run before the first backward.
@@ -334,7 +342,7 @@ class TagcState:
             reducer = _DenseReducer(length, self._group, self.world_size)
         elif plain:
             reducer = _C.Reducer(dict(c, values=plain_values or "plain-fp32", sparsity=-1.0, adaptive=False,
-                                      sparsity_warmup=0), length, self._group, topology)
+                                      sparsity_warmup=0, union_bound=0.0), length, self._group, topology)
         else:
             reducer = _C.Reducer(c, length, self._group, topology)
         if self.profile and not isinstance(reducer, _DenseReducer):

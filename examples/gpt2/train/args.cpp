@@ -181,15 +181,26 @@ const std::map<std::string, Flag>& flags() {
          if (a.ranks_per_node < 1) throw ArgsError("--ranks-per-node: expected a count >= 1 or 'auto', got " + v);
        }, "ranks per node K|auto (1): gradients reduce-scatter plainly inside a node of K ranks and compressed "
           "across nodes (two levels); auto: the ranks sharing a host; must divide the world size"}},
+      {"grad-all-reduce", {true, [](A& a, S) { a.grad_all_reduce = true; },
+         "all-reduce the gradients (DDP; with --ranks-per-node, HSDP: plain inside a node, all-reduced across "
+         "nodes) instead of reduce-scattering them (ZeRO-3), each rank keeping its shard: replicated training's "
+         "bytes and quality"}},
+      {"union-bound", {false, [](A& a, S v) {
+         a.union_bound = number<double>("union-bound", v);
+         if (!(a.union_bound >= 0.0 && a.union_bound <= 1e6))
+           throw ArgsError("--union-bound: expected a multiple of k in [0, 1e6], got " + v);
+       }, "B (0): --index-bits routed with --grad-all-reduce: each owner forwards at most ceil(B k / N) of its "
+          "largest summed entries and the ranks keep the rest in their residuals, so every rank receives about "
+          "B k entries at any world size (0: the union of the ranks' picks, which grows with it)"}},
       {"allow-index-carries", {true, [](A& a, S) { a.allow_index_carries = true; },
          "run a 1-bit index across more than 2 ranks (or nodes) although its summed counters carry and hold "
          "back most kept entries (measured 49-80 % at 3-16 ranks); the step line shows the share held back"}},
       {"reducer", {false, set_reducer,
          "the compressed segments' reducer in tagc's description language, e.g. \"values=packed-bf16 index=exact "
          "theta=0.9875 warmup=300\"; keys: values ratio index exchange decoder residual theta adaptive-load warmup "
-         "warmup-shape warmup-start, each the same setting as its flag (--values --ratio --index-bits "
+         "warmup-shape warmup-start union-bound, each the same setting as its flag (--values --ratio --index-bits "
          "--index-exchange --decoder --residual --sparsity --target-load with --adaptive --sparsity-warmup "
-         "--sparsity-schedule --sparsity-start)"}},
+         "--sparsity-schedule --sparsity-start --union-bound)"}},
       {"ratio", {false, [](A& a, S v) {
          a.ratio = number<int>("ratio", v);
          if (a.ratio != 2 && a.ratio != 4 && a.ratio != 10) throw ArgsError("--ratio: expected 2|4|10, got " + v);

@@ -84,6 +84,14 @@ struct Args {
   // A 1-bit index across more than 2 ranks (flat) or nodes (two levels) holds back most of
   // the update (summed counters carry); refused unless this is set
   bool allow_index_carries = false;
+  // --grad-all-reduce: every gradient exchange all-reduces (DDP; with ranks per node, HSDP:
+  // plain inside the node, all-reduced across nodes) and each rank keeps its shard, so a
+  // run has replicated training's bytes and quality; false: reduce-scatter (ZeRO-3, FSDP)
+  bool grad_all_reduce = false;
+  // --union-bound B (> 0, with --index-bits routed and --grad-all-reduce): each owner of the
+  // routed all-reduce forwards at most ceil(B k / N) of its largest sums (tagc's
+  // reducer_arguments::union_bound); 0: every nonzero sum
+  double union_bound = 0.0;
   // index_bits: 1, 4, tagc::index_auto (--index-bits exact: the narrowest exact width for the
   // world size), tagc::index_shared (--index-bits shared: one selection for all ranks, a
   // rotating leader's top-k) or tagc::index_pooled (--index-bits pooled: one selection for all

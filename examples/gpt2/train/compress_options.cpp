@@ -30,11 +30,13 @@ CompressOptions compress_options(const Args& a) {
   o.reducer.schedule.warmup_steps = uint64_t(a.sparsity_warmup);
   o.reducer.schedule.start = a.sparsity_start;
   o.reducer.schedule.shape = a.sparsity_shape;
+  o.reducer.union_bound = a.union_bound;
   o.reducer = tagc::normalized(o.reducer);
   o.unit_sparsity = a.unit_sparsity;
   o.plain.values = a.baseline_dtype == "bf16" ? tagc::values_kind::plain_bf16 : tagc::values_kind::plain_fp32;
   o.arguments.topo = tagc::topology::sharded;
   o.arguments.op = tagc::reduce_op::mean;
+  o.grad_topology = a.grad_all_reduce ? tagc::topology::replicated : tagc::topology::sharded;
   return o;
 }
 

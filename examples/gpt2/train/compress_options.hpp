@@ -2,7 +2,7 @@
 // describe as a tagc::reducer_description: the type (--values, --ratio, --index-bits,
 // --index-exchange, --decoder, --residual; --baseline-dtype for the plain segments) and
 // the run-time knobs (--sparsity, --adaptive, --target-load, --sparsity-warmup,
-// --sparsity-schedule, --sparsity-start), so the description alone says how a segment
+// --sparsity-schedule, --sparsity-start, --union-bound), so the description alone says how a segment
 // reduces (unit_reducer: with --unit-sparsity's theta for its unit). Checked against the trainers' catalogue (reducer_catalogue.hpp) before any
 // rank starts; no reducer is built here.
 #pragma once
@@ -32,7 +32,7 @@ inline constexpr ReducerKey reducer_keys[] = {
     {"values", "values"},       {"ratio", "ratio"},      {"index", "index-bits"},
     {"exchange", "index-exchange"}, {"decoder", "decoder"}, {"residual", "residual"},
     {"theta", "sparsity"},      {"adaptive-load", "target-load"}, {"warmup", "sparsity-warmup"},
-    {"warmup-shape", "sparsity-schedule"}, {"warmup-start", "sparsity-start"},
+    {"warmup-shape", "sparsity-schedule"}, {"warmup-start", "sparsity-start"}, {"union-bound", "union-bound"},
 };
 // The flag of a key, or nullptr.
 const char* flag_of_key(std::string_view key);
@@ -50,6 +50,10 @@ struct CompressOptions {
   // whatever reducer_arguments gains reaches every reducer; length, world and rank are the
   // segment's (segment_arguments).
   tagc::reducer_arguments arguments;
+  // The gradients' collective (--grad-all-reduce: replicated, every rank then keeping its
+  // shard of the sums; two levels: the cross-node stage's). arguments.topo stays sharded:
+  // every reducer still delivers the rank's shard (unit_reducer.hpp).
+  tagc::topology grad_topology = tagc::topology::sharded;
   // --unit-sparsity: theta per unit or kind of unit, over reducer.sparsity (unit_reducer)
   std::vector<UnitSparsity> unit_sparsity;
 };

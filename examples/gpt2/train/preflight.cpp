@@ -68,6 +68,10 @@ void validate_args(const Args& a) {
   if (!(a.eps > 0.0f)) bad("eps", a.eps, "a value > 0");
   if (!(a.weight_decay >= 0.0f)) bad("weight-decay", a.weight_decay, "a value >= 0");
   if (!(a.clip >= 0.0f)) bad("clip", a.clip, "a norm > 0, or 'none'");
+  if (a.union_bound > 0.0 && (a.index_bits != tagc::index_routed || !a.grad_all_reduce))
+    throw ArgsError("--union-bound " + num(a.union_bound) +
+                    " bounds what the owners of a routed all-reduce forward: it needs --index-bits routed and "
+                    "--grad-all-reduce (a reduce-scatter's owner keeps its sums)");
 }
 
 void check_world(const Args& a, int world) {

@@ -85,6 +85,8 @@ std::vector<ConfigField> config_fields(const Args& a) {
       {"gather-dtype", {a.gather_dtype, must}},
       {"ranks-per-node", {a.ranks_per_node == 0 ? "auto" : num(a.ranks_per_node), must}},
       {"allow-index-carries", {sw(a.allow_index_carries), may}},
+      {"grad-all-reduce", {sw(a.grad_all_reduce), must}},
+      {"union-bound", {num(a.union_bound), must}},
       {"ratio", {num(a.ratio), must}},
       {"index-bits", {tagc::index_bits_name(a.index_bits), must}},
       {"values", {name(a.values), must}},

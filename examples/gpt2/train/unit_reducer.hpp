@@ -12,7 +12,10 @@
 // launches on the space it was made for (the side stream of comm_queue.hpp on a GPU).
 //
 // Every reducer computes the MEAN over ranks and delivers this rank's shard
-// (output_size() elements, the padding zero). save_state() is tagc::Reducer's format,
+// (output_size() elements, the padding zero). With --grad-all-reduce a flat reducer
+// all-reduces the whole segment and this rank keeps its shard of the sums (two levels: the
+// cross stage all-reduces the node's slice), so the bytes and the sums are replicated
+// training's (DDP, HSDP) while the optimizer stays sharded. save_state() is tagc::Reducer's format,
 // the same on every space, so checkpoints move between the CPU and CUDA builds.
 #pragma once
 
@@ -23,6 +26,8 @@
 #include "tagc/stats.hpp"
 #include "tagc/two_level_reducer.hpp"
 
+#include <thrust/copy.h>
+#include <thrust/fill.h>
 #include <thrust/memory.h>
 
 #include <algorithm>
@@ -48,9 +53,13 @@ class UnitReducer {
 
   UnitReducer(Any r, const Exec& exec)
       : r_(std::move(r)), exec_(exec), verify_(r_.compressed() && std::getenv("TAGC_GPT2_VERIFY") != nullptr) {}
+  // A flat reducer initialised for all-reduce (topology::replicated): `shard` elements of
+  // its output from rank x shard on are this rank's.
+  UnitReducer(Any r, const Exec& exec, size_t shard, int rank)
+      : r_(std::move(r)), exec_(exec), shard_(shard), rank_(rank), sums_(r_.output_size()) {}
   UnitReducer(std::unique_ptr<TwoLevel> two, const Exec& exec) : exec_(exec), two_(std::move(two)) {}
   bool compressed() const { return two_ ? two_->cross_stage().compressed() : r_.compressed(); }
-  size_t output_size() const { return two_ ? two_->output_size() : r_.output_size(); }
+  size_t output_size() const { return two_ ? two_->output_size() : sums_.empty() ? r_.output_size() : shard_; }
   // grad: the segment's full local gradient (unpadded); shard: output_size() elements,
   // both in Exec memory; levels: the node and cross communicators (two-level only).
   // TAGC_GPT2_VERIFY=1 (flat): also checks "result == dense mean reduce-scatter of what
@@ -61,6 +70,7 @@ class UnitReducer {
       if (!levels) return {tagc::errc::internal, "two-level reducer without its node and cross communicators"};
       return two_->reduce_scatter(*levels, grad, shard, stats);
     }
+    if (!sums_.empty()) return all_reduced_shard(comm, grad, shard, stats);
     if (!verify_) return r_.reduce_scatter(comm, grad, shard, stats);
     return verified_reduce_scatter(comm, grad, shard, stats);
   }
@@ -86,10 +96,26 @@ class UnitReducer {
  private:
   tagc::status verified_reduce_scatter(C& comm, std::span<const float> grad, std::span<float> shard,
                                        tagc::reduce_stats* stats);
+  // Replicated: the whole segment's sums, then this rank's shard of them (zero past the end).
+  tagc::status all_reduced_shard(C& comm, std::span<const float> grad, std::span<float> shard,
+                                 tagc::reduce_stats* stats) {
+    if (shard.size() != shard_)
+      return {tagc::errc::size_mismatch, "shard of " + std::to_string(shard.size()) + " elements, expected " +
+                                             std::to_string(shard_)};
+    float* sums = thrust::raw_pointer_cast(sums_.data());
+    TAGC_TRY(r_.all_reduce(comm, grad, std::span<float>(sums, sums_.size()), stats));
+    const size_t first = std::min(size_t(rank_) * shard_, sums_.size()), n = std::min(shard_, sums_.size() - first);
+    thrust::copy_n(exec_.policy(), sums + first, n, shard.data());
+    thrust::fill(exec_.policy(), shard.data() + n, shard.data() + shard_, 0.0f);
+    return {};
+  }
 
   Any r_;
   Exec exec_;
   bool verify_ = false;
+  size_t shard_ = 0;                          // replicated: this rank's shard size
+  int rank_ = 0;
+  typename Exec::template vector<float> sums_;  // replicated: the segment's sums (else empty)
   std::unique_ptr<TwoLevel> two_;
 };
 
@@ -129,6 +155,14 @@ std::unique_ptr<UnitReducer<Exec, C>> make_segment_reducer(const CompressOptions
                                                            size_t length, int world, int rank, const Exec& exec,
                                                            tagc::node_shape shape = {}) {
   const auto& catalogue = reducer_catalogue_for(exec);
+  const bool replicated = o.grad_topology != tagc::topology::sharded;
+  if (shape.ranks_per_node <= 1 && replicated) {
+    CompressOptions all = o;
+    all.arguments.topo = o.grad_topology;
+    const size_t shard = (length + size_t(world) - 1) / size_t(world);
+    return std::make_unique<UnitReducer<Exec, C>>(build_segment_reducer(catalogue, d, all, length, world, rank, exec),
+                                                  exec, shard, rank);
+  }
   if (shape.ranks_per_node <= 1)
     return std::make_unique<UnitReducer<Exec, C>>(build_segment_reducer(catalogue, d, o, length, world, rank, exec),
                                                   exec);
@@ -138,7 +172,9 @@ std::unique_ptr<UnitReducer<Exec, C>> make_segment_reducer(const CompressOptions
     if (const tagc::status s = tagc::build_reducer(catalogue, *desc, *out); !s.ok())
       throw std::runtime_error(reducer_flags(*desc) + ": " + s.message());
   auto two = std::make_unique<Two>(std::move(node), std::move(cross));
-  if (const tagc::status s = two->initialize(segment_arguments(o, length, world, rank), shape, exec); !s.ok())
+  if (const tagc::status s = two->initialize(segment_arguments(o, length, world, rank), shape, exec,
+                                             tagc::lane_layout::automatic, o.grad_topology);
+      !s.ok())
     throw std::runtime_error("tagc two-level reducer (" + reducer_flags(d) + ", " + std::to_string(shape.nodes) +
                              " nodes x " + std::to_string(shape.ranks_per_node) + " ranks): " + s.what());
   return std::make_unique<UnitReducer<Exec, C>>(std::move(two), exec);

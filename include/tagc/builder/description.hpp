@@ -17,9 +17,9 @@
 // count sketch, packed union values, or the plain uncompressed baseline, each in
 // fp32 or 16 bits), the index width and exchange, the sketch ratio and decoder and
 // the residual's storage; a catalogue entry matches on these (type_of()). It also
-// carries the run-time knobs a trainer exposes, which any entry takes: theta, adaptive
-// theta and theta's warm-up schedule (reducer_arguments' sparsity, adapt and schedule;
-// AnyReducer::initialize merges them into the arguments). The placement (length,
+// carries the run-time knobs a trainer exposes: theta, adaptive theta, theta's warm-up
+// schedule and a routed all-reduce's union bound (reducer_arguments' sparsity, adapt,
+// schedule and union_bound; AnyReducer::initialize merges them into the arguments). The placement (length,
 // world, rank, topology, op) stays reducer_arguments' business. description_text() prints only
 // the fields that apply and the knobs that are set:
 //
@@ -165,6 +165,7 @@ struct reducer_description {
   double sparsity = -1.0;         // theta; < 0: the paper's pairing for the sketch ratio
   adaptive_sparsity adapt{};      // adaptive theta (sketch values only)
   sparsity_schedule schedule{};   // theta's warm-up over the first calls
+  double union_bound = 0.0;       // index=routed, all-reduce: what each owner forwards (reducer_arguments::union_bound)
 
   friend bool operator==(const reducer_description&, const reducer_description&) = default;
 };
@@ -199,6 +200,7 @@ inline reducer_description normalized(reducer_description d) {
     d.sparsity = defaults.sparsity;  // a plain reducer sends every entry: no theta to set or schedule
     d.adapt = defaults.adapt;
     d.schedule = defaults.schedule;
+    d.union_bound = defaults.union_bound;
   }
   if (d.sparsity < 0.0) d.sparsity = defaults.sparsity;
   if (!d.adapt.enabled) d.adapt = defaults.adapt;           // its targets mean nothing while off
@@ -212,6 +214,7 @@ inline reducer_description type_of(reducer_description d) {
   d.sparsity = defaults.sparsity;
   d.adapt = defaults.adapt;
   d.schedule = defaults.schedule;
+  d.union_bound = defaults.union_bound;
   return normalized(d);
 }
 
@@ -254,6 +257,7 @@ inline std::string description_text(const reducer_description& d) {
       s += " adaptive-max=" + detail::number_text(n.adapt.max_sparsity);
   }
   if (n.schedule.enabled()) s += " " + detail::schedule_text(n.schedule);
+  if (n.union_bound != defaults.union_bound) s += " union-bound=" + detail::number_text(n.union_bound);
   return s;
 }
 
@@ -277,7 +281,7 @@ inline bool parse_double(std::string_view text, double& out) {
 
 // Reads description_text()'s text (keys: values, ratio, lanes, index, exchange, decoder,
 // residual; the knobs theta, adaptive-load, adaptive-min, adaptive-max, warmup,
-// warmup-shape, warmup-start). Refuses an unknown key or a malformed value, naming it
+// warmup-shape, warmup-start, union-bound). Refuses an unknown key or a malformed value, naming it
 // and what was expected; whether a knob's value suits the reducer (theta in [0, 1],
 // a warm-up start below the target) is the reducer's initialize() to say.
 inline status parse_reducer_description(std::string_view text, reducer_description& out) {
@@ -338,10 +342,13 @@ inline status parse_reducer_description(std::string_view text, reducer_descripti
       if (!parse_name(value, d.schedule.shape)) return bad(name_choices<schedule_shape>());
     } else if (key == "warmup-start") {
       if (!detail::parse_double(value, d.schedule.start)) return bad("a number");
+    } else if (key == "union-bound") {
+      if (!detail::parse_double(value, d.union_bound) || d.union_bound < 0.0) return bad("a multiple of k >= 0");
     } else {
       return {errc::invalid_argument, "reducer description: unknown key '" + std::string(key) +
                                           "' (keys: values, ratio, lanes, index, exchange, decoder, residual, theta, "
-                                          "adaptive-load, adaptive-min, adaptive-max, warmup, warmup-shape, warmup-start)"};
+                                          "adaptive-load, adaptive-min, adaptive-max, warmup, warmup-shape, warmup-start, "
+                                          "union-bound)"};
     }
   }
   out = d;
@@ -362,6 +369,9 @@ inline status check_description(const reducer_description& d) {
                                         " sends packed fp32 or bf16 values (values=packed|packed-bf16)"};
   if (is_packed(d.values) && d.adapt.enabled)
     return {errc::invalid_argument, description_text(d) + ": adaptive theta steers the sketch load; packed values have none"};
+  if (d.union_bound != 0.0 && d.index_bits != index_routed)
+    return {errc::invalid_argument, description_text(d) + ": union-bound bounds what the owners of a routed index "
+                                                          "forward in an all-reduce (index=routed)"};
   return {};
 }
 
@@ -390,6 +400,11 @@ inline status merge_run_time_knobs(const reducer_description& d, reducer_argumen
     if (args.schedule.enabled() && args.schedule != n.schedule)
       return conflict("sparsity schedule", detail::schedule_text(args.schedule), detail::schedule_text(n.schedule));
     out.schedule = n.schedule;
+  }
+  if (n.union_bound != defaults.union_bound) {
+    if (args.union_bound != 0.0 && args.union_bound != n.union_bound)
+      return conflict("union bound", detail::number_text(args.union_bound), detail::number_text(n.union_bound));
+    out.union_bound = n.union_bound;
   }
   args = out;
   return {};

@@ -78,6 +78,7 @@ tagc::reducer_arguments make_arguments(const py::dict& config, std::size_t lengt
   a.schedule.warmup_steps = std::uint64_t(warmup);
   a.schedule.start = get<double>(config, "sparsity_start");
   a.schedule.shape = parse_schedule_shape(get<std::string>(config, "sparsity_schedule"));
+  a.union_bound = config.contains("union_bound") ? config["union_bound"].cast<double>() : 0.0;  // older checkpoints lack it
   return a;
 }
 
