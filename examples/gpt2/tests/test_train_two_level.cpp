@@ -11,8 +11,9 @@
 // cross level M-1); a checkpoint of a two-level run (bf16 gathers, or the pooled selection
 // from a dense start) resumes bit for bit; the routed index learns as the gathered one does
 // (fp32 values), flat and in two levels, with fewer internode bytes, and resumes bit for
-// bit from a dense start; a
-// resume with another --ranks-per-node is refused by name; a count that does not divide
+// bit from a dense start; --grad-all-reduce (DDP flat, HSDP in two levels) learns as the
+// reduce-scatter does and, with a union bound, sends fewer internode bytes than without
+// and resumes bit for bit; a resume with another --ranks-per-node is refused by name; a count that does not divide
 // the world is refused on every rank.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include "train_test_harness.hpp"
@@ -163,6 +164,45 @@ TEST_CASE("the routed index from a dense start, flat and across 2 nodes: a check
   a.sparsity_start = 0.0;
   check_resume_continues(a, MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_routed_flat").string());
   check_resume_continues(nodes_of(a, 2), MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_routed_two_level").string());
+}
+
+TEST_CASE("--grad-all-reduce: the routed index all-reduced (DDP flat, HSDP across 2 nodes) learns as reduce-scattered") {
+  // fp32 values: the owners' sums are the reduce-scatter's, every rank keeping its shard of
+  // them (the plain segments' all-reduce may add in another order: close, not equal); the
+  // all-reduce sends more (every owner's sums to every rank), and a union bound of 1 less
+  // than unbounded, holding some picks back.
+  Args rs = packed(tiny(2, 4));
+  rs.values = tagc::values_kind::packed;
+  rs.index_bits = tagc::index_routed;
+  Args ar = rs;
+  ar.grad_all_reduce = true;
+  Args bounded = ar;
+  bounded.union_bound = 1.0;
+  for (const int k : {1, 2}) {
+    CAPTURE(k);
+    const Bytes s = bytes_of(nodes_of(rs, k), 4), r = bytes_of(nodes_of(ar, k), 4),
+                b = bytes_of(nodes_of(bounded, k), 4);
+    for (size_t i = 0; i < s.loss.size(); ++i) CHECK(r.loss[i] == doctest::Approx(s.loss[i]).epsilon(1e-5));
+    CHECK(r.internode > s.internode);
+    CHECK(b.internode < r.internode);
+    CHECK(b.loss.back() < b.loss.front());  // and it learns
+  }
+}
+
+TEST_CASE("--grad-all-reduce with a union bound, flat and across 2 nodes: a checkpoint resumes bit for bit") {
+  Args a = packed(tiny(2, 6));
+  a.index_bits = tagc::index_routed;
+  a.sparsity = 0.9;
+  a.sparsity_warmup = 4;
+  a.sparsity_start = 0.0;
+  a.grad_all_reduce = true;
+  a.union_bound = 1.0;
+  check_resume_continues(a, MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_bounded_flat").string());
+  check_resume_continues(nodes_of(a, 2), MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_bounded_two_level").string());
+  // a bound needs the routed index and the all-reduce
+  Args rs = a;
+  rs.grad_all_reduce = false;
+  CHECK_THROWS_WITH(train::validate_args(rs), doctest::Contains("--union-bound 1 bounds what the owners of a routed all-reduce forward"));
 }
 
 TEST_CASE("two levels: a count that does not divide the world is refused on every rank") {
