@@ -42,14 +42,14 @@ std::vector<float> gradient(std::size_t n, int rank, int step) {
 using outputs = std::vector<std::vector<std::vector<float>>>;  // [rank][step][...]
 
 template <template <class> class R>
-outputs on_host(std::size_t n, int steps, tagc::topology topo, std::vector<std::string>& errors) {
+outputs on_host(std::size_t n, int steps, tagc::topology topo, double bound, std::vector<std::string>& errors) {
   outputs out(static_cast<std::size_t>(g_world));
   tagc::local_world world(g_world, std::chrono::seconds(120));
   world.run([&](tagc::local_communicator& comm) {
     const int r = comm.rank();
     const auto steps_on_host = [&]() -> tagc::status {
       R<tagc::exec::host> red;
-      TAGC_TRY(red.initialize({.length = n, .world_size = g_world, .rank = r, .topo = topo}));
+      TAGC_TRY(red.initialize({.length = n, .world_size = g_world, .rank = r, .topo = topo, .union_bound = bound}));
       for (int t = 0; t < steps; ++t) {
         const auto g = gradient(n, r, t);
         std::vector<float> o(red.output_size());
@@ -66,7 +66,7 @@ outputs on_host(std::size_t n, int steps, tagc::topology topo, std::vector<std::
 }
 
 template <template <class> class R>
-outputs on_gpu(std::size_t n, int steps, tagc::topology topo, std::vector<std::string>& errors) {
+outputs on_gpu(std::size_t n, int steps, tagc::topology topo, double bound, std::vector<std::string>& errors) {
   outputs out(static_cast<std::size_t>(g_world));
   auto id = tagc::nccl_unique_id();
   REQUIRE_MESSAGE(id.has_value(), (id ? "" : id.error().what()));
@@ -88,7 +88,7 @@ outputs on_gpu(std::size_t n, int steps, tagc::topology topo, std::vector<std::s
       const tagc::exec::cuda space{s};
       const auto steps_on_gpu = [&]() -> tagc::status {
         R<tagc::exec::cuda> red;
-        TAGC_TRY(red.initialize({.length = n, .world_size = g_world, .rank = r, .topo = topo}, space));
+        TAGC_TRY(red.initialize({.length = n, .world_size = g_world, .rank = r, .topo = topo, .union_bound = bound}, space));
         tagc::exec::cuda::vector<float> dg(n), dout(red.output_size());
         const std::span<const float> in(thrust::raw_pointer_cast(dg.data()), n);
         const std::span<float> o(thrust::raw_pointer_cast(dout.data()), dout.size());
@@ -111,12 +111,12 @@ outputs on_gpu(std::size_t n, int steps, tagc::topology topo, std::vector<std::s
 }
 
 template <template <class> class R>
-void compare(tagc::topology topo) {
+void compare(tagc::topology topo, double bound = 0.0) {
   const std::size_t n = (std::size_t(1) << 16) + 123;
   const int steps = 3;
   std::vector<std::string> host_err(static_cast<std::size_t>(g_world)), gpu_err(static_cast<std::size_t>(g_world));
-  const outputs want = on_host<R>(n, steps, topo, host_err);
-  const outputs got = on_gpu<R>(n, steps, topo, gpu_err);
+  const outputs want = on_host<R>(n, steps, topo, bound, host_err);
+  const outputs got = on_gpu<R>(n, steps, topo, bound, gpu_err);
   for (int r = 0; r < g_world; ++r) {
     REQUIRE_MESSAGE(host_err[static_cast<std::size_t>(r)].empty(), host_err[static_cast<std::size_t>(r)]);
     REQUIRE_MESSAGE(gpu_err[static_cast<std::size_t>(r)].empty(), gpu_err[static_cast<std::size_t>(r)]);
@@ -163,6 +163,10 @@ TEST_CASE("Reducer<routed index> reduce_scatter: GPU + NCCL (grouped all_to_all_
 
 TEST_CASE("Reducer<routed index> all_reduce: GPU + NCCL (the owners' broadcasts) equals host + threads") {
   compare<routed_f32>(tagc::topology::replicated);
+}
+
+TEST_CASE("Reducer<routed index> all_reduce, union bound 1: GPU + NCCL (each owner's largest sums) equals host + threads") {
+  compare<routed_f32>(tagc::topology::replicated, 1.0);
 }
 
 }  // namespace

@@ -33,10 +33,11 @@ struct trace {
 };
 
 template <class R, class Comm>
-trace run(Comm& comm, std::size_t n, double theta, int steps, topology topo) {
+trace run(Comm& comm, std::size_t n, double theta, int steps, topology topo, double bound) {
   trace tr;
   R red;
-  REQUIRE(red.initialize({.length = n, .world_size = comm.size(), .rank = comm.rank(), .topo = topo, .sparsity = theta})
+  REQUIRE(red.initialize({.length = n, .world_size = comm.size(), .rank = comm.rank(), .topo = topo, .sparsity = theta,
+                          .union_bound = bound})
               .ok());
   for (int t = 0; t < steps; ++t) {
     const auto g = gradient(n, comm.rank(), t);
@@ -54,15 +55,15 @@ trace run(Comm& comm, std::size_t n, double theta, int steps, topology topo) {
 }
 
 template <class R>
-void same_as_local(std::size_t n, double theta, int steps, topology topo = topology::sharded) {
+void same_as_local(std::size_t n, double theta, int steps, topology topo = topology::sharded, double bound = 0.0) {
   mpi_communicator comm(MPI_COMM_WORLD);
   const int me = comm.rank();
-  const trace over_mpi = run<R>(comm, n, theta, steps, topo);
+  const trace over_mpi = run<R>(comm, n, theta, steps, topo, bound);
   trace replay;
   std::mutex m;
   local_world world(comm.size());
   world.run([&](local_communicator& c) {
-    trace tr = run<R>(c, n, theta, steps, topo);
+    trace tr = run<R>(c, n, theta, steps, topo, bound);
     if (c.rank() == me) {
       std::lock_guard lk(m);
       replay = std::move(tr);
@@ -107,11 +108,13 @@ TEST_CASE("Reducer over MPI == Reducer over the in-process backend") {
   using routed = Reducer<SparsifyPolicy, RoutedIndexPolicy, PackedBf16Policy, DecodePolicy<>>;
   same_as_local<routed>(70001, 0.99, 3);
   same_as_local<routed>(70001, 0.99, 3, topology::replicated);
+  same_as_local<routed>(70001, 0.99, 3, topology::replicated, 1.0);  // each owner forwarding its largest sums
 }
 
 TEST_CASE("bad input over MPI: every rank gets the same error, nobody hangs") {
   mpi_communicator comm(MPI_COMM_WORLD);
-  using R = Reducer<SparsifyPolicy, IndexPolicy<4>, SketchPolicy<10>, DecodePolicy<>>;
+  // an exact index at any world size this runs at (the 4-bit one counts at most 15 ranks)
+  using R = Reducer<SparsifyPolicy, ExactIndexPolicy, SketchPolicy<10>, DecodePolicy<>>;
   const std::size_t n = 5000;
   R red;
   REQUIRE(red.initialize({.length = n, .world_size = comm.size(), .rank = comm.rank()}).ok());
