@@ -75,6 +75,17 @@ Args packed(Args a) {
   return a;
 }
 
+// The routed index from dense to theta 0.9 over 4 steps: the warm-up's first calls exchange
+// the buffer, later ones send entries.
+Args routed_from_dense() {
+  Args a = packed(tiny(2, 6));
+  a.index_bits = tagc::index_routed;
+  a.sparsity = 0.9;
+  a.sparsity_warmup = 4;
+  a.sparsity_start = 0.0;
+  return a;
+}
+
 }  // namespace
 
 TEST_CASE("two levels, plain fp32: the flat run's losses; a third of its bytes cross nodes at 2 x 2") {
@@ -156,12 +167,7 @@ TEST_CASE("the routed index, flat and across 2 nodes: the gathered index's losse
 }
 
 TEST_CASE("the routed index from a dense start, flat and across 2 nodes: a checkpoint resumes bit for bit") {
-  // the warm-up's first calls exchange the buffer, later ones send entries
-  Args a = packed(tiny(2, 6));
-  a.index_bits = tagc::index_routed;
-  a.sparsity = 0.9;
-  a.sparsity_warmup = 4;
-  a.sparsity_start = 0.0;
+  const Args a = routed_from_dense();
   check_resume_continues(a, MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_routed_flat").string());
   check_resume_continues(nodes_of(a, 2), MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_routed_two_level").string());
 }
@@ -190,11 +196,7 @@ TEST_CASE("--grad-all-reduce: the routed index all-reduced (DDP flat, HSDP acros
 }
 
 TEST_CASE("--grad-all-reduce with a union bound, flat and across 2 nodes: a checkpoint resumes bit for bit") {
-  Args a = packed(tiny(2, 6));
-  a.index_bits = tagc::index_routed;
-  a.sparsity = 0.9;
-  a.sparsity_warmup = 4;
-  a.sparsity_start = 0.0;
+  Args a = routed_from_dense();
   a.grad_all_reduce = true;
   a.union_bound = 1.0;
   check_resume_continues(a, MPI_COMM_WORLD, 6, 3, (scratch() / "ckpt_bounded_flat").string());
