@@ -145,8 +145,9 @@ int main(int argc, char** argv) {
         const int nodes = gpus / per_node;
         const double bits = tagc_bits(nodes, !hsdp);
         // the collectives a compressed call issues: check, index and values (and a count),
-        // routed in an all-reduce also the owners' counts and a broadcast per owner
-        const int collectives = tagc::reducer_collectives + (hsdp && routed_index ? 1 + nodes : 0);
+        // routed in an all-reduce also the owners' counts and the all-gather of their blocks
+        // (padded to the fullest, under a quarter more: their bytes are counted unpadded)
+        const int collectives = tagc::reducer_collectives + (hsdp && routed_index ? 2 : 0);
         const auto estimate = [&](double n) {
           return hsdp ? tagc::estimate_two_level_all_reduce(std::size_t(n), nodes, per_node, 16.0, bits, nvlink,
                                                             node_link, codec_m, collectives)

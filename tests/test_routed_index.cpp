@@ -277,31 +277,35 @@ TEST_CASE("routed all-reduce: the picks and the owners' shared sums are what the
       REQUIRE(red.initialize({.length = n, .world_size = world, .rank = r, .topo = topology::replicated, .sparsity = theta}).ok());
       std::vector<float> out(red.output_size());
       REQUIRE(out.size() == n);
-      double sum = 0.0;
+      double sum = 0.0, control = 0.0;
       for (int t = 0; t < 3; ++t) {
         reduce_stats s;
         const auto g = gradient(n, 7, r, t);
         REQUIRE(red.all_reduce(comm, std::span<const float>(g), std::span<float>(out), &s).ok());
         CHECK(s.index_bits == 32);
-        // the owners' union, broadcast: (N - 1) / N of it per rank, 4 + 2 bytes an entry
-        std::size_t nonzero = 0;
-        for (float x : out) nonzero += x != 0.0f;
+        // the owners' union to every rank, 4 + 2 bytes an entry: (N - 1) / N of the blocks
+        // all-gathered, each padded to the fullest (random gradients load the owners evenly,
+        // so the padding stays under a quarter; else a broadcast per owner, unpadded)
+        const std::size_t chunk = stage::RoutedExchange<bfloat16, exec::host>::dealt_chunk;
+        std::vector<std::size_t> per_owner(static_cast<std::size_t>(world), 0);
+        for (std::size_t i = 0; i < n; ++i) per_owner[(i / chunk) % std::size_t(world)] += out[i] != 0.0f;
+        std::size_t nonzero = 0, fullest = 0;
+        for (std::size_t c : per_owner) nonzero += c, fullest = std::max(fullest, c);
         CHECK(s.support == nonzero);
         CHECK(nonzero >= s.kept);  // at least this rank's own picks
-        const double ring = double(world - 1) / double(world);
-        const double shared = ring * double(nonzero * entry) + double(world - 1) * 8.0;
-        const double picks = s.index_bytes + s.value_bytes - shared - double(world - 1) * 8.0;
+        CHECK(4 * std::size_t(world) * fullest <= 5 * nonzero);  // padded
+        const double ring = double(world - 1) / double(world), counts = 2.0 * double(world - 1) * 8.0;
+        const double picks = s.index_bytes + s.value_bytes - counts - ring * double(std::size_t(world) * fullest * entry);
         CHECK(picks <= double(s.kept * entry) + 1e-6);
         CHECK(picks >= 0.5 * ring * double(s.kept * entry));
-        // the cost model, given the union over k (random gradients load the owners evenly)
+        // the cost model (the union unpadded), given the union over k
         const double k = double(s.kept), model_bits = routed_all_reduce_cross_bits(k / double(n), double(nonzero) / k);
-        CHECK(picks + shared - double(world - 1) * 8.0 == doctest::Approx(ring * double(n) * model_bits / 8.0).epsilon(0.05));
+        CHECK(picks + ring * double(nonzero * entry) == doctest::Approx(ring * double(n) * model_bits / 8.0).epsilon(0.05));
         sum += s.index_bytes + s.value_bytes;
+        control += s.control_bytes;
       }
-      const double check_bytes = comm.counters()[collective::all_gather].bytes_sent -
-                                 3.0 * double(world - 1) * 8.0;  // the agreement check (the owners' counts left out)
       std::lock_guard lk(m);
-      counted[std::size_t(r)] = comm.counters().total_bytes_sent() - check_bytes;
+      counted[std::size_t(r)] = comm.counters().total_bytes_sent() - control;  // the agreement check left out
       reported[std::size_t(r)] = sum;
     });
     for (int r = 0; r < world; ++r) CHECK(counted[std::size_t(r)] == doctest::Approx(reported[std::size_t(r)]));

@@ -150,14 +150,15 @@ struct pack_sums {
 // picks stays a position where its owner forwarded the sum there, and becomes
 // no_position where it did not (the sender then keeps that entry in its residual). The
 // owner's block lists its region offsets ascending (its marks, listed in order), so a
-// binary search finds one; `starts` holds each owner's first entry in the gathered
-// blocks, [owners + 1].
+// binary search finds one; owner q's block starts at entry starts[q] of the gathered
+// blocks and holds counts[q] entries.
 template <class Value>
 struct keep_forwarded {
   const std::uint32_t* list;
   std::size_t length;
   const std::uint8_t* blocks;
   const unsigned long long* starts;
+  const unsigned long long* counts;
   std::size_t owners, chunk;
   std::uint32_t* settled;
   TAGC_HOST_DEVICE void operator()(std::size_t j) const {
@@ -167,7 +168,7 @@ struct keep_forwarded {
       return;
     }
     const std::size_t c = p / chunk, q = c % owners, offset = (c / owners) * chunk + p % chunk;
-    const std::size_t first = std::size_t(starts[q]), count = std::size_t(starts[q + 1]) - first;
+    const std::size_t first = std::size_t(starts[q]), count = std::size_t(counts[q]);
     const std::uint8_t* block = blocks + first * routed_entry_bytes<Value>;
     const auto offset_at = [block](std::size_t i) {
       std::uint32_t o;

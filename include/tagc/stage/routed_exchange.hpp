@@ -15,7 +15,10 @@
 // shard's owner takes them all); the owners sum their regions as above, then share them:
 //   union    each owner lists its region's nonzero sums                 (one scan)
 //   sizes    every rank learns each owner's count             (all-gather, one int64 each)
-//   blocks   each owner broadcasts its sums as entries on the wire type (N broadcasts)
+//   blocks   the owners' sums as entries on the wire type: one all-gather of blocks
+//            padded to the fullest, where that pads the union by at most a quarter
+//            (the dealt chunks, and a union bound, keep the owners' counts close), else
+//            a broadcast per owner (N collectives, nothing padded)
 //   output   every rank writes the whole buffer from the N blocks, its own included, so
 //            that every replica holds the same bits (bf16: the sums rounded once)
 // With reducer_arguments::union_bound B > 0 an owner lists only its ceil(B k / N) largest
@@ -30,10 +33,9 @@
 // shard. A hot shard (one owner receiving most entries) costs that owner's incoming
 // link, not every rank's bytes. The blocks add in rank order on every execution space,
 // so the host and a device give the same sums. An all-reduce also delivers the union
-// of the ranks' picks to every rank: (N - 1) / N of it per rank, as a ring all-gather of
-// the owners' blocks would (a broadcast per owner is a pipeline from it, and nothing is
-// padded to the fullest block), and that union grows with N (docs/results.md, Scaling: 1.7 k at 2
-// ranks, 6.1 k at 16).
+// of the ranks' picks to every rank: (N - 1) / N of it per rank (at most a quarter more
+// when padded), and that union grows with N (docs/results.md, Scaling: 1.7 k at 2 ranks,
+// 6.1 k at 16) unless a union bound holds it near B k.
 //
 // Sized at initialize for the largest k of any call (`capacity`); nothing is allocated
 // per call. The counts travel through the host (each side needs them to size the
@@ -101,12 +103,12 @@ class RoutedExchange {
       union_counts_.assign(1 + world_, 0);
       union_counts_host_.assign(world_, 0);
       union_starts_.assign(world_ + 1, 0);
-      union_starts_host_.assign(world_ + 1, 0ull);
+      union_starts_host_.assign(2 * world_, 0ull);
       shared_.assign(most_shared(world_, capacity_, p.lay.length) * entry_bytes, 0);
       threshold_.assign(1, 0u);
       if (bound_ > 0.0) {
         settled_.assign(capacity_, detail::no_position);
-        union_starts_dev_.assign(world_ + 1, 0ull);
+        union_starts_dev_.assign(2 * world_, 0ull);
       }
       TAGC_TRY(list_.initialize(shard_, exec));
     }
@@ -130,7 +132,7 @@ class RoutedExchange {
            3 * sizeof(unsigned long long) + (1 + world) * sizeof(std::int64_t) +
            most_shared(world, cap, p.lay.length) * entry_bytes + list_t::workspace_bytes_for(region) +
            (2 * ceil_div(p.lay.length, dealt_chunk) + 1) * sizeof(unsigned long long) + sizeof(std::uint32_t) +
-           (p.args.union_bound > 0.0 ? cap * sizeof(std::uint32_t) + (world + 1) * sizeof(unsigned long long) : 0);
+           (p.args.union_bound > 0.0 ? cap * sizeof(std::uint32_t) + 2 * world * sizeof(unsigned long long) : 0);
   }
 
   // The call's exchange: `list` holds this rank's picks (k slots, ascending, free slots
@@ -200,6 +202,7 @@ class RoutedExchange {
   // owner's shared sums (the union, which every rank received).
   struct traffic {
     std::size_t sent = 0, received = 0, to_others = 0, shared = 0;
+    std::size_t padded = 0;  // replicated: the all-gathered slots, when the blocks went padded (else 0: broadcasts)
   };
   const traffic& last() const { return last_; }
   // The positions where this rank's values were delivered in the last exchange, which
@@ -274,28 +277,49 @@ class RoutedExchange {
                                               std::span<std::int64_t>(counts + 1, world_)),
                               "routed index (all-gather of the owners' counts)"));
     TAGC_TRY(launch_.exec.copy_to_host(counts + 1, union_counts_host_.data(), world_));
-    std::size_t total = 0;
+    std::size_t total = 0, fullest = 0;
     for (std::size_t q = 0; q < world_; ++q) {
       const std::int64_t c = union_counts_host_[q];
       if (c < 0 || std::size_t(c) > most || total + std::size_t(c) > shared_.size() / entry_bytes)
         return {errc::communication, "routed index: owner " + std::to_string(q) + " announced " + std::to_string(c) +
                                          " summed entries, more than its region or the ranks' picks can hold"};
-      union_starts_[q] = total;
       total += std::size_t(c);
+      fullest = std::max(fullest, std::size_t(c));
     }
-    union_starts_[world_] = total;
+    // Every rank decides alike from the same counts: one all-gather of blocks padded to the
+    // fullest where that pads little (1 collective, where broadcasts are N), else a
+    // broadcast per owner (nothing padded, whatever the spread).
+    const bool padded = padded_gather(total, fullest);
+    const std::size_t slot = padded ? fullest : 0;
+    for (std::size_t q = 0, at = 0; q < world_; ++q) {
+      union_starts_[q] = padded ? q * slot : at;
+      at += std::size_t(union_counts_host_[q]);
+    }
+    union_starts_[world_] = padded ? world_ * slot : total;
     std::uint8_t* gathered = detail::raw(shared_);
     launch_(std::size_t(mine), detail::pack_sums<Value>{sums, list, std::size_t(mine), gathered + union_starts_[rank_] * entry_bytes});
-    for (std::size_t q = 0; q < world_; ++q) {
-      const std::size_t c = std::size_t(union_counts_host_[q]);
-      if (c == 0) continue;
-      TAGC_TRY(detail::in_phase(comm.broadcast(std::span<std::uint8_t>(gathered + union_starts_[q] * entry_bytes, c * entry_bytes), int(q)),
-                                "routed index (broadcast of an owner's sums)"));
+    if (padded) {
+      if (slot > 0)
+        TAGC_TRY(detail::in_phase(
+            comm.all_gather(std::span<const std::uint8_t>(gathered + rank_ * slot * entry_bytes, slot * entry_bytes),
+                            std::span<std::uint8_t>(gathered, world_ * slot * entry_bytes)),
+            "routed index (all-gather of the owners' sums)"));
+    } else {
+      for (std::size_t q = 0; q < world_; ++q) {
+        const std::size_t c = std::size_t(union_counts_host_[q]);
+        if (c == 0) continue;
+        TAGC_TRY(detail::in_phase(comm.broadcast(std::span<std::uint8_t>(gathered + union_starts_[q] * entry_bytes, c * entry_bytes), int(q)),
+                                  "routed index (broadcast of an owner's sums)"));
+      }
     }
     if (bound_ > 0.0) {
-      for (std::size_t q = 0; q <= world_; ++q) union_starts_host_[q] = union_starts_[q];
-      TAGC_TRY(launch_.exec.copy_from_host(union_starts_host_.data(), detail::raw(union_starts_dev_), world_ + 1));
-      launch_(k, detail::keep_forwarded<Value>{picks, size, gathered, detail::raw(union_starts_dev_), world_, dealt_chunk,
+      for (std::size_t q = 0; q < world_; ++q) {
+        union_starts_host_[q] = union_starts_[q];
+        union_starts_host_[world_ + q] = std::uint64_t(union_counts_host_[q]);
+      }
+      TAGC_TRY(launch_.exec.copy_from_host(union_starts_host_.data(), detail::raw(union_starts_dev_), 2 * world_));
+      launch_(k, detail::keep_forwarded<Value>{picks, size, gathered, detail::raw(union_starts_dev_),
+                                               detail::raw(union_starts_dev_) + world_, world_, dealt_chunk,
                                                detail::raw(settled_)});
     }
     thrust::fill(launch_.exec.policy(), out, out + size, 0.0f);
@@ -303,12 +327,22 @@ class RoutedExchange {
       const std::size_t c = std::size_t(union_counts_host_[q]);
       launch_(c, detail::place_dealt<Value>{gathered + union_starts_[q] * entry_bytes, c, out, size, q, world_, dealt_chunk});
     }
+    last_.padded = padded ? world_ * slot : 0;
     last_.shared = total;
     return {};
   }
-  // Bytes this rank sends of the owners' blocks, `bytes` per entry (ring model).
+  // Bytes this rank sends of the owners' blocks, `bytes` per entry (ring model): the
+  // broadcasts' (N - 1) / N of the union, or the padded all-gather's of its slots.
   double shared_bytes_sent(std::size_t bytes) const {
+    if (last_.padded) return ring_bytes_sent(collective::all_gather, double(last_.padded * bytes), int(world_));
     return ring_bytes_sent(collective::broadcast, double(last_.shared * bytes), int(world_));
+  }
+  // The owners' blocks all-gathered in slots of the fullest block's size: when that pads
+  // the union by at most a quarter (the dealt chunks and a union bound keep the owners'
+  // counts close; shared_ holds the slots then).
+  bool padded_gather(std::size_t total, std::size_t fullest) const {
+    const std::size_t slots = world_ * fullest;
+    return 4 * slots <= 5 * total && slots <= shared_.size() / entry_bytes;
   }
 
   // The owners' extent: the shard (sharded), or (replicated) the most chunks any owner is
@@ -324,9 +358,11 @@ class RoutedExchange {
     return world * std::min(capacity, shard);
   }
   // Replicated: the most summed entries all owners share in one call (the union of the
-  // ranks' picks: at most every rank's k, at most the buffer).
+  // ranks' picks: at most every rank's k, at most the buffer), and a quarter more for the
+  // slots of a padded all-gather (padded_gather).
   static std::size_t most_shared(std::size_t world, std::size_t capacity, std::size_t length) {
-    return std::min(world * capacity, length);
+    const std::size_t u = std::min(world * capacity, length);
+    return u + ceil_div(u, 4);
   }
 
   detail::launcher<Exec> launch_{};
@@ -349,13 +385,13 @@ class RoutedExchange {
   vector<std::uint8_t> shared_;        // [most shared entries] every owner's block, in owner order
   vector<std::uint32_t> threshold_;    // [1] bounded: the owner's threshold (bits of |sum|)
   vector<std::uint32_t> settled_;      // [capacity] bounded: this rank's picks that were forwarded (delivered())
-  vector<unsigned long long> union_starts_dev_;  // [world + 1] bounded: union_starts_ in the space's memory
+  vector<unsigned long long> union_starts_dev_;  // [2 world] bounded: each owner's block start and count
   list_t list_{};                      // the marks as a list
   std::vector<unsigned long long> bounds_host_, chunk_bounds_host_, chunk_first_host_;
   std::vector<std::int64_t> counts_host_, union_counts_host_;
   std::vector<std::size_t> send_counts_, recv_counts_, ones_;  // bytes per peer; 1 per peer for the counts
   std::vector<std::size_t> union_starts_;                      // [world + 1] where each owner's block starts (entries)
-  std::vector<unsigned long long> union_starts_host_;          // [world + 1] the same, staged for union_starts_dev_
+  std::vector<unsigned long long> union_starts_host_;          // [2 world] starts and counts, staged for union_starts_dev_
   traffic last_{};
 };
 
