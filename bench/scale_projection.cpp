@@ -18,7 +18,8 @@
 //                       the union, which grows with M), or every node's own k sent to the
 //                       shards' owners (RoutedIndexPolicy: the gathered index's sums,
 //                       tagc::routed_index_cross_bits, independent of M; the hsdp rows add
-//                       each owner's broadcast of its sums, the union of the M selections:
+//                       the owners' sums to every node, the union of the M selections
+//                       (at most B k with --union-bound):
 //                       tagc::routed_all_reduce_cross_bits)
 //   --union-2 U, --union-growth A
 //                       gathered and routed hsdp: the union of the M nodes' selections over k, modelled as

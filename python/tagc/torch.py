@@ -170,7 +170,7 @@ class TagcState:
       positions all-gathered as lists: fewer bytes at a few ranks or replicas, growing with them),
       index_bits="routed" (the same sums, every rank's own top-k sent to the shards' owners
       as entries: its picks' bytes independent of the ranks; in an all-reduce hook each
-      owner then broadcasts its summed part, the union of the ranks' picks, which grows
+      owner then shares its summed part, the union of the ranks' picks, which grows
       with them, unless union_bound bounds it) or index_bits="shared" (one selection, a
       rotating leader's top-k);
       "dense" is an uncompressed fp32 all-reduce through the hook's machinery (to
