@@ -322,10 +322,7 @@ TEST_CASE("routed: the host and the portable paths deliver the same bits, reduce
     const auto other = simulate<portable>(world, n, 0.99, steps, random_input(n, 17), topo);
     REQUIRE(host.failures.empty());
     REQUIRE(other.failures.empty());
-    for (int r = 0; r < world; ++r) {
-      CHECK(host.out[std::size_t(r)] == other.out[std::size_t(r)]);
-      CHECK(host.residual[std::size_t(r)] == other.residual[std::size_t(r)]);
-    }
+    expect_same_runs(host, other);
   }
 }
 

@@ -129,10 +129,7 @@ TEST_CASE("union bound: a bound no owner reaches delivers the unbounded sums and
   const auto plain = simulate<routed_f32>(world, n, 0.99, steps, random_input(n, 5), topology::replicated);
   REQUIRE(loose.failures.empty());
   REQUIRE(plain.failures.empty());
-  for (int r = 0; r < world; ++r) {
-    CHECK(loose.out[std::size_t(r)] == plain.out[std::size_t(r)]);
-    CHECK(loose.residual[std::size_t(r)] == plain.residual[std::size_t(r)]);
-  }
+  expect_same_runs(loose, plain);
 }
 
 TEST_CASE("union bound: what a rank receives stays near B k at 2, 4 and 8 ranks, where the union grows") {
@@ -205,10 +202,7 @@ TEST_CASE("union bound: save and load in the middle resume bit for bit; host = p
                                         bounded(1.0));
   REQUIRE(host.failures.empty());
   REQUIRE(other.failures.empty());
-  for (int r = 0; r < world; ++r) {
-    CHECK(host.out[std::size_t(r)] == other.out[std::size_t(r)]);
-    CHECK(host.residual[std::size_t(r)] == other.residual[std::size_t(r)]);
-  }
+  expect_same_runs(host, other);
 }
 
 TEST_CASE("union bound: refused for a reduce-scatter, another index, a bad number, and ranks that differ") {

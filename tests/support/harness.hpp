@@ -202,6 +202,17 @@ inline void expect_dense_sum(const run_record& rec, int world, std::size_t n, do
   for (int r = 0; r < world; ++r) CHECK(rec.residual[r] == ref.residual[r]);
 }
 
+// Two runs delivered the same bits on every rank at every call and left the same
+// residuals (host = portable paths, a loose bound = none, ...).
+inline void expect_same_runs(const run_record& a, const run_record& b) {
+  REQUIRE(a.out.size() == b.out.size());
+  for (std::size_t r = 0; r < a.out.size(); ++r) {
+    CAPTURE(r);
+    CHECK(a.out[r] == b.out[r]);
+    CHECK(a.residual[r] == b.residual[r]);
+  }
+}
+
 // A reducer's run of first + second calls on every rank, whole (one reducer) and split
 // (a second reducer's state saved after `first` calls, loaded into a third that makes the
 // rest), on gradient(n, seed, rank, step): what each delivered last, their residuals, and
