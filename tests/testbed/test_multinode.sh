@@ -2,7 +2,7 @@
 # Test of scripts/multinode.sh (ctest label testbed): its arguments and rank mapping, then a
 # real bed of namespaces (needs root, ip netns, tc, mpicc, mpirun): up / idempotent up /
 # failure halfway / measured rates / exit status / down. Fails, never skips, when the
-# machine cannot make network namespaces. ~15 s.
+# machine cannot make network namespaces. ~15 s (~25 s where a loaded machine makes it measure again).
 set -uo pipefail
 bed=$(cd "$(dirname "$0")/../../scripts" && pwd)/multinode.sh
 # Our own bed: a prefix no other run uses (a bed is an isolated network, the subnet may repeat).
@@ -73,25 +73,50 @@ both_ends=$(tc -n "$TAGC_BED_PREFIX-n1" qdisc show dev eth0; tc -n "$TAGC_BED_PR
 expect_error "nothing of it is left" -- "$bed" up --nodes 2 --rate 0bit
 [[ -z $(bed_names) ]] && pass "failed up left nothing" || fail "failed up left: $(bed_names)"
 
-# Rates at 100 Mbit/s per link and direction (MPI payload gets ~95 % of it).
+# Rates at 100 Mbit/s per link and direction (MPI payload gets ~95 % of it): name, floor,
+# ceiling (Mbit/s), what the range shows. tcp_duplex is one TCP connection both ways at once,
+# the two directions summed: a half-duplex link would give at most 100 in all.
+rate_checks=(
+  "inter_oneway 80 101 node to node, one stream: the link rate"
+  "inter_shared 70 105 two ranks of node 0 to node 1: they share one link"
+  "intra_duplex 300 1000000 inside a node: not the shaped link"
+  "tcp_duplex 120 202 raw TCP both ways: full duplex at 100 each way"
+)
+# A rate is the best of up to three measurements: other jobs on the machine can slow a
+# stream below its link (74 of 100 Mbit/s seen beside a 32-rank run), but none can lift one
+# above the shaping, so each ceiling still holds the highest figure measured.
+best() { awk -v k="$1" '$1 == "rate" && $2 == k { v = int($3); if (!n++ || v > m) m = v } END { if (n) print m }' <<<"$out"; }
+rate() {
+  if [[ $1 == tcp_duplex ]]; then
+    local c s; c=$(best tcp_duplex_client) s=$(best tcp_duplex_server)
+    [[ -n $c && -n $s ]] && echo $((c + s))
+  else best "$1"; fi
+}
+below_a_floor() {
+  local name lo rest v
+  for check in "${rate_checks[@]}"; do
+    read -r name lo rest <<<"$check"
+    v=$(rate "$name"); ((${v:-0} < lo)) && return 0
+  done
+  return 1
+}
 out=$("$bed" measure --rate 100mbit --bytes 4M 2>&1) || fail "measure failed: $out"
+for try in 2 3; do
+  below_a_floor || break
+  echo "a rate below its floor (a loaded machine?): measuring again, $try of 3"
+  more=$("$bed" measure --rate 100mbit --bytes 4M 2>&1) || fail "measure failed: $more"
+  out+=$'\n'"$more"
+done
 echo "$out" | grep -E '^(map|rate)'
 for r in 0 1 2 3; do
   grep -q "^map rank $r host $TAGC_BED_PREFIX-n$((r / 2)) shared_size 2 ranks_per_node 2$" <<<"$out" &&
     pass "rank $r on node $((r / 2)), sharing memory with its node's 2 ranks" || fail "rank $r misplaced"
 done
-rate() { awk -v k="$1" '$1 == "rate" && $2 == k { print int($3) }' <<<"$out"; }
-in_range() {  # name lo hi why
-  local v; v=$(rate "$1")
-  [[ -n $v ]] && ((v >= $2 && v <= $3)) && pass "$1 = $v Mbit/s ($4)" || fail "$1 = ${v:-missing} Mbit/s, expected $2..$3 ($4)"
-}
-in_range inter_oneway 80 101 "node to node, one stream: the link rate"
-in_range inter_shared 70 105 "two ranks of node 0 to node 1: they share one link"
-in_range intra_duplex 300 1000000 "inside a node: not the shaped link"
-# One TCP connection both ways at once: a half-duplex link would give the two at most 100.
-duplex_sum=$(($(rate tcp_duplex_client) + $(rate tcp_duplex_server)))
-((duplex_sum >= 120 && duplex_sum <= 202)) && pass "raw TCP both ways: $duplex_sum Mbit/s in all (full duplex)" ||
-  fail "raw TCP both ways: $duplex_sum Mbit/s in all, expected 120..202 (full duplex at 100 each way)"
+for check in "${rate_checks[@]}"; do
+  read -r name lo hi why <<<"$check"
+  v=$(rate "$name")
+  [[ -n $v ]] && ((v >= lo && v <= hi)) && pass "$name = $v Mbit/s ($why)" || fail "$name = ${v:-missing} Mbit/s, expected $lo..$hi ($why)"
+done
 
 "$bed" run --nodes 2 --ranks-per-node 1 -- false >/dev/null 2>&1 && fail "run of a failing job returned 0" ||
   pass "run returns the job's failure"
