@@ -100,11 +100,12 @@ below_a_floor() {
   done
   return 1
 }
-out=$("$bed" measure --rate 100mbit --bytes 4M 2>&1) || fail "measure failed: $out"
+measure() { "$bed" measure --rate 100mbit --bytes 4M 2>&1; }
+out=$(measure) || fail "measure failed: $out"
 for try in 2 3; do
   below_a_floor || break
   echo "a rate below its floor (a loaded machine?): measuring again, $try of 3"
-  more=$("$bed" measure --rate 100mbit --bytes 4M 2>&1) || fail "measure failed: $more"
+  more=$(measure) || fail "measure failed: $more"
   out+=$'\n'"$more"
 done
 echo "$out" | grep -E '^(map|rate)'
